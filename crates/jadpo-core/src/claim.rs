@@ -1,0 +1,161 @@
+//! What happens to a due delivery when a worker claims it, before it runs.
+//!
+//! The seed's "Given up at the claim" and "Which deliveries are held", in the
+//! order they apply:
+//! 1. a lease that ended marks the last failure `lease_expired`;
+//! 2. a handled record means the run already committed: `succeeded`;
+//! 3. a spent budget fails it without running, not counted as an attempt;
+//! 4. an open breaker on any connection its action may call holds it;
+//! 5. otherwise it runs, as the probe of each connection whose pause passed.
+
+use crate::breaker::Gate;
+use crate::budget::Budget;
+use crate::delivery::{Delivery, DeliveryState, Held, Lease};
+use crate::failure::FailureRecord;
+use crate::time::Timestamp;
+
+/// Everything the claim decision looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimInput<'a> {
+    pub delivery: &'a Delivery,
+    pub budget: Budget,
+    /// A handled record exists for (subscriber, event).
+    pub handled: bool,
+    /// The gate of each connection the subscriber's action may call.
+    pub gates: &'a [(&'a str, Gate)],
+    pub now: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimDecision {
+    /// The run committed before: `succeeded` without running again.
+    Succeed,
+    /// The budget is spent: `failed` without running, with this record.
+    GiveUp(FailureRecord),
+    /// Held behind this connection's breaker; the attempt is not spent.
+    Hold { connection: String },
+    /// Run it. It is the probe of these connections, if any.
+    Run { probe_for: Vec<String> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The delivery's worker was lost: its last failure becomes `lease_expired`.
+    pub lease_expired: bool,
+    pub decision: ClaimDecision,
+}
+
+pub fn decide(input: ClaimInput<'_>) -> Claim {
+    let ClaimInput {
+        delivery: d,
+        budget,
+        handled,
+        gates,
+        now,
+    } = input;
+    debug_assert!(
+        d.claimable(now),
+        "claim of a delivery that is not due: {d:?}"
+    );
+    let lease_expired = d.lease_ended(now);
+    let decision = if handled {
+        ClaimDecision::Succeed
+    } else if budget.attempts_used(d.attempts)
+        || now > budget.deadline(d.budget_from, d.held_for_at(now))
+    {
+        let last = if lease_expired {
+            Some(FailureRecord::lease_expired())
+        } else {
+            d.last_failure.clone()
+        };
+        ClaimDecision::GiveUp(last.unwrap_or_else(FailureRecord::deadline_exceeded))
+    } else if let Some((connection, _)) = gates.iter().find(|(_, g)| *g == Gate::Hold) {
+        ClaimDecision::Hold {
+            connection: (*connection).to_owned(),
+        }
+    } else {
+        let probe_for = gates
+            .iter()
+            .filter(|(_, g)| *g == Gate::Probe)
+            .map(|(c, _)| (*c).to_owned())
+            .collect();
+        ClaimDecision::Run { probe_for }
+    };
+    Claim {
+        lease_expired,
+        decision,
+    }
+}
+
+/// Writes a claim's decision into the delivery. `lease` is used only when it
+/// runs.
+pub fn apply(d: &mut Delivery, claim: &Claim, lease: Lease, now: Timestamp) {
+    if claim.lease_expired {
+        d.last_failure = Some(FailureRecord::lease_expired());
+    }
+    d.lease = None;
+    d.updated_at = now;
+    match &claim.decision {
+        ClaimDecision::Succeed => {
+            d.state = DeliveryState::Succeeded;
+            d.finished_at = Some(now);
+        }
+        ClaimDecision::GiveUp(record) => {
+            d.state = DeliveryState::Failed;
+            d.last_failure = Some(record.clone());
+            d.finished_at = Some(now);
+        }
+        ClaimDecision::Hold { connection } => {
+            d.state = DeliveryState::Held;
+            d.held = Some(Held {
+                connection: connection.clone(),
+                since: now,
+            });
+        }
+        ClaimDecision::Run { .. } => {
+            d.state = DeliveryState::Running;
+            d.attempts += 1;
+            d.lease = Some(lease);
+        }
+    }
+}
+
+/// A claimed delivery that the worker did not start after all (its breaker
+/// opened after the claim, seen in memory just before the run): held, with
+/// the attempt its claim counted given back.
+pub fn hold_claimed(d: &mut Delivery, connection: &str, now: Timestamp) {
+    assert_eq!(
+        d.state,
+        DeliveryState::Running,
+        "hold_claimed of a delivery not running"
+    );
+    assert!(d.attempts > 0);
+    d.attempts -= 1;
+    d.state = DeliveryState::Held;
+    d.lease = None;
+    d.held = Some(Held {
+        connection: connection.to_owned(),
+        since: now,
+    });
+    d.updated_at = now;
+}
+
+/// A claimed delivery given back unstarted at a graceful shutdown: due at
+/// once, the attempt not spent.
+pub fn give_back(d: &mut Delivery, now: Timestamp) {
+    assert_eq!(
+        d.state,
+        DeliveryState::Running,
+        "give_back of a delivery not running"
+    );
+    assert!(d.attempts > 0);
+    d.attempts -= 1;
+    d.state = DeliveryState::Due;
+    d.lease = None;
+    d.due_at = now;
+    d.updated_at = now;
+}
+
+#[cfg(test)]
+#[path = "claim_tests.rs"]
+mod tests;

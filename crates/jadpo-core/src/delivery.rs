@@ -1,0 +1,281 @@
+//! A delivery: one subscriber's durable job for one event.
+
+use crate::failure::FailureRecord;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DeliveryId(pub i64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventId(pub i64);
+
+/// Issued fresh by every claim. Every write after a claim names the token it
+/// was claimed with, so a worker whose lease was taken over changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(pub i64);
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for `due_at`.
+    Due,
+    /// Claimed by a worker under a lease.
+    Running,
+    /// Behind an open circuit breaker; not due until it closes.
+    Held,
+    Succeeded,
+    Failed,
+    Parked,
+}
+
+impl DeliveryState {
+    pub const ALL: [DeliveryState; 6] = [
+        DeliveryState::Due,
+        DeliveryState::Running,
+        DeliveryState::Held,
+        DeliveryState::Succeeded,
+        DeliveryState::Failed,
+        DeliveryState::Parked,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Due => "due",
+            DeliveryState::Running => "running",
+            DeliveryState::Held => "held",
+            DeliveryState::Succeeded => "succeeded",
+            DeliveryState::Failed => "failed",
+            DeliveryState::Parked => "parked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DeliveryState> {
+        DeliveryState::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Nothing happens to a finished delivery until an operator retries it.
+    pub const fn is_finished(self) -> bool {
+        matches!(
+            self,
+            DeliveryState::Succeeded | DeliveryState::Failed | DeliveryState::Parked
+        )
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub token: LeaseToken,
+    pub until: Timestamp,
+}
+
+/// Why and since when a delivery is held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub connection: String,
+    pub since: Timestamp,
+}
+
+/// A delivery's record, DESIGN.md section 5.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub event_id: EventId,
+    pub subscriber: String,
+    pub state: DeliveryState,
+    /// Attempts started and counted against the budget.
+    pub attempts: u32,
+    pub due_at: Timestamp,
+    /// The event's emitted time, or the operator's last retry.
+    pub budget_from: Timestamp,
+    /// Total time spent held, finished holds only; moves `within:` on.
+    pub held_for: Duration,
+    pub lease: Option<Lease>,
+    pub last_failure: Option<FailureRecord>,
+    pub held: Option<Held>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+impl Delivery {
+    /// A new delivery of `event_id` to `subscriber`, due at once.
+    pub fn new(
+        id: DeliveryId,
+        event_id: EventId,
+        subscriber: impl Into<String>,
+        now: Timestamp,
+    ) -> Delivery {
+        Delivery {
+            id,
+            event_id,
+            subscriber: subscriber.into(),
+            state: DeliveryState::Due,
+            attempts: 0,
+            due_at: now,
+            budget_from: now,
+            held_for: Duration::ZERO,
+            lease: None,
+            last_failure: None,
+            held: None,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+        }
+    }
+
+    /// Time held so far, the hold in progress included.
+    pub fn held_for_at(&self, now: Timestamp) -> Duration {
+        let current = self
+            .held
+            .as_ref()
+            .map_or(Duration::ZERO, |h| now.since(h.since));
+        self.held_for.saturating_add(current)
+    }
+
+    /// A running delivery whose worker's lease has ended: its worker is
+    /// taken as lost, and the next claim may take it over.
+    pub fn lease_ended(&self, now: Timestamp) -> bool {
+        self.state == DeliveryState::Running && self.lease.as_ref().is_some_and(|l| l.until <= now)
+    }
+
+    /// Due now: waiting and its time has come, or running under a lease
+    /// that has ended.
+    pub fn claimable(&self, now: Timestamp) -> bool {
+        (self.state == DeliveryState::Due && self.due_at <= now) || self.lease_ended(now)
+    }
+
+    /// Held deliveries become due at once, their hold added to `held_for`.
+    pub fn release(&mut self, now: Timestamp) {
+        debug_assert_eq!(self.state, DeliveryState::Held);
+        self.held_for = self.held_for_at(now);
+        self.held = None;
+        self.state = DeliveryState::Due;
+        self.due_at = now;
+        self.updated_at = now;
+    }
+
+    /// An operator's retry: a fresh budget from now, the time held included.
+    pub fn operator_retry(&mut self, due_at: Timestamp, now: Timestamp) {
+        self.state = DeliveryState::Due;
+        self.attempts = 0;
+        self.budget_from = now;
+        self.held_for = Duration::ZERO;
+        self.held = None;
+        self.lease = None;
+        self.due_at = due_at;
+        self.finished_at = None;
+        self.updated_at = now;
+    }
+
+    /// True when the operator may retry it.
+    pub fn retryable_by_operator(&self) -> bool {
+        matches!(self.state, DeliveryState::Failed | DeliveryState::Parked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{MINUTE, SECOND};
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_millis(s * 1000)
+    }
+
+    #[test]
+    fn release_adds_the_hold_to_held_for_and_makes_it_due_at_once() {
+        let mut d = Delivery::new(DeliveryId(1), EventId(1), "s", at(0));
+        d.held_for = 2 * MINUTE;
+        d.state = DeliveryState::Held;
+        d.held = Some(Held {
+            connection: "payments".into(),
+            since: at(100),
+        });
+        assert_eq!(d.held_for_at(at(130)), 2 * MINUTE + 30 * SECOND);
+        d.release(at(400));
+        assert_eq!(d.state, DeliveryState::Due);
+        assert_eq!(d.due_at, at(400));
+        assert_eq!(d.held_for, 2 * MINUTE + 300 * SECOND);
+        assert!(d.held.is_none());
+    }
+
+    #[test]
+    fn claimable_when_due_or_lease_ended() {
+        let mut d = Delivery::new(DeliveryId(1), EventId(1), "s", at(10));
+        assert!(!d.claimable(at(9)));
+        assert!(d.claimable(at(10)));
+        d.state = DeliveryState::Running;
+        d.lease = Some(Lease {
+            owner: "w".into(),
+            token: LeaseToken(1),
+            until: at(40),
+        });
+        assert!(!d.claimable(at(39)));
+        assert!(d.claimable(at(40)));
+        for s in [
+            DeliveryState::Held,
+            DeliveryState::Succeeded,
+            DeliveryState::Failed,
+            DeliveryState::Parked,
+        ] {
+            d.state = s;
+            assert!(!d.claimable(at(1_000_000)), "{s}");
+        }
+    }
+
+    #[test]
+    fn operator_retry_gives_a_fresh_budget() {
+        let mut d = Delivery::new(DeliveryId(1), EventId(1), "s", at(0));
+        d.state = DeliveryState::Failed;
+        d.attempts = 10;
+        d.held_for = 5 * MINUTE;
+        d.finished_at = Some(at(50));
+        assert!(d.retryable_by_operator());
+        d.operator_retry(at(70), at(60));
+        assert_eq!(
+            (d.state, d.attempts, d.budget_from, d.held_for, d.due_at),
+            (DeliveryState::Due, 0, at(60), Duration::ZERO, at(70))
+        );
+        assert_eq!(d.finished_at, None);
+        assert!(!d.retryable_by_operator());
+    }
+
+    #[test]
+    fn states_round_trip() {
+        for s in DeliveryState::ALL {
+            assert_eq!(DeliveryState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(
+            DeliveryState::ALL
+                .iter()
+                .filter(|s| s.is_finished())
+                .count(),
+            3
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! Jadpo's rules, as pure functions over plain data and a time.
+//!
+//! No I/O, no async, no clock reads: "now" and the random source are always
+//! arguments. The stores, the workers, HTTP and the command line feed these
+//! functions and write down what they return.
+//!
+//! - [`failure`]: failure kinds and what each does to a delivery.
+//! - [`backoff`]: the wait before the next try.
+//! - [`budget`]: how many tries, within how long.
+//! - [`claim`]: the decisions taken when a due delivery is claimed.
+//! - [`attempt`]: the decision after an attempt ends.
+//! - [`breaker`]: a connection's circuit breaker.
+//! - [`call`]: how an outside call ended, for the action and the breaker.
+
+pub mod attempt;
+pub mod backoff;
+pub mod breaker;
+pub mod budget;
+pub mod call;
+pub mod claim;
+pub mod delivery;
+pub mod failure;
+pub mod time;
+
+pub use attempt::{AttemptEnd, Outcome};
+pub use backoff::Backoff;
+pub use breaker::{Alert, Breaker, BreakerPolicy, BreakerState, CallVerdict, Gate, Transition};
+pub use budget::{Budget, BudgetError};
+pub use claim::{Claim, ClaimDecision, ClaimInput};
+pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken};
+pub use failure::{Disposition, Failure, FailureKind, FailureRecord};
+pub use time::Timestamp;

@@ -1,0 +1,1 @@
+//! The app file language (issue 3).

@@ -1,0 +1,1 @@
+//! The runtime (issue 5).

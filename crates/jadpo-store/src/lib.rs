@@ -1,0 +1,1 @@
+//! Stores (memory now; SQLite and PostgreSQL with issue 4).

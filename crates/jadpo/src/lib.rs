@@ -1,0 +1,2 @@
+//! Jadpo embedded in a Rust program (issue 5).
+pub use jadpo_core as core;
