@@ -73,7 +73,7 @@ pub fn is_idempotent(method: &str, has_idempotency_key: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use CallVerdict::*;
+    use CallVerdict::{Answered, Unavailable as Down};
     use FailureKind::*;
 
     fn status(status: u16) -> CallEnd {
@@ -99,26 +99,22 @@ mod tests {
             (status(410), Some(Rejected), Answered),
             (status(451), Some(Rejected), Answered),
             (status(302), Some(Rejected), Answered),
-            (status(429), Some(RateLimited), Unavailable),
-            (status(408), Some(FailureKind::Unavailable), Unavailable),
-            (status(500), Some(FailureKind::Unavailable), Unavailable),
-            (status(502), Some(FailureKind::Unavailable), Unavailable),
-            (status(503), Some(FailureKind::Unavailable), Unavailable),
-            (status(599), Some(FailureKind::Unavailable), Unavailable),
-            (
-                CallEnd::NeverLeft,
-                Some(FailureKind::Unavailable),
-                Unavailable,
-            ),
+            (status(429), Some(RateLimited), Down),
+            (status(408), Some(Unavailable), Down),
+            (status(500), Some(Unavailable), Down),
+            (status(502), Some(Unavailable), Down),
+            (status(503), Some(Unavailable), Down),
+            (status(599), Some(Unavailable), Down),
+            (CallEnd::NeverLeft, Some(Unavailable), Down),
             (
                 CallEnd::TimedOut { idempotent: true },
-                Some(FailureKind::Unavailable),
-                Unavailable,
+                Some(Unavailable),
+                Down,
             ),
             (
                 CallEnd::TimedOut { idempotent: false },
                 Some(OutcomeUnknown),
-                Unavailable,
+                Down,
             ),
         ];
         for &(end, kind, verdict) in table {
