@@ -1,0 +1,184 @@
+//! The plain data a store takes and returns.
+
+use jadpo_core::{
+    Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind,
+    FailureRecord, LeaseToken, Outcome, Timestamp, Transition,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// What the store needs to know of a subscriber at the claim: its budget and
+/// the connections its action may call, itself or through actions it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub budget: Budget,
+    pub connections: Vec<String>,
+}
+
+/// Every subscriber's route, by subscriber name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Routes(BTreeMap<String, Route>);
+
+impl Routes {
+    pub fn new() -> Routes {
+        Routes::default()
+    }
+
+    pub fn insert(&mut self, subscriber: impl Into<String>, route: Route) {
+        self.0.insert(subscriber.into(), route);
+    }
+
+    pub fn get(&self, subscriber: &str) -> Option<&Route> {
+        self.0.get(subscriber)
+    }
+}
+
+/// The record of a delivery whose subscriber is no longer in the app: a
+/// defect, failed until the app declares it again and an operator retries.
+pub fn unknown_subscriber() -> FailureRecord {
+    FailureRecord::new("subscriber.unknown", FailureKind::InternalFault)
+}
+
+/// An event to emit, with the subscribers that get a delivery of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    pub name: String,
+    /// The event's JSON. Kept for the action; never logged.
+    pub payload: String,
+    pub subscribers: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emitted {
+    pub event_id: EventId,
+    pub deliveries: Vec<DeliveryId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest<'a> {
+    pub worker: &'a str,
+    pub now: Timestamp,
+    /// The most due rows one claim looks at.
+    pub limit: usize,
+    /// How long the worker holds what it claims; outlasts the run's limit.
+    pub lease: Duration,
+}
+
+/// A delivery a worker now holds and may run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    /// As claimed: running, this attempt counted, under the new lease.
+    pub delivery: Delivery,
+    pub budget: Budget,
+    pub connections: Vec<String>,
+    /// The connections it probes.
+    pub probe_for: Vec<String>,
+}
+
+impl Claimed {
+    pub fn token(&self) -> LeaseToken {
+        self.delivery
+            .lease
+            .as_ref()
+            .expect("a claimed delivery has a lease")
+            .token
+    }
+}
+
+/// What one claim did, beyond the deliveries it hands out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimReport {
+    pub claimed: Vec<Claimed>,
+    pub succeeded: Vec<DeliveryId>,
+    pub gave_up: Vec<DeliveryId>,
+    pub held: Vec<DeliveryId>,
+    pub lease_expired: Vec<DeliveryId>,
+}
+
+/// The end of an attempt, for the store to write down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finish {
+    pub id: DeliveryId,
+    pub token: LeaseToken,
+    pub outcome: Outcome,
+    /// For each connection the attempt called through its real driver, how
+    /// the last call ended. Fakes and recordings are not listed.
+    pub calls: Vec<(String, CallVerdict)>,
+    /// The connections it was the probe of, from its claim.
+    pub probe_for: Vec<String>,
+    pub started_at: Timestamp,
+    pub now: Timestamp,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinishReport {
+    pub transitions: Vec<(String, Transition)>,
+    pub released: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Held deliveries woken to be a probe.
+    pub woken: Vec<DeliveryId>,
+    /// Held deliveries released because their breaker is closed.
+    pub released: usize,
+    pub alerts: Vec<Alert>,
+}
+
+/// One attempt in a delivery's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub delivery: DeliveryId,
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    pub state: DeliveryState,
+    pub failure: Option<FailureRecord>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryFilter {
+    pub state: Option<DeliveryState>,
+    pub subscriber: Option<String>,
+    pub connection: Option<String>,
+    pub event: Option<EventId>,
+    pub limit: Option<usize>,
+}
+
+impl DeliveryFilter {
+    pub fn matches(&self, d: &Delivery) -> bool {
+        self.state.is_none_or(|s| d.state == s)
+            && self.subscriber.as_deref().is_none_or(|s| d.subscriber == s)
+            && self.event.is_none_or(|e| d.event_id == e)
+            && self
+                .connection
+                .as_deref()
+                .is_none_or(|c| d.held.as_ref().is_some_and(|h| h.connection == c))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The write names a lease that is no longer the delivery's: another
+    /// worker took it over, or it finished. Nothing was changed.
+    LeaseLost(DeliveryId),
+    NotFound(DeliveryId),
+    /// The store could not be reached, or failed before anything committed.
+    Unavailable(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::LeaseLost(id) => write!(
+                f,
+                "delivery {id}: its lease was taken over; nothing was written"
+            ),
+            StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
+            StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
