@@ -193,6 +193,13 @@ impl Breaker {
         }
     }
 
+    /// The check repeated in memory just before a claimed delivery runs:
+    /// a breaker that opened after the claim holds it, unless it is the
+    /// probe. Only runs already under way when it opened reach the provider.
+    pub fn lets_run(&self, delivery: DeliveryId, now: Timestamp) -> bool {
+        self.is_closed() || self.probe_out(now) == Some(delivery)
+    }
+
     /// True when the sweep should wake a held delivery to be the probe.
     pub fn wants_probe(&self, now: Timestamp) -> bool {
         self.probe_due_at().is_some_and(|t| t <= now) && self.probe_out(now).is_none()

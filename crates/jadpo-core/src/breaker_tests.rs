@@ -194,6 +194,24 @@ fn version_moves_on_every_change_and_only_then() {
 }
 
 #[test]
+fn only_the_probe_runs_past_an_open_breaker() {
+    let mut b = Breaker::new("payments");
+    assert!(b.lets_run(d(1), at(0)));
+    b = opened_at(0);
+    assert!(
+        !b.lets_run(d(1), at(61)),
+        "pause passed, but it did not take the probe at its claim"
+    );
+    b.take_probe(d(1), at(120), at(61));
+    assert!(b.lets_run(d(1), at(62)));
+    assert!(!b.lets_run(d(2), at(62)));
+    assert!(
+        !b.lets_run(d(1), at(120)),
+        "its lease ended: no longer the probe"
+    );
+}
+
+#[test]
 fn closed_gate_passes_everything() {
     let b = Breaker::new("payments");
     assert_eq!(b.gate(d(1), at(0)), Gate::Pass);

@@ -1,1 +1,24 @@
+//! A deterministic simulation of Jadpo under injected faults.
+//!
+//! It runs the real rules (`jadpo-core`) in the real in-memory store
+//! (`jadpo-store`) against scripted providers and workers that are lost,
+//! paused or cut off from their store, on a virtual clock. After its steps
+//! it checks invariants: nothing lost or stuck, no attempt past the budget,
+//! no attempt spent while held, one probe and one alert per outage, every
+//! record matching the seed's tables. A run is a pure function of its seed,
+//! so a failing seed replays exactly.
 
+mod check;
+pub mod config;
+mod engine;
+pub mod outage;
+pub mod stats;
+
+pub use config::{Behaviour, Emission, Faults, Script, SimConfig, SimSubscriber};
+pub use engine::{Sim, Violation};
+pub use stats::Stats;
+
+/// Runs the random system of `seed` and checks it.
+pub fn run_seed(seed: u64) -> Result<Sim, Violation> {
+    Sim::new(SimConfig::random(seed)).run()
+}

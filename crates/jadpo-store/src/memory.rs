@@ -200,23 +200,18 @@ impl MemoryStore {
         }
     }
 
-    /// The gates of `connections` for a claimed delivery, read again just
-    /// before it runs: a breaker may have opened since the claim.
-    pub fn gates(
+    /// The breaker check repeated just before a claimed delivery runs: the
+    /// connection whose breaker opened since the claim, if any.
+    pub fn held_before_run(
         &self,
         id: DeliveryId,
         connections: &[String],
         now: Timestamp,
-    ) -> Vec<(String, Gate)> {
+    ) -> Option<String> {
         connections
             .iter()
-            .map(|c| {
-                (
-                    c.clone(),
-                    self.breakers.get(c).map_or(Gate::Pass, |b| b.gate(id, now)),
-                )
-            })
-            .collect()
+            .find(|c| self.breakers.get(*c).is_some_and(|b| !b.lets_run(id, now)))
+            .cloned()
     }
 
     /// A claimed delivery found, just before its run, behind a breaker that

@@ -300,8 +300,8 @@ fn a_breaker_opening_after_the_claim_holds_the_delivery_before_its_run() {
         .unwrap();
     }
     let late = &r.claimed[5];
-    let gates = s.gates(late.delivery.id, &late.connections, at(2));
-    assert_eq!(gates, vec![("payments".to_string(), Gate::Hold)]);
+    let held = s.held_before_run(late.delivery.id, &late.connections, at(2));
+    assert_eq!(held.as_deref(), Some("payments"));
     s.hold_claimed(late.delivery.id, late.token(), "payments", at(2))
         .unwrap();
     let d = s.delivery(late.delivery.id).unwrap();

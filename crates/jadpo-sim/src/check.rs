@@ -1,0 +1,354 @@
+//! The invariants a simulation checks after its steps.
+
+use crate::config::{Behaviour, SimConfig};
+use jadpo_core::backoff::Backoff;
+use jadpo_core::{
+    Alert, DeliveryId, DeliveryState, Disposition, FailureKind, FailureRecord, Outcome, Timestamp,
+    Transition,
+};
+use jadpo_store::memory::MemoryStore;
+use jadpo_store::{ClaimReport, Claimed, Emitted, FinishReport};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What the simulation knows a delivery went through, kept beside the store
+/// to check the store against.
+#[derive(Clone, Debug, Default)]
+struct Shadow {
+    runs_started: u32,
+    committed: bool,
+    last: Option<FailureRecord>,
+}
+
+#[derive(Clone, Debug)]
+struct ProbeRun {
+    delivery: DeliveryId,
+    connection: String,
+    until: Timestamp,
+    worker: usize,
+    generation: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Outage {
+    open: bool,
+    alerted: bool,
+    since: Option<Timestamp>,
+    count: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Checker {
+    shadows: Vec<Shadow>,
+    probes: Vec<ProbeRun>,
+    outages: BTreeMap<String, Outage>,
+}
+
+fn err<T>(what: impl Into<String>) -> Result<T, String> {
+    Err(what.into())
+}
+
+impl Checker {
+    pub fn emitted(&mut self, e: &Emitted) {
+        for id in &e.deliveries {
+            assert_eq!(id.0 as usize, self.shadows.len() + 1, "ids are dense");
+            self.shadows.push(Shadow::default());
+        }
+    }
+
+    fn shadow(&mut self, id: DeliveryId) -> &mut Shadow {
+        &mut self.shadows[id.0 as usize - 1]
+    }
+
+    pub fn claimed(
+        &mut self,
+        r: &ClaimReport,
+        worker: usize,
+        generation: u32,
+    ) -> Result<(), String> {
+        for id in &r.lease_expired {
+            self.shadow(*id).last = Some(FailureRecord::lease_expired());
+            self.probes.retain(|p| p.delivery != *id);
+        }
+        for id in &r.succeeded {
+            if !self.shadow(*id).committed {
+                return err(format!(
+                    "delivery {id} succeeded at its claim without a committed run"
+                ));
+            }
+        }
+        for c in &r.claimed {
+            let id = c.delivery.id;
+            self.shadow(id).runs_started += 1;
+            let until = c
+                .delivery
+                .lease
+                .as_ref()
+                .map(|l| l.until)
+                .unwrap_or(Timestamp::EPOCH);
+            for connection in &c.probe_for {
+                self.probes.push(ProbeRun {
+                    delivery: id,
+                    connection: connection.clone(),
+                    until,
+                    worker,
+                    generation,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn held_before_run(&mut self, id: DeliveryId) {
+        self.shadow(id).runs_started -= 1;
+        self.probes.retain(|p| p.delivery != id);
+    }
+
+    pub fn starting(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
+        let id = c.delivery.id;
+        if self.shadow(id).committed
+            || store.is_handled(&c.delivery.subscriber, c.delivery.event_id)
+        {
+            return err(format!(
+                "delivery {id} runs again after a run of it committed"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn committed(&mut self, id: DeliveryId) {
+        self.shadow(id).committed = true;
+    }
+
+    pub fn finished(
+        &mut self,
+        c: &Claimed,
+        outcome: &Outcome,
+        report: &FinishReport,
+        now: Timestamp,
+        tick: Duration,
+    ) -> Result<(), String> {
+        let id = c.delivery.id;
+        let s = self.shadow(id);
+        if let Some(f) = outcome.failure() {
+            s.last = Some(f.clone());
+        }
+        if *outcome == Outcome::Succeeded {
+            s.committed = true;
+        }
+        self.probes.retain(|p| p.delivery != id);
+        for (connection, t) in &report.transitions {
+            let o = self.outages.entry(connection.clone()).or_default();
+            match t {
+                Transition::Opened => {
+                    if o.open {
+                        return err(format!("breaker {connection} opened while open"));
+                    }
+                    *o = Outage {
+                        open: true,
+                        alerted: false,
+                        since: Some(now),
+                        count: o.count + 1,
+                    };
+                }
+                Transition::Reopened => {
+                    if !o.open {
+                        return err(format!("breaker {connection} reopened while closed"));
+                    }
+                }
+                Transition::Closed => {
+                    if !o.open {
+                        return err(format!("breaker {connection} closed while closed"));
+                    }
+                    let lasted = now.since(o.since.unwrap_or(now));
+                    if lasted > tick && !o.alerted {
+                        return err(format!(
+                            "an outage of {connection} lasting {lasted:?} raised no alert"
+                        ));
+                    }
+                    o.open = false;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A finish refused for a lost lease. Only a late worker's may be.
+    pub fn fenced(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
+        let id = c.delivery.id;
+        self.probes.retain(|p| p.delivery != id);
+        let d = store.delivery(id).ok_or("fenced delivery missing")?;
+        let until = c
+            .delivery
+            .lease
+            .as_ref()
+            .map(|l| l.until)
+            .unwrap_or(Timestamp::MAX);
+        if d.lease.as_ref().is_some_and(|l| l.token == c.token())
+            && d.state == DeliveryState::Running
+        {
+            return err(format!(
+                "delivery {id}: a write under the current lease was refused"
+            ));
+        }
+        if d.updated_at < until {
+            return err(format!("delivery {id}: taken over before its lease ended"));
+        }
+        Ok(())
+    }
+
+    pub fn alert(&mut self, a: &Alert) -> Result<(), String> {
+        let o = self.outages.entry(a.connection.clone()).or_default();
+        if !o.open {
+            return err(format!(
+                "alert for {} while its breaker is closed",
+                a.connection
+            ));
+        }
+        if o.alerted {
+            return err(format!("a second alert in one outage of {}", a.connection));
+        }
+        if Some(a.since) != o.since {
+            return err(format!(
+                "alert for {} says since {} but the outage began at {:?}",
+                a.connection, a.since, o.since
+            ));
+        }
+        o.alerted = true;
+        Ok(())
+    }
+
+    pub fn check_all(
+        &self,
+        store: &MemoryStore,
+        cfg: &SimConfig,
+        workers_alive: &[u32],
+        now: Timestamp,
+    ) -> Result<(), String> {
+        if store.deliveries().len() != self.shadows.len() {
+            return err(format!(
+                "{} deliveries emitted, {} in the store",
+                self.shadows.len(),
+                store.deliveries().len()
+            ));
+        }
+        let max_retry_after = cfg
+            .providers
+            .values()
+            .flat_map(|s| s.0.iter())
+            .filter_map(|(_, b)| match b {
+                Behaviour::RateLimiting { retry_after } => Some(*retry_after),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default();
+        for (d, s) in store.deliveries().iter().zip(&self.shadows) {
+            let id = d.id;
+            let sub = cfg
+                .subscribers
+                .iter()
+                .find(|x| x.name == d.subscriber)
+                .ok_or("unknown subscriber")?;
+            let budget = sub.budget;
+            if d.attempts != s.runs_started {
+                return err(format!(
+                    "delivery {id}: {} attempts recorded, {} runs started (a hold spent one?)",
+                    d.attempts, s.runs_started
+                ));
+            }
+            if d.attempts > budget.attempts() {
+                return err(format!(
+                    "delivery {id}: {} attempts, budget {}",
+                    d.attempts,
+                    budget.attempts()
+                ));
+            }
+            match d.state {
+                DeliveryState::Due => {}
+                DeliveryState::Running if d.lease.is_none() => {
+                    return err(format!("delivery {id} running without a lease"))
+                }
+                DeliveryState::Running => {}
+                DeliveryState::Held if d.held.is_none() => {
+                    return err(format!("delivery {id} held without a connection"))
+                }
+                DeliveryState::Held => {}
+                DeliveryState::Succeeded => {
+                    if !s.committed || !store.is_handled(&d.subscriber, d.event_id) {
+                        return err(format!("delivery {id} succeeded without a handled record"));
+                    }
+                }
+                DeliveryState::Parked => {
+                    let f = d.last_failure.as_ref().ok_or("parked without a record")?;
+                    if f.kind != FailureKind::OutcomeUnknown || Some(f) != s.last.as_ref() {
+                        return err(format!(
+                            "delivery {id} parked with {f:?}, last run ended {:?}",
+                            s.last
+                        ));
+                    }
+                }
+                DeliveryState::Failed => {
+                    let f = d.last_failure.as_ref().ok_or("failed without a record")?;
+                    let expected = s
+                        .last
+                        .clone()
+                        .unwrap_or_else(FailureRecord::deadline_exceeded);
+                    if *f != expected {
+                        return err(format!("delivery {id} failed recording {f:?}, but its last attempt ended {expected:?}"));
+                    }
+                    match f.kind.disposition() {
+                        Disposition::Fail | Disposition::Defect => {}
+                        Disposition::Park => {
+                            return err(format!("delivery {id} failed with {f:?}, which parks"))
+                        }
+                        Disposition::Retry => {
+                            let deadline = budget.deadline(d.budget_from, d.held_for);
+                            let finished = d.finished_at.ok_or("failed without a finish time")?;
+                            let longest_wait =
+                                Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
+                            let spent = budget.attempts_used(d.attempts)
+                                || finished > deadline
+                                || finished.plus(longest_wait) > deadline;
+                            if !spent {
+                                return err(format!(
+                                    "delivery {id} failed with {f:?} while its budget lasted"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut live: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &self.probes {
+            if workers_alive.get(p.worker) == Some(&p.generation) && p.until > now {
+                *live.entry(&p.connection).or_default() += 1;
+            }
+        }
+        if let Some((c, n)) = live.iter().find(|(_, n)| **n > 1) {
+            return err(format!("{n} probes out at once for {c}"));
+        }
+        for b in store.breakers() {
+            b.check_invariants(store.policy())?;
+        }
+        Ok(())
+    }
+
+    pub fn check_end(&self, store: &MemoryStore) -> Result<(), String> {
+        if let Some(d) = store.deliveries().iter().find(|d| !d.state.is_finished()) {
+            return err(format!(
+                "delivery {} is stuck {} at the end (due at {})",
+                d.id, d.state, d.due_at
+            ));
+        }
+        Ok(())
+    }
+
+    /// Outages seen, by connection.
+    pub fn outages(&self) -> BTreeMap<String, u32> {
+        self.outages
+            .iter()
+            .map(|(c, o)| (c.clone(), o.count))
+            .collect()
+    }
+}

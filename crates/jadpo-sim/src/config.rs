@@ -1,0 +1,247 @@
+//! What a simulation runs: subscribers, scripted providers, workers, faults.
+
+use jadpo_core::{BreakerPolicy, Budget, Timestamp};
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How a provider answers a call, from some time on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Behaviour {
+    /// 2xx after `latency`.
+    Up { latency: Duration },
+    /// 503 after `latency`.
+    Down { latency: Duration },
+    /// Connection refused: the call never leaves.
+    Refused,
+    /// Answers after `latency`, longer than a run's limit: the run stops.
+    Slow { latency: Duration },
+    /// 429 with this `Retry-After`.
+    RateLimiting { retry_after: Duration },
+    /// Up and down in turns of `period`, starting up.
+    Flapping { period: Duration, latency: Duration },
+    /// Each call at random: up, down, a 4xx refusal, or a timeout after
+    /// sending (`outcome_unknown`), by these weights out of 100.
+    Mixed {
+        down: u8,
+        refuse: u8,
+        unknown: u8,
+        latency: Duration,
+    },
+}
+
+/// A provider's behaviour over time: `(from, behaviour)`, sorted by `from`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Script(pub Vec<(Timestamp, Behaviour)>);
+
+impl Script {
+    pub fn at(&self, now: Timestamp) -> Behaviour {
+        self.0
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= now)
+            .or(self.0.first())
+            .map(|(_, b)| *b)
+            .expect("a script has at least one behaviour")
+    }
+
+    /// The time from which the provider stays up for good, if it does.
+    pub fn up_for_good_from(&self) -> Option<Timestamp> {
+        match self.0.last() {
+            Some((from, Behaviour::Up { .. })) => Some(*from),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimSubscriber {
+    pub name: String,
+    pub budget: Budget,
+    /// The connections its action calls, in order; the first failure ends
+    /// the run.
+    pub connections: Vec<String>,
+    /// Out of 100: how often a run skips calling its connections (the
+    /// action's own logic decided it needs none), which gives back a probe.
+    pub skip_calls: u8,
+    /// Out of 1000: how often a run hits a defect before calling anything.
+    pub defect: u16,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emission {
+    pub at: Timestamp,
+    pub events: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Out of 1000 runs: the worker is lost mid-run, never to finish it.
+    pub lost: u16,
+    /// Out of 1000 runs: the worker commits the run's effects, then is lost
+    /// before it records the outcome.
+    pub lost_after_commit: u16,
+    /// Out of 1000 runs: the worker is paused past its lease and finishes
+    /// late, after another may have taken the delivery over.
+    pub paused: u16,
+    /// Out of 1000 claims: the store is unreachable and the claim fails.
+    pub store_down: u16,
+}
+
+impl Faults {
+    pub const NONE: Faults = Faults {
+        lost: 0,
+        lost_after_commit: 0,
+        paused: 0,
+        store_down: 0,
+    };
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub subscribers: Vec<SimSubscriber>,
+    pub providers: BTreeMap<String, Script>,
+    pub emissions: Vec<Emission>,
+    pub workers: usize,
+    /// Deliveries one worker runs at once; also its claim's limit.
+    pub slots: usize,
+    pub policy: BreakerPolicy,
+    pub faults: Faults,
+    pub tick: Duration,
+    /// The simulation stops here; anything unfinished then is stuck.
+    pub horizon: Duration,
+    /// Check every delivery after every step, not only at ticks and the end.
+    pub check_every_step: bool,
+}
+
+impl SimConfig {
+    /// The lease a worker takes: the longest run's limit, plus a margin for
+    /// recording the outcome, so a live worker always finishes inside it.
+    pub fn lease(&self) -> Duration {
+        let longest = self
+            .subscribers
+            .iter()
+            .map(|s| s.timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(30));
+        longest + Duration::from_secs(30)
+    }
+
+    /// A random system, fully determined by `seed`: a few subscribers over
+    /// a few providers that go down, slow down, rate-limit and flap, then
+    /// come back for good; workers that are lost, paused or cut off from
+    /// the store.
+    pub fn random(seed: u64) -> SimConfig {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6a61_6470_6f73_696d);
+        let ms = Duration::from_millis;
+        let s = Duration::from_secs;
+        let providers: BTreeMap<String, Script> = (0..rng.random_range(1..=3))
+            .map(|i| {
+                let mut t = 0i64;
+                let mut phases = Vec::new();
+                for _ in 0..rng.random_range(1..=4) {
+                    let latency = ms(rng.random_range(5..=400));
+                    let b = match rng.random_range(0..7) {
+                        0 => Behaviour::Up { latency },
+                        1 | 2 => Behaviour::Down { latency },
+                        3 => Behaviour::Refused,
+                        4 => Behaviour::Slow {
+                            latency: s(rng.random_range(31..=90)),
+                        },
+                        5 => Behaviour::RateLimiting {
+                            retry_after: s(rng.random_range(1..=300)),
+                        },
+                        _ => {
+                            if rng.random_bool(0.5) {
+                                Behaviour::Flapping {
+                                    period: s(rng.random_range(5..=900)),
+                                    latency,
+                                }
+                            } else {
+                                Behaviour::Mixed {
+                                    down: rng.random_range(0..=60),
+                                    refuse: rng.random_range(0..=10),
+                                    unknown: rng.random_range(0..=5),
+                                    latency,
+                                }
+                            }
+                        }
+                    };
+                    phases.push((Timestamp::from_millis(t), b));
+                    t += rng.random_range(1_000..=5_400_000);
+                }
+                phases.push((
+                    Timestamp::from_millis(t),
+                    Behaviour::Up {
+                        latency: ms(rng.random_range(5..=200)),
+                    },
+                ));
+                (format!("p{i}"), Script(phases))
+            })
+            .collect();
+        let names: Vec<String> = providers.keys().cloned().collect();
+        let subscribers = (0..rng.random_range(1..=4))
+            .map(|i| {
+                let mut connections: Vec<String> = names
+                    .iter()
+                    .filter(|_| rng.random_bool(0.6))
+                    .cloned()
+                    .collect();
+                if connections.is_empty() && rng.random_bool(0.8) {
+                    connections.push(names[rng.random_range(0..names.len())].clone());
+                }
+                let budget = Budget::new(
+                    rng.random_range(1..=30),
+                    s(rng.random_range(60..=3 * 86_400)),
+                )
+                .expect("in range");
+                SimSubscriber {
+                    name: format!("s{i}"),
+                    budget,
+                    connections,
+                    skip_calls: if rng.random_bool(0.2) {
+                        rng.random_range(1..=50)
+                    } else {
+                        0
+                    },
+                    defect: if rng.random_bool(0.1) {
+                        rng.random_range(1..=50)
+                    } else {
+                        0
+                    },
+                    timeout: s(rng.random_range(5..=60)),
+                }
+            })
+            .collect();
+        let emissions = (0..rng.random_range(1..=4))
+            .map(|_| Emission {
+                at: Timestamp::from_millis(rng.random_range(0..=7_200_000)),
+                events: rng.random_range(1..=40),
+            })
+            .collect();
+        let faulty = rng.random_bool(0.5);
+        let mut fault = |max: u16| if faulty { rng.random_range(0..=max) } else { 0 };
+        let faults = Faults {
+            lost: fault(30),
+            lost_after_commit: fault(30),
+            paused: fault(30),
+            store_down: fault(50),
+        };
+        SimConfig {
+            seed,
+            subscribers,
+            providers,
+            emissions,
+            workers: rng.random_range(1..=4),
+            slots: rng.random_range(1..=8),
+            policy: BreakerPolicy::DEFAULT,
+            faults,
+            tick: s(1),
+            horizon: s(40 * 86_400),
+            check_every_step: true,
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! The simulation's event loop: virtual time, workers, providers, the tick.
+//!
+//! Every piece of Jadpo that decides anything runs here for real: the
+//! core's rules inside the in-memory store. What is simulated is only what
+//! surrounds it: time, providers, workers that get lost or paused, a store
+//! that cannot be reached. The run is a pure function of its config's seed.
+
+use crate::check::Checker;
+use crate::config::{Behaviour, SimConfig, SimSubscriber};
+use crate::stats::Stats;
+use jadpo_core::call::{classify, CallEnd};
+use jadpo_core::{attempt, AttemptEnd, CallVerdict, Failure, FailureKind, Timestamp};
+use jadpo_store::memory::MemoryStore;
+use jadpo_store::{ClaimRequest, Claimed, Finish, NewEvent, Route, Routes, StoreError};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// No step may loop past this many claims in one poll: an explicit bound,
+/// so a bug shows as a failure rather than a hang.
+const MAX_CLAIMS_PER_POLL: usize = 100_000;
+/// Nor may a run take more steps than this.
+const MAX_STEPS: u64 = 50_000_000;
+
+#[derive(Debug)]
+struct Worker {
+    /// Changes when the worker is lost: events of an older generation are
+    /// those of a process that no longer exists.
+    generation: u32,
+    busy: usize,
+    lost: bool,
+    next_poll: Option<Timestamp>,
+}
+
+#[derive(Debug)]
+struct Run {
+    claimed: Claimed,
+    started_at: Timestamp,
+    end: AttemptEnd,
+    calls: Vec<(String, CallVerdict)>,
+}
+
+#[derive(Debug)]
+enum Event {
+    Emit(usize),
+    Poll {
+        worker: usize,
+    },
+    Start {
+        worker: usize,
+        generation: u32,
+        claimed: Claimed,
+    },
+    Finish {
+        worker: usize,
+        generation: u32,
+        run: Run,
+    },
+    Restart {
+        worker: usize,
+    },
+    Tick,
+}
+
+pub struct Sim {
+    pub cfg: SimConfig,
+    pub store: MemoryStore,
+    pub now: Timestamp,
+    pub stats: Stats,
+    pub(crate) checker: Checker,
+    rng: ChaCha8Rng,
+    queue: BTreeMap<(Timestamp, u64), Event>,
+    seq: u64,
+    workers: Vec<Worker>,
+    tick_pending: bool,
+    subscribers: BTreeMap<String, SimSubscriber>,
+}
+
+/// How a simulation ended when it did not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub seed: u64,
+    pub at: Timestamp,
+    pub what: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "simulation seed {} broke an invariant at t={}s: {}\nreplay: JADPO_SIM_SEED={} cargo test -p jadpo-sim --test seeds replay -- --nocapture",
+            self.seed,
+            self.at.as_millis() as f64 / 1000.0,
+            self.what,
+            self.seed,
+        )
+    }
+}
+
+impl Sim {
+    pub fn new(cfg: SimConfig) -> Sim {
+        let mut routes = Routes::new();
+        for s in &cfg.subscribers {
+            routes.insert(
+                s.name.clone(),
+                Route {
+                    budget: s.budget,
+                    connections: s.connections.clone(),
+                },
+            );
+        }
+        let store = MemoryStore::new(routes, cfg.policy);
+        let mut sim = Sim {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            store,
+            now: Timestamp::EPOCH,
+            stats: Stats::default(),
+            checker: Checker::default(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            workers: (0..cfg.workers)
+                .map(|_| Worker {
+                    generation: 0,
+                    busy: 0,
+                    lost: false,
+                    next_poll: None,
+                })
+                .collect(),
+            tick_pending: false,
+            subscribers: cfg
+                .subscribers
+                .iter()
+                .map(|s| (s.name.clone(), s.clone()))
+                .collect(),
+            cfg,
+        };
+        for i in 0..sim.cfg.emissions.len() {
+            sim.push(sim.cfg.emissions[i].at, Event::Emit(i));
+        }
+        sim
+    }
+
+    /// Runs to the end: every delivery finished, or the horizon reached.
+    pub fn run(mut self) -> Result<Sim, Violation> {
+        let horizon = Timestamp::EPOCH.plus(self.cfg.horizon);
+        let mut steps = 0u64;
+        while let Some(((at, _), event)) = self.queue.pop_first() {
+            if at > horizon {
+                break;
+            }
+            debug_assert!(at >= self.now, "time never goes back");
+            self.now = at;
+            self.step(event).map_err(|what| self.violation(what))?;
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Err(self.violation(format!("more than {MAX_STEPS} steps")));
+            }
+            if self.cfg.check_every_step {
+                self.check_all().map_err(|what| self.violation(what))?;
+            }
+        }
+        self.stats.steps = steps;
+        self.stats.ended_at = self.now;
+        self.check_all().map_err(|what| self.violation(what))?;
+        self.check_end().map_err(|what| self.violation(what))?;
+        Ok(self)
+    }
+
+    fn violation(&self, what: String) -> Violation {
+        Violation {
+            seed: self.cfg.seed,
+            at: self.now,
+            what,
+        }
+    }
+
+    fn push(&mut self, at: Timestamp, event: Event) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), event);
+    }
+
+    fn step(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Emit(i) => self.emit(i),
+            Event::Poll { worker } => self.poll(worker),
+            Event::Start {
+                worker,
+                generation,
+                claimed,
+            } => {
+                if self.workers[worker].generation == generation {
+                    self.start(worker, claimed)?;
+                }
+                Ok(())
+            }
+            Event::Finish {
+                worker,
+                generation,
+                run,
+            } => {
+                if self.workers[worker].generation == generation {
+                    self.finish(worker, run)?;
+                }
+                Ok(())
+            }
+            Event::Restart { worker } => {
+                let w = &mut self.workers[worker];
+                w.lost = false;
+                w.busy = 0;
+                w.next_poll = None;
+                self.schedule_poll(worker, self.now);
+                Ok(())
+            }
+            Event::Tick => self.tick(),
+        }
+    }
+
+    fn emit(&mut self, i: usize) -> Result<(), String> {
+        let subscribers: Vec<String> = self
+            .cfg
+            .subscribers
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        let events: Vec<NewEvent> = (0..self.cfg.emissions[i].events)
+            .map(|_| NewEvent {
+                name: "Simulated".into(),
+                payload: "{}".into(),
+                subscribers: subscribers.clone(),
+            })
+            .collect();
+        for e in self.store.emit(&events, self.now) {
+            self.checker.emitted(&e);
+        }
+        self.wake_idle_workers();
+        Ok(())
+    }
+
+    fn worker_name(&self, worker: usize) -> String {
+        format!("w{worker}.{}", self.workers[worker].generation)
+    }
+
+    fn schedule_poll(&mut self, worker: usize, at: Timestamp) {
+        let w = &mut self.workers[worker];
+        if w.lost || w.next_poll.is_some_and(|p| p <= at) {
+            return;
+        }
+        w.next_poll = Some(at);
+        self.push(at, Event::Poll { worker });
+    }
+
+    fn wake_idle_workers(&mut self) {
+        for w in 0..self.workers.len() {
+            if self.workers[w].busy < self.cfg.slots {
+                self.schedule_poll(w, self.now);
+            }
+        }
+    }
+
+    fn poll(&mut self, worker: usize) -> Result<(), String> {
+        if self.workers[worker].next_poll != Some(self.now) {
+            return Ok(()); // superseded by an earlier poll
+        }
+        self.workers[worker].next_poll = None;
+        if self.workers[worker].lost {
+            return Ok(());
+        }
+        if self.roll(self.cfg.faults.store_down) {
+            // The store can't be reached: reconnect after a backoff.
+            self.stats.store_faults += 1;
+            let wait = Duration::from_millis(self.rng.random_range(500..=5_000));
+            self.schedule_poll(worker, self.now.plus(wait));
+            return Ok(());
+        }
+        let name = self.worker_name(worker);
+        let lease = self.cfg.lease();
+        for _ in 0..MAX_CLAIMS_PER_POLL {
+            let free = self.cfg.slots - self.workers[worker].busy;
+            if free == 0 {
+                return Ok(());
+            }
+            let report = self.store.claim(&ClaimRequest {
+                worker: &name,
+                now: self.now,
+                limit: free,
+                lease,
+            });
+            self.checker
+                .claimed(&report, worker, self.workers[worker].generation)?;
+            let decided = report.claimed.len()
+                + report.succeeded.len()
+                + report.gave_up.len()
+                + report.held.len();
+            for claimed in report.claimed {
+                self.workers[worker].busy += 1;
+                // A claimed batch starts within a moment, not at once: the
+                // gap in which a breaker may open after the claim.
+                let at = self
+                    .now
+                    .plus(Duration::from_millis(self.rng.random_range(0..=50)));
+                let generation = self.workers[worker].generation;
+                self.push(
+                    at,
+                    Event::Start {
+                        worker,
+                        generation,
+                        claimed,
+                    },
+                );
+            }
+            if decided == 0 {
+                if self.workers[worker].busy == 0 {
+                    if let Some(next) = self.store.next_due() {
+                        self.schedule_poll(
+                            worker,
+                            next.max(self.now.plus(Duration::from_millis(1))),
+                        );
+                    }
+                }
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "a poll claimed more than {MAX_CLAIMS_PER_POLL} times"
+        ))
+    }
+
+    fn start(&mut self, worker: usize, claimed: Claimed) -> Result<(), String> {
+        let id = claimed.delivery.id;
+        let token = claimed.token();
+        let sub = self.subscribers[&claimed.delivery.subscriber].clone();
+        let lease_until = claimed
+            .delivery
+            .lease
+            .as_ref()
+            .map(|l| l.until)
+            .unwrap_or(Timestamp::EPOCH);
+        if lease_until < self.now.plus(sub.timeout) {
+            return Err(format!(
+                "delivery {id} would start with a lease shorter than its run"
+            ));
+        }
+        if let Some(connection) = self
+            .store
+            .held_before_run(id, &claimed.connections, self.now)
+        {
+            self.store
+                .hold_claimed(id, token, &connection, self.now)
+                .map_err(|e| e.to_string())?;
+            self.checker.held_before_run(id);
+            self.workers[worker].busy -= 1;
+            self.schedule_poll(worker, self.now);
+            return Ok(());
+        }
+        self.checker.starting(&self.store, &claimed)?;
+        let (end, calls, ended) = self.perform(&sub, &claimed);
+        let run = Run {
+            claimed,
+            started_at: self.now,
+            end,
+            calls,
+        };
+        let generation = self.workers[worker].generation;
+        if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
+            self.store
+                .commit_handled(id, token)
+                .map_err(|e| e.to_string())?;
+            self.checker.committed(id);
+            self.lose_worker(worker, ended);
+        } else if self.roll(self.cfg.faults.lost) {
+            self.lose_worker(worker, ended);
+        } else if self.roll(self.cfg.faults.paused) {
+            let late = lease_until.plus(Duration::from_millis(self.rng.random_range(0..=120_000)));
+            self.stats.paused += 1;
+            self.push(
+                late.max(ended),
+                Event::Finish {
+                    worker,
+                    generation,
+                    run,
+                },
+            );
+        } else {
+            self.push(
+                ended,
+                Event::Finish {
+                    worker,
+                    generation,
+                    run,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The action's run: its calls, in order, until the first failure or the
+    /// run's time limit.
+    fn perform(
+        &mut self,
+        sub: &SimSubscriber,
+        claimed: &Claimed,
+    ) -> (AttemptEnd, Vec<(String, CallVerdict)>, Timestamp) {
+        let limit = self.now.plus(sub.timeout);
+        if self.roll(u16::from(sub.defect)) {
+            let f = if self.rng.random_bool(0.5) {
+                Failure::panicked()
+            } else {
+                Failure::new("run.overflow", FailureKind::Overflow)
+            };
+            return (AttemptEnd::Failed(f), vec![], self.now);
+        }
+        if self.rng.random_range(0..100) < sub.skip_calls {
+            return (
+                AttemptEnd::Succeeded,
+                vec![],
+                self.now.plus(Duration::from_millis(1)),
+            );
+        }
+        let mut t = self.now;
+        let mut calls = Vec::new();
+        for c in &claimed.connections {
+            let behaviour = self.cfg.providers[c].at(t);
+            let (latency, call_end) = self.provider_answer(behaviour, t);
+            self.stats.call(c, behaviour, t);
+            if t.plus(latency) > limit {
+                // The run's limit stops it mid-call: nothing it did is kept.
+                calls.push((c.clone(), CallVerdict::Unavailable));
+                return (
+                    AttemptEnd::Failed(Failure::deadline_exceeded()),
+                    calls,
+                    limit,
+                );
+            }
+            t = t.plus(latency);
+            let (result, verdict) = classify(call_end);
+            calls.push((c.clone(), verdict));
+            if let Err(f) = result {
+                return (AttemptEnd::Failed(f), calls, t);
+            }
+        }
+        (
+            AttemptEnd::Succeeded,
+            calls,
+            t.plus(Duration::from_millis(1)),
+        )
+    }
+
+    fn provider_answer(&mut self, b: Behaviour, t: Timestamp) -> (Duration, CallEnd) {
+        let status = |s: u16| CallEnd::Status {
+            status: s,
+            retry_after: None,
+        };
+        match b {
+            Behaviour::Up { latency } => (latency, status(200)),
+            Behaviour::Down { latency } => (latency, status(503)),
+            Behaviour::Refused => (Duration::ZERO, CallEnd::NeverLeft),
+            Behaviour::Slow { latency } => (latency, status(200)),
+            Behaviour::RateLimiting { retry_after } => (
+                Duration::from_millis(5),
+                CallEnd::Status {
+                    status: 429,
+                    retry_after: Some(retry_after),
+                },
+            ),
+            Behaviour::Flapping { period, latency } => {
+                let turn =
+                    t.as_millis() / i64::try_from(period.as_millis().max(1)).unwrap_or(i64::MAX);
+                (latency, status(if turn % 2 == 0 { 200 } else { 503 }))
+            }
+            Behaviour::Mixed {
+                down,
+                refuse,
+                unknown,
+                latency,
+            } => {
+                let r = self.rng.random_range(0..100u8);
+                if r < down {
+                    (latency, status(503))
+                } else if r < down.saturating_add(refuse) {
+                    (
+                        latency,
+                        status([400, 401, 404, 409, 422][self.rng.random_range(0..5)]),
+                    )
+                } else if r < down.saturating_add(refuse).saturating_add(unknown) {
+                    (latency, CallEnd::TimedOut { idempotent: false })
+                } else {
+                    (latency, status(200))
+                }
+            }
+        }
+    }
+
+    fn lose_worker(&mut self, worker: usize, at: Timestamp) {
+        self.stats.workers_lost += 1;
+        let w = &mut self.workers[worker];
+        w.generation += 1;
+        w.lost = true;
+        w.busy = 0;
+        w.next_poll = None;
+        let back = at.plus(Duration::from_millis(self.rng.random_range(1_000..=30_000)));
+        self.push(back, Event::Restart { worker });
+    }
+
+    fn finish(&mut self, worker: usize, run: Run) -> Result<(), String> {
+        let Run {
+            claimed,
+            started_at,
+            end,
+            calls,
+        } = run;
+        if self.roll(self.cfg.faults.store_down) {
+            // Writing the outcome failed before commit: the worker
+            // reconnects and writes it again.
+            self.stats.store_faults += 1;
+            let at = self
+                .now
+                .plus(Duration::from_millis(self.rng.random_range(500..=5_000)));
+            let generation = self.workers[worker].generation;
+            self.push(
+                at,
+                Event::Finish {
+                    worker,
+                    generation,
+                    run: Run {
+                        claimed,
+                        started_at,
+                        end,
+                        calls,
+                    },
+                },
+            );
+            return Ok(());
+        }
+        let outcome = attempt::decide(
+            &claimed.delivery,
+            claimed.budget,
+            &end,
+            self.now,
+            &mut self.rng,
+        );
+        let result = self.store.finish(&Finish {
+            id: claimed.delivery.id,
+            token: claimed.token(),
+            outcome: outcome.clone(),
+            calls: calls.clone(),
+            probe_for: claimed.probe_for.clone(),
+            started_at,
+            now: self.now,
+        });
+        self.workers[worker].busy -= 1;
+        match result {
+            Ok(report) => {
+                self.checker
+                    .finished(&claimed, &outcome, &report, self.now, self.cfg.tick)?;
+                self.stats.finished(&outcome, self.now);
+                if report.released > 0 {
+                    self.wake_idle_workers();
+                }
+                if !report.transitions.is_empty() {
+                    self.ensure_tick();
+                }
+            }
+            Err(StoreError::LeaseLost(id)) => {
+                self.checker.fenced(&self.store, &claimed)?;
+                self.stats.fenced += 1;
+                let _ = id;
+            }
+            Err(e) => return Err(format!("finish: {e}")),
+        }
+        self.schedule_poll(worker, self.now);
+        Ok(())
+    }
+
+    fn ensure_tick(&mut self) {
+        if !self.tick_pending {
+            self.tick_pending = true;
+            let next = self.now.plus(self.cfg.tick);
+            self.push(next, Event::Tick);
+        }
+    }
+
+    fn tick(&mut self) -> Result<(), String> {
+        self.tick_pending = false;
+        let report = self.store.sweep(self.now, self.cfg.lease());
+        for alert in &report.alerts {
+            self.checker.alert(alert)?;
+            self.stats.alerts.push((self.now, alert.clone()));
+        }
+        if !report.woken.is_empty() || report.released > 0 {
+            self.wake_idle_workers();
+        }
+        let active = self.store.breakers().any(|b| !b.is_closed())
+            || self
+                .store
+                .breakers()
+                .any(|b| self.store.held_count(&b.connection) > 0);
+        if active {
+            self.ensure_tick();
+        }
+        Ok(())
+    }
+
+    fn roll(&mut self, per_mille: u16) -> bool {
+        per_mille > 0 && self.rng.random_range(0..1000) < per_mille
+    }
+
+    fn check_all(&self) -> Result<(), String> {
+        self.checker
+            .check_all(&self.store, &self.cfg, &self.workers_alive(), self.now)
+    }
+
+    fn check_end(&self) -> Result<(), String> {
+        self.checker.check_end(&self.store)
+    }
+
+    fn workers_alive(&self) -> Vec<u32> {
+        self.workers
+            .iter()
+            .map(|w| if w.lost { u32::MAX } else { w.generation })
+            .collect()
+    }
+}

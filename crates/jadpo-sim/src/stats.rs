@@ -1,0 +1,54 @@
+//! What a simulation counts, for its report.
+
+use crate::config::Behaviour;
+use jadpo_core::{Alert, Outcome, Timestamp};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderCalls {
+    pub total: u64,
+    /// Calls that arrived while the provider was not simply up.
+    pub while_failing: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub calls: BTreeMap<String, ProviderCalls>,
+    pub attempts_finished: u64,
+    pub retries_scheduled: u64,
+    pub first_success: Option<Timestamp>,
+    pub last_success: Option<Timestamp>,
+    pub alerts: Vec<(Timestamp, Alert)>,
+    pub workers_lost: u64,
+    pub paused: u64,
+    pub fenced: u64,
+    pub store_faults: u64,
+    pub steps: u64,
+    pub ended_at: Timestamp,
+}
+
+impl Stats {
+    pub(crate) fn call(&mut self, connection: &str, behaviour: Behaviour, _at: Timestamp) {
+        let c = self.calls.entry(connection.to_owned()).or_default();
+        c.total += 1;
+        if !matches!(behaviour, Behaviour::Up { .. }) {
+            c.while_failing += 1;
+        }
+    }
+
+    pub(crate) fn finished(&mut self, outcome: &Outcome, now: Timestamp) {
+        self.attempts_finished += 1;
+        match outcome {
+            Outcome::Succeeded => {
+                self.first_success.get_or_insert(now);
+                self.last_success = Some(now);
+            }
+            Outcome::Retry { .. } => self.retries_scheduled += 1,
+            _ => {}
+        }
+    }
+
+    pub fn total_calls(&self) -> u64 {
+        self.calls.values().map(|c| c.total).sum()
+    }
+}

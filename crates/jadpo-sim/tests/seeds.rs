@@ -1,0 +1,51 @@
+//! The simulation over many seeds. A failure prints its seed; replay it with
+//! `JADPO_SIM_SEED=<seed> cargo test -p jadpo-sim --test seeds replay -- --nocapture`.
+
+use jadpo_sim::run_seed;
+
+/// How many seeds `cargo test` runs; `JADPO_SIM_SEEDS` runs more.
+const SEEDS: u64 = 1_000;
+
+fn seeds() -> u64 {
+    std::env::var("JADPO_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS)
+}
+
+#[test]
+fn a_thousand_seeds_hold_every_invariant() {
+    let n = seeds();
+    let mut failures = Vec::new();
+    let mut steps = 0;
+    for seed in 0..n {
+        match run_seed(seed) {
+            Ok(sim) => steps += sim.stats.steps,
+            Err(v) => failures.push(v.to_string()),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // A simulation that does nothing proves nothing.
+    assert!(steps > n * 50, "only {steps} steps in {n} seeds");
+}
+
+#[test]
+fn replay() {
+    let Some(seed) = std::env::var("JADPO_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    else {
+        return;
+    };
+    let cfg = jadpo_sim::SimConfig::random(seed);
+    println!("{cfg:#?}");
+    match run_seed(seed) {
+        Ok(sim) => println!("seed {seed} holds: {:#?}", sim.stats),
+        Err(v) => panic!("{v}"),
+    }
+}
