@@ -343,12 +343,4 @@ impl Checker {
         }
         Ok(())
     }
-
-    /// Outages seen, by connection.
-    pub fn outages(&self) -> BTreeMap<String, u32> {
-        self.outages
-            .iter()
-            .map(|(c, o)| (c.clone(), o.count))
-            .collect()
-    }
 }

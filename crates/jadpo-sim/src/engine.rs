@@ -151,12 +151,15 @@ impl Sim {
             }
             debug_assert!(at >= self.now, "time never goes back");
             self.now = at;
+            let is_tick = matches!(event, Event::Tick);
             self.step(event).map_err(|what| self.violation(what))?;
             steps += 1;
             if steps > MAX_STEPS {
                 return Err(self.violation(format!("more than {MAX_STEPS} steps")));
             }
-            if self.cfg.check_every_step {
+            // Large runs check every delivery at each tick and every so many
+            // steps rather than after every step, to stay quick.
+            if self.cfg.check_every_step || is_tick || steps % 10_000 == 0 {
                 self.check_all().map_err(|what| self.violation(what))?;
             }
         }
@@ -554,6 +557,11 @@ impl Sim {
                 self.checker
                     .finished(&claimed, &outcome, &report, self.now, self.cfg.tick)?;
                 self.stats.finished(&outcome, self.now);
+                for (connection, t) in &report.transitions {
+                    self.stats
+                        .transitions
+                        .push((self.now, connection.clone(), *t));
+                }
                 if report.released > 0 {
                     self.wake_idle_workers();
                 }

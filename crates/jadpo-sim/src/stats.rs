@@ -1,7 +1,7 @@
 //! What a simulation counts, for its report.
 
 use crate::config::Behaviour;
-use jadpo_core::{Alert, Outcome, Timestamp};
+use jadpo_core::{Alert, Outcome, Timestamp, Transition};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,6 +19,7 @@ pub struct Stats {
     pub first_success: Option<Timestamp>,
     pub last_success: Option<Timestamp>,
     pub alerts: Vec<(Timestamp, Alert)>,
+    pub transitions: Vec<(Timestamp, String, Transition)>,
     pub workers_lost: u64,
     pub paused: u64,
     pub fenced: u64,
