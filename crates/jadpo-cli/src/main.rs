@@ -1,4 +1,31 @@
-fn main() {
-    eprintln!("jadpo: the command line arrives with issue 6");
-    std::process::exit(2);
+//! `jadpo`: the command line (DESIGN.md section 8). Each subcommand lives in
+//! its own module under `cmd/` and returns the process's exit code.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "jadpo",
+    version,
+    about = "Durable event delivery",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check an app file and report every error in it.
+    Check(cmd::check::Args),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Check(args) => cmd::check::run(args),
+    }
 }

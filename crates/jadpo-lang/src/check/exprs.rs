@@ -1,0 +1,529 @@
+//! Values passed to actions and calls, argument lists, and path templates.
+
+use super::values::{describe, path_text};
+use super::{hint, Checker};
+use crate::app::{Expr as Value, Field, PathPart, PathTemplate, Type};
+use crate::diagnostic::{Code, Span};
+use crate::syntax::{Arg, Expr, ExprKind};
+
+/// What a value may refer to where it stands.
+pub(crate) enum Scope<'s> {
+    /// A subscriber's `run:`: `event` and its fields. `None` when the
+    /// subscriber's event is unknown (already reported).
+    Subscriber { event: Option<&'s str> },
+    /// A schedule's `run:`: literals only.
+    Schedule,
+    /// An action's body: its parameters and the event, whichever event the
+    /// subscribers running it are on.
+    Action { name: &'s str, params: &'s [Field] },
+}
+
+/// `event` or `event.FIELD` inside an action: checked later against the
+/// event of every subscriber that runs the action.
+#[derive(Clone, Debug)]
+pub(crate) struct EventUse {
+    /// Empty for the whole event.
+    pub path: Vec<String>,
+    pub span: Span,
+}
+
+const CODE: Code = Code::CallArgumentsInvalid;
+
+impl Checker<'_> {
+    /// The value and its type (`None` when only known at run time).
+    pub fn value(
+        &mut self,
+        e: &Expr,
+        scope: &Scope<'_>,
+        uses: &mut Vec<EventUse>,
+    ) -> Option<(Value, Option<Type>)> {
+        Some(match &e.kind {
+            ExprKind::Str(s) => (Value::String(s.clone()), Some(Type::String)),
+            ExprKind::Bool(b) => (Value::Bool(*b), Some(Type::Bool)),
+            ExprKind::Number(n) => {
+                if n.unit.is_some() {
+                    self.err(
+                        CODE,
+                        e.span,
+                        format!(
+                            "{} is a duration, which is not a value to pass; pass a number",
+                            describe(e)
+                        ),
+                    );
+                    return None;
+                }
+                if n.frac.is_some() {
+                    (Value::Float(n.as_float()?), Some(Type::Float))
+                } else {
+                    match n.as_int().and_then(|v| i64::try_from(v).ok()) {
+                        Some(v) => (Value::Int(v), Some(Type::Int)),
+                        None => {
+                            self.err(
+                                CODE,
+                                e.span,
+                                format!("{} does not fit in a 64-bit int", describe(e)),
+                            );
+                            return None;
+                        }
+                    }
+                }
+            }
+            ExprKind::Object(entries) => {
+                let mut fields: Vec<(String, Value)> = Vec::new();
+                let mut ok = true;
+                for entry in entries {
+                    if fields.iter().any(|(k, _)| *k == entry.key.name) {
+                        self.err(
+                            Code::NameDuplicate,
+                            entry.key.span,
+                            format!(
+                                "`{}` is given twice in this object; keep one",
+                                entry.key.name
+                            ),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                    match self.value(&entry.value, scope, uses) {
+                        Some((v, _)) => fields.push((entry.key.name.clone(), v)),
+                        None => ok = false,
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                (Value::Object(fields), Some(Type::Object))
+            }
+            ExprKind::List(items) => {
+                let mut values = Vec::new();
+                let mut ok = true;
+                for item in items {
+                    match self.value(item, scope, uses) {
+                        Some((v, _)) => values.push(v),
+                        None => ok = false,
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                (Value::List(values), Some(Type::List))
+            }
+            ExprKind::Path(path) if path[0].name == "event" => {
+                let fields: Vec<String> = path[1..].iter().map(|i| i.name.clone()).collect();
+                return self.event_value(e.span, fields, scope, uses);
+            }
+            ExprKind::Path(path) => return self.name_value(e, path, scope),
+            ExprKind::Call { callee, .. } => {
+                let f = callee[0].name.as_str();
+                if callee.len() == 1 && (f == "env" || f == "secret") {
+                    let v = self.setting(e, &format!("`{f}(...)`"), false)?;
+                    let v = match v {
+                        crate::app::Value::Env(n) => Value::Env(n),
+                        crate::app::Value::Secret(n) => Value::Secret(n),
+                        crate::app::Value::String(s) => Value::String(s),
+                    };
+                    (v, Some(Type::String))
+                } else {
+                    self.err(
+                        CODE,
+                        e.span,
+                        format!(
+                            "`{}(...)` cannot be a value; only `env(\"X\")` and `secret(\"X\")` are called inside values",
+                            path_text(callee)
+                        ),
+                    );
+                    return None;
+                }
+            }
+        })
+    }
+
+    fn event_value(
+        &mut self,
+        span: Span,
+        fields: Vec<String>,
+        scope: &Scope<'_>,
+        uses: &mut Vec<EventUse>,
+    ) -> Option<(Value, Option<Type>)> {
+        let value = if fields.is_empty() {
+            Value::Event
+        } else {
+            Value::EventField(fields.clone())
+        };
+        match scope {
+            Scope::Schedule => {
+                self.err(
+                    CODE,
+                    span,
+                    "a schedule has no event; pass literals such as `\"all\"` or `10`".to_string(),
+                );
+                None
+            }
+            Scope::Action { .. } => {
+                uses.push(EventUse { path: fields, span });
+                Some((value, None))
+            }
+            Scope::Subscriber { event: None } => Some((value, None)),
+            Scope::Subscriber { event: Some(event) } => {
+                if fields.is_empty() {
+                    return Some((value, Some(Type::Object)));
+                }
+                let ty = self.event_field(event, &fields, span, None)?;
+                Some((value, ty))
+            }
+        }
+    }
+
+    /// The type of `event.a.b` on `event`, or `event.field_unknown`.
+    /// `via` names the subscriber and action a use inside an action came
+    /// through, for the message.
+    pub fn event_field(
+        &mut self,
+        event: &str,
+        fields: &[String],
+        span: Span,
+        via: Option<(&str, &str)>,
+    ) -> Option<Option<Type>> {
+        if self.lax_events.contains(event) {
+            return Some(None);
+        }
+        let Some(decl) = self.events.get(event) else {
+            return Some(None);
+        };
+        let name = &fields[0];
+        let found = decl.field(name).map(|f| f.ty);
+        let through = via
+            .map(|(sub, action)| {
+                format!(" (subscriber `{sub}` is on `{event}` and runs action `{action}`)")
+            })
+            .unwrap_or_default();
+        match found {
+            None => {
+                let help = hint(name, decl.fields.iter().map(|f| f.name.as_str()), || {
+                    let names: Vec<&str> = decl.fields.iter().map(|f| f.name.as_str()).collect();
+                    if names.is_empty() {
+                        "it has no fields".to_string()
+                    } else {
+                        format!("its fields are {}", names.join(", "))
+                    }
+                });
+                self.err(
+                    Code::EventFieldUnknown,
+                    span,
+                    format!("event `{event}` has no field `{name}`{through}; {help}"),
+                );
+                None
+            }
+            Some(ty) if fields.len() == 1 => Some(Some(ty)),
+            // Inside an object field the shape is not declared.
+            Some(Type::Object) => Some(None),
+            Some(ty) => {
+                self.err(
+                    Code::EventFieldUnknown,
+                    span,
+                    format!(
+                        "`event.{name}` is {} {}, which has no field `{}`{through}; only object fields have fields",
+                        article(ty),
+                        ty.name(),
+                        fields[1]
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn name_value(
+        &mut self,
+        e: &Expr,
+        path: &[crate::syntax::Ident],
+        scope: &Scope<'_>,
+    ) -> Option<(Value, Option<Type>)> {
+        let name = path_text(path);
+        if let Scope::Action {
+            name: action,
+            params,
+        } = scope
+        {
+            if path.len() == 1 {
+                if let Some(p) = params.iter().find(|p| p.name == name) {
+                    return Some((Value::Param(name), Some(p.ty)));
+                }
+            }
+            let help = hint(&name, params.iter().map(|p| p.name.as_str()), || {
+                "pass one of its parameters, `event`, `event.FIELD` or a literal; quote text as \"...\""
+                    .to_string()
+            });
+            self.err(
+                CODE,
+                e.span,
+                format!("`{name}` is not a parameter of action `{action}`; {help}"),
+            );
+            return None;
+        }
+        let wanted = match scope {
+            Scope::Schedule => "a schedule passes literals",
+            _ => "pass `event.FIELD`, `event` or a literal",
+        };
+        self.err(
+            CODE,
+            e.span,
+            format!("`{name}` is not a value here; {wanted}, and text goes in quotes: \"{name}\""),
+        );
+        None
+    }
+
+    /// Binds `args` to `target`'s parameters: positional ones first, then
+    /// `name: value`. Returns one value per parameter, in order.
+    pub fn bind(
+        &mut self,
+        target: &str,
+        args: &[Arg],
+        span: Span,
+        scope: &Scope<'_>,
+        uses: &mut Vec<EventUse>,
+    ) -> Option<Vec<Value>> {
+        let (params, lax) = match self.sigs.get(target) {
+            Some(sig) => (sig.params.clone(), sig.lax),
+            None => return None,
+        };
+        let mut slots: Vec<Option<Value>> = vec![None; params.len()];
+        let mut given = vec![false; params.len()];
+        let mut ok = true;
+        let mut named_seen = false;
+        for (i, arg) in args.iter().enumerate() {
+            let value = self.value(&arg.value, scope, uses);
+            let index = match &arg.name {
+                None if named_seen => {
+                    self.err(
+                        CODE,
+                        arg.value.span,
+                        "a positional argument comes after a named one; put positional arguments first"
+                            .to_string(),
+                    );
+                    ok = false;
+                    continue;
+                }
+                None if i >= params.len() => {
+                    if !lax {
+                        self.err(
+                            CODE,
+                            arg.value.span,
+                            format!(
+                                "action `{target}` takes {}, but {} are given; remove this one",
+                                count_params(&params),
+                                args.len()
+                            ),
+                        );
+                    }
+                    ok = false;
+                    continue;
+                }
+                None => i,
+                Some(n) => {
+                    named_seen = true;
+                    match params.iter().position(|p| p.name == n.name) {
+                        Some(ix) => ix,
+                        None => {
+                            if !lax {
+                                let help =
+                                    hint(&n.name, params.iter().map(|p| p.name.as_str()), || {
+                                        format!("it takes {}", count_params(&params))
+                                    });
+                                self.err(
+                                    CODE,
+                                    n.span,
+                                    format!(
+                                        "action `{target}` has no parameter `{}`; {help}",
+                                        n.name
+                                    ),
+                                );
+                            }
+                            ok = false;
+                            continue;
+                        }
+                    }
+                }
+            };
+            if given[index] {
+                self.err(
+                    CODE,
+                    arg.value.span,
+                    format!("`{}` is given twice; keep one", params[index].name),
+                );
+                ok = false;
+                continue;
+            }
+            given[index] = true;
+            let Some((value, ty)) = value else {
+                ok = false;
+                continue;
+            };
+            let param = &params[index];
+            if let Some(ty) = ty {
+                if !param.ty.accepts(ty) {
+                    self.err(
+                        CODE,
+                        arg.value.span,
+                        format!(
+                            "`{}` of action `{target}` is {} {}, but this is {} {}",
+                            param.name,
+                            article(param.ty),
+                            param.ty.name(),
+                            article(ty),
+                            ty.name()
+                        ),
+                    );
+                    ok = false;
+                    continue;
+                }
+            }
+            slots[index] = Some(value);
+        }
+        let missing: Vec<String> = params
+            .iter()
+            .zip(&given)
+            .filter(|(_, g)| !**g)
+            .map(|(p, _)| format!("`{}: {}`", p.name, p.ty.name()))
+            .collect();
+        if !missing.is_empty() {
+            if !lax {
+                self.err(
+                    CODE,
+                    span,
+                    format!(
+                        "action `{target}` also needs {}; it takes {}",
+                        missing.join(" and "),
+                        count_params(&params)
+                    ),
+                );
+            }
+            ok = false;
+        }
+        if !ok {
+            return None;
+        }
+        slots.into_iter().collect()
+    }
+
+    /// The first argument of `call`: a path in quotes whose `{name}`
+    /// placeholders are parameters of the action.
+    pub fn path_template(
+        &mut self,
+        e: &Expr,
+        action: &str,
+        params: &[Field],
+    ) -> Option<PathTemplate> {
+        let ExprKind::Str(text) = &e.kind else {
+            self.err(
+                CODE,
+                e.span,
+                format!(
+                    "a call's first argument is its path in quotes, as in \"/payments/{{payment_id}}\"; found {}",
+                    describe(e)
+                ),
+            );
+            return None;
+        };
+        // Placeholders can be pointed at exactly when the literal has no
+        // escapes; otherwise the whole string is underlined.
+        let exact = self.src.get(e.span.start..e.span.end) == Some(format!("\"{text}\"").as_str());
+        let at = |from: usize, to: usize| {
+            if exact {
+                Span::new(e.span.start + 1 + from, e.span.start + 1 + to)
+            } else {
+                e.span
+            }
+        };
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut ok = true;
+        let mut rest = text.char_indices().peekable();
+        while let Some((i, ch)) = rest.next() {
+            match ch {
+                '{' => {
+                    let Some(close) = text[i..].find('}').map(|n| i + n) else {
+                        self.err(
+                            CODE,
+                            at(i, text.len()),
+                            "this `{` in the path is never closed; add a `}`".to_string(),
+                        );
+                        return None;
+                    };
+                    let name = &text[i + 1..close];
+                    while rest.peek().is_some_and(|(j, _)| *j <= close) {
+                        rest.next();
+                    }
+                    match params.iter().find(|p| p.name == name) {
+                        Some(p) if matches!(p.ty, Type::Object | Type::List) => {
+                            self.err(
+                                CODE,
+                                at(i, close + 1),
+                                format!(
+                                    "`{{{name}}}` is {} {}; only strings, numbers and bools go in a path",
+                                    article(p.ty),
+                                    p.ty.name()
+                                ),
+                            );
+                            ok = false;
+                        }
+                        Some(_) => {
+                            if !literal.is_empty() {
+                                parts.push(PathPart::Literal(std::mem::take(&mut literal)));
+                            }
+                            parts.push(PathPart::Param(name.to_string()));
+                        }
+                        None => {
+                            let help = hint(name, params.iter().map(|p| p.name.as_str()), || {
+                                if params.is_empty() {
+                                    "it has none; add it to the action's parameters".to_string()
+                                } else {
+                                    format!("it takes {}", count_params(params))
+                                }
+                            });
+                            self.err(
+                                CODE,
+                                at(i, close + 1),
+                                format!(
+                                    "`{{{name}}}` in the path is not a parameter of action `{action}`; {help}"
+                                ),
+                            );
+                            ok = false;
+                        }
+                    }
+                }
+                '}' => {
+                    self.err(
+                        CODE,
+                        at(i, i + 1),
+                        "this `}` in the path has no `{`; remove it".to_string(),
+                    );
+                    ok = false;
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            parts.push(PathPart::Literal(literal));
+        }
+        ok.then_some(PathTemplate { parts })
+    }
+}
+
+fn count_params(params: &[Field]) -> String {
+    if params.is_empty() {
+        return "no arguments".to_string();
+    }
+    let list: Vec<String> = params
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.ty.name()))
+        .collect();
+    format!("({})", list.join(", "))
+}
+
+fn article(ty: Type) -> &'static str {
+    match ty {
+        Type::Int | Type::Object => "an",
+        _ => "a",
+    }
+}

@@ -1,0 +1,559 @@
+//! Tokens to the generic syntax tree, by recursive descent.
+//!
+//! Each syntax error is reported once, then the parser skips to a point
+//! where reading can resume (the next entry, statement or item) so one pass
+//! reports every mistake. Every loop consumes a token or ends, and nesting
+//! is capped, so no input makes the parser loop or overflow its stack.
+
+use crate::diagnostic::{Code, Diagnostic, Span};
+use crate::lexer::{Tok, Token};
+use crate::syntax::*;
+
+/// Deeper values than this are refused: nobody writes them, and recursion
+/// on hostile input must not overflow the stack.
+const MAX_DEPTH: usize = 64;
+
+/// Marks that a diagnostic was already reported; the caller recovers.
+struct Reported;
+
+type Parse<T> = Result<T, Reported>;
+
+pub(crate) fn parse(toks: &[Token], diags: &mut Vec<Diagnostic>) -> Vec<Item> {
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        diags,
+        depth: 0,
+    };
+    p.file()
+}
+
+struct Parser<'a> {
+    toks: &'a [Token],
+    pos: usize,
+    diags: &'a mut Vec<Diagnostic>,
+    depth: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+
+    fn peek_at(&self, n: usize) -> &Tok {
+        let i = (self.pos + n).min(self.toks.len() - 1);
+        &self.toks[i].tok
+    }
+
+    fn span(&self) -> Span {
+        self.toks[self.pos].span
+    }
+
+    fn prev_span(&self) -> Span {
+        self.toks[self.pos.saturating_sub(1)].span
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn at_eof(&self) -> bool {
+        matches!(self.peek(), Tok::Eof)
+    }
+
+    fn error<T>(&mut self, span: Span, message: String) -> Parse<T> {
+        self.diags
+            .push(Diagnostic::new(Code::ParseSyntax, span, message));
+        Err(Reported)
+    }
+
+    fn unexpected<T>(&mut self, wanted: &str) -> Parse<T> {
+        let found = self.peek().describe();
+        self.error(self.span(), format!("expected {wanted}, found {found}"))
+    }
+
+    fn expect(&mut self, tok: Tok, wanted: &str) -> Parse<Span> {
+        if *self.peek() == tok {
+            Ok(self.bump().span)
+        } else {
+            self.unexpected(wanted)
+        }
+    }
+
+    fn ident(&mut self, wanted: &str) -> Parse<Ident> {
+        if let Tok::Ident(name) = self.peek() {
+            let name = name.clone();
+            let span = self.bump().span;
+            Ok(Ident { name, span })
+        } else {
+            self.unexpected(wanted)
+        }
+    }
+
+    /// `subscriber x {`: an item keyword followed by a name starts the next
+    /// item, even where a `}` was forgotten before it.
+    fn at_item_start(&self) -> bool {
+        matches!(self.peek(), Tok::Ident(k) if ITEM_KEYWORDS.contains(&k.as_str()))
+            && matches!(self.peek_at(1), Tok::Ident(_))
+    }
+
+    /// Skips tokens until `stop` holds outside any bracket opened during the
+    /// skip, a bracket closes the enclosing block, or the next item starts.
+    /// May consume nothing: every caller's loop makes progress itself.
+    fn recover(&mut self, stop: impl Fn(&Parser<'_>) -> bool) {
+        let mut depth = 0usize;
+        loop {
+            if self.at_eof() {
+                return;
+            }
+            if depth == 0 && (stop(self) || self.at_item_start()) {
+                return;
+            }
+            match self.peek() {
+                Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
+                Tok::RBrace | Tok::RParen | Tok::RBracket => {
+                    if depth == 0 {
+                        // Closes the enclosing block: leave it for the caller.
+                        return;
+                    }
+                    depth -= 1;
+                }
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    fn file(&mut self) -> Vec<Item> {
+        let mut items = Vec::new();
+        while !self.at_eof() {
+            let before = self.pos;
+            match self.peek() {
+                Tok::Ident(k) if ITEM_KEYWORDS.contains(&k.as_str()) => {
+                    if let Some(item) = self.item() {
+                        items.push(item);
+                    }
+                }
+                _ => {
+                    let _ = self.unexpected::<()>(
+                        "`event`, `connection`, `action`, `subscriber` or `schedule`",
+                    );
+                    self.skip_to_item();
+                }
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+        items
+    }
+
+    fn skip_to_item(&mut self) {
+        self.bump();
+        while !self.at_eof() && !self.at_item_start() {
+            self.bump();
+        }
+    }
+
+    fn item(&mut self) -> Option<Item> {
+        let errors_before = self.diags.len();
+        let keyword = self.bump();
+        let Tok::Ident(kw) = keyword.tok else {
+            return None;
+        };
+        let Ok(name) = self.ident(&format!("a name after `{kw}`")) else {
+            self.skip_to_item();
+            return None;
+        };
+        let kind = if kw == "action" {
+            self.action()
+        } else {
+            self.block().map(|entries| match kw.as_str() {
+                "event" => ItemKind::Event(entries),
+                "connection" => ItemKind::Connection(entries),
+                "subscriber" => ItemKind::Subscriber(entries),
+                _ => ItemKind::Schedule(entries),
+            })
+        };
+        let kind = match kind {
+            Ok(kind) => kind,
+            Err(Reported) => {
+                // The item's shape is lost; keep its name so references to
+                // it do not cascade into "unknown" errors.
+                if !self.at_item_start() {
+                    self.skip_to_item();
+                }
+                empty_kind(&kw)
+            }
+        };
+        Some(Item {
+            kind,
+            span: keyword.span.to(self.prev_span()),
+            name,
+            broken: self.diags.len() > errors_before,
+        })
+    }
+
+    fn block(&mut self) -> Parse<Vec<Entry>> {
+        let open = self.expect(Tok::LBrace, "`{`")?;
+        self.entries(open)
+    }
+
+    /// `key: value` entries up to the `}` closing `open`; newlines, spaces
+    /// or commas separate them. Keys are names or, for headers, strings.
+    fn entries(&mut self, open: Span) -> Parse<Vec<Entry>> {
+        let mut entries = Vec::new();
+        loop {
+            let before = self.pos;
+            match self.peek().clone() {
+                Tok::RBrace => {
+                    self.bump();
+                    return Ok(entries);
+                }
+                Tok::Eof => {
+                    let _ =
+                        self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
+                    return Ok(entries);
+                }
+                Tok::Comma => {
+                    self.bump();
+                }
+                _ if self.at_item_start() => {
+                    let _ = self.error::<()>(
+                        open,
+                        "this `{` is not closed before the next item; add a `}`".to_string(),
+                    );
+                    return Ok(entries);
+                }
+                Tok::Ident(name) | Tok::Str(name) => {
+                    let span = self.bump().span;
+                    let key = Ident { name, span };
+                    match self.entry_value(&key) {
+                        Ok(value) => entries.push(Entry { key, value }),
+                        Err(Reported) => self.recover(|p| p.at_entry_start()),
+                    }
+                }
+                _ => {
+                    let _ = self.unexpected::<()>("a `key: value` entry or `}`");
+                    self.recover(|p| p.at_entry_start());
+                }
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+    }
+
+    fn at_entry_start(&self) -> bool {
+        matches!(self.peek(), Tok::Ident(_) | Tok::Str(_)) && *self.peek_at(1) == Tok::Colon
+    }
+
+    fn entry_value(&mut self, key: &Ident) -> Parse<Expr> {
+        if *self.peek() != Tok::Colon {
+            let found = self.peek().describe();
+            return self.error(
+                self.span(),
+                format!("expected `:` after `{}`, found {found}", key.name),
+            );
+        }
+        self.bump();
+        self.expr()
+    }
+
+    fn expr(&mut self) -> Parse<Expr> {
+        if self.depth >= MAX_DEPTH {
+            return self.error(
+                self.span(),
+                format!("values nest more than {MAX_DEPTH} deep here; flatten them"),
+            );
+        }
+        self.depth += 1;
+        let e = self.expr_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn expr_inner(&mut self) -> Parse<Expr> {
+        let start = self.span();
+        let kind = match self.peek().clone() {
+            Tok::Str(s) => {
+                self.bump();
+                ExprKind::Str(s)
+            }
+            Tok::Number { int, frac, unit } => {
+                self.bump();
+                ExprKind::Number(Number {
+                    negative: false,
+                    int,
+                    frac,
+                    unit,
+                })
+            }
+            Tok::Minus => {
+                self.bump();
+                let Tok::Number { int, frac, unit } = self.peek().clone() else {
+                    return self.unexpected("a number after `-`");
+                };
+                self.bump();
+                ExprKind::Number(Number {
+                    negative: true,
+                    int,
+                    frac,
+                    unit,
+                })
+            }
+            Tok::LBrace => {
+                let open = self.bump().span;
+                ExprKind::Object(self.entries(open)?)
+            }
+            Tok::LBracket => {
+                let open = self.bump().span;
+                ExprKind::List(self.list(open)?)
+            }
+            Tok::Ident(word) if word == "true" || word == "false" => {
+                self.bump();
+                ExprKind::Bool(word == "true")
+            }
+            Tok::Ident(name) if *self.peek_at(1) == Tok::Colon => {
+                // `id:` with its value forgotten, then the next entry.
+                return self.error(
+                    self.prev_span(),
+                    format!("expected a value after this `:`, found the next entry `{name}:`"),
+                );
+            }
+            Tok::Ident(_) => {
+                let path = self.path()?;
+                if *self.peek() == Tok::LParen {
+                    let args = self.args()?;
+                    ExprKind::Call { callee: path, args }
+                } else {
+                    ExprKind::Path(path)
+                }
+            }
+            _ => return self.unexpected("a value"),
+        };
+        Ok(Expr {
+            kind,
+            span: start.to(self.prev_span()),
+        })
+    }
+
+    fn list(&mut self, open: Span) -> Parse<Vec<Expr>> {
+        let mut items = Vec::new();
+        loop {
+            let before = self.pos;
+            match self.peek() {
+                Tok::RBracket => {
+                    self.bump();
+                    return Ok(items);
+                }
+                Tok::Eof => {
+                    return self.error(open, "this `[` is never closed; add a `]`".to_string())
+                }
+                Tok::Comma => {
+                    self.bump();
+                }
+                _ => match self.expr() {
+                    Ok(e) => items.push(e),
+                    Err(Reported) => {
+                        self.recover(|p| matches!(p.peek(), Tok::Comma | Tok::RBracket))
+                    }
+                },
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+    }
+
+    /// `a.b.c`
+    fn path(&mut self) -> Parse<Vec<Ident>> {
+        let mut path = vec![self.ident("a name")?];
+        while *self.peek() == Tok::Dot {
+            self.bump();
+            path.push(self.ident("a name after `.`")?);
+        }
+        Ok(path)
+    }
+
+    /// `(a, name: b)`, commas between, a trailing comma allowed.
+    fn args(&mut self) -> Parse<Vec<Arg>> {
+        let open = self.expect(Tok::LParen, "`(`")?;
+        let mut args = Vec::new();
+        loop {
+            let before = self.pos;
+            match self.peek() {
+                Tok::RParen => {
+                    self.bump();
+                    return Ok(args);
+                }
+                Tok::Eof => {
+                    return self.error(open, "this `(` is never closed; add a `)`".to_string())
+                }
+                _ => {
+                    let name =
+                        if matches!(self.peek(), Tok::Ident(_)) && *self.peek_at(1) == Tok::Colon {
+                            let name = self.ident("a name")?;
+                            self.bump();
+                            Some(name)
+                        } else {
+                            None
+                        };
+                    let value = self.expr()?;
+                    args.push(Arg { name, value });
+                    match self.peek() {
+                        Tok::Comma => {
+                            self.bump();
+                        }
+                        Tok::RParen => {}
+                        _ => return self.unexpected("`,` or `)` after an argument"),
+                    }
+                }
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+    }
+
+    /// `(name: type, ...) [uses conn, ...] [{ statements }]`
+    fn action(&mut self) -> Parse<ItemKind> {
+        let open = self.expect(Tok::LParen, "`(` and the action's parameters")?;
+        let mut params = Vec::new();
+        loop {
+            let before = self.pos;
+            match self.peek() {
+                Tok::RParen => {
+                    self.bump();
+                    break;
+                }
+                Tok::Eof => {
+                    return self.error(open, "this `(` is never closed; add a `)`".to_string())
+                }
+                Tok::Comma => {
+                    self.bump();
+                }
+                _ => {
+                    let name = self.ident("a parameter name")?;
+                    self.expect(Tok::Colon, "`:` and the parameter's type")?;
+                    let ty = self.ident("a type: string, int, float, bool, object or list")?;
+                    params.push(Param { name, ty });
+                }
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+        let mut uses = None;
+        if matches!(self.peek(), Tok::Ident(w) if w == "uses") {
+            self.bump();
+            let mut conns = vec![self.ident("a connection name after `uses`")?];
+            while *self.peek() == Tok::Comma {
+                self.bump();
+                conns.push(self.ident("a connection name after `,`")?);
+            }
+            uses = Some(conns);
+        }
+        let mut body = None;
+        if *self.peek() == Tok::LBrace {
+            let open = self.bump().span;
+            if uses.is_some() {
+                self.error::<()>(
+                    open,
+                    "an action has either a body or `uses`, not both; calls in the body already \
+                     declare their connections"
+                        .to_string(),
+                )
+                .ok();
+            }
+            body = Some(self.statements(open)?);
+        }
+        Ok(ItemKind::Action { params, uses, body })
+    }
+
+    fn statements(&mut self, open: Span) -> Parse<Vec<Stmt>> {
+        let mut stmts = Vec::new();
+        loop {
+            let before = self.pos;
+            match self.peek() {
+                Tok::RBrace => {
+                    self.bump();
+                    return Ok(stmts);
+                }
+                Tok::Eof => {
+                    let _ =
+                        self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
+                    return Ok(stmts);
+                }
+                _ if self.at_item_start() => {
+                    let _ = self.error::<()>(
+                        open,
+                        "this `{` is not closed before the next item; add a `}`".to_string(),
+                    );
+                    return Ok(stmts);
+                }
+                _ => match self.statement() {
+                    Ok(s) => stmts.push(s),
+                    Err(Reported) => self.recover(|p| p.at_statement_start()),
+                },
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+    }
+
+    fn at_statement_start(&self) -> bool {
+        matches!(self.peek(), Tok::Ident(w) if w == "call" || w == "run")
+    }
+
+    fn statement(&mut self) -> Parse<Stmt> {
+        let start = self.span();
+        let kind = match self.peek() {
+            Tok::Ident(w) if w == "call" => StmtKind::Call,
+            Tok::Ident(w) if w == "run" => StmtKind::Run,
+            _ => return self.unexpected("`call CONNECTION.METHOD(...)` or `run ACTION(...)`"),
+        };
+        self.bump();
+        let callee = self.path()?;
+        let shape_ok = match kind {
+            StmtKind::Call => callee.len() == 2,
+            StmtKind::Run => callee.len() == 1,
+        };
+        if !shape_ok {
+            let span = callee[0].span.to(callee[callee.len() - 1].span);
+            let want = match kind {
+                StmtKind::Call => {
+                    "`call CONNECTION.METHOD(...)`, as in `call payments.post(\"/x\")`"
+                }
+                StmtKind::Run => "`run ACTION(...)`, as in `run notify(payment_id)`",
+            };
+            return self.error(span, format!("expected {want}"));
+        }
+        let args = self.args()?;
+        Ok(Stmt {
+            kind,
+            callee,
+            args,
+            span: start.to(self.prev_span()),
+        })
+    }
+}
+
+fn empty_kind(keyword: &str) -> ItemKind {
+    match keyword {
+        "event" => ItemKind::Event(Vec::new()),
+        "connection" => ItemKind::Connection(Vec::new()),
+        "subscriber" => ItemKind::Subscriber(Vec::new()),
+        "schedule" => ItemKind::Schedule(Vec::new()),
+        _ => ItemKind::Action {
+            params: Vec::new(),
+            uses: None,
+            body: None,
+        },
+    }
+}

@@ -1,0 +1,126 @@
+//! The parsed file before checking: blocks are lists of `key: value`
+//! entries and values are untyped. Keeping the parser this generic means a
+//! misspelt key or a value of the wrong kind is reported by the checker with
+//! a precise code, instead of as a syntax error.
+
+use crate::diagnostic::Span;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub key: Ident,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Arg {
+    pub name: Option<Ident>,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum ExprKind {
+    Str(String),
+    /// Kept as written; see [`Number`].
+    Number(Number),
+    Bool(bool),
+    Object(Vec<Entry>),
+    List(Vec<Expr>),
+    /// `http`, `payment_id`, `event`, `event.payment_id`.
+    Path(Vec<Ident>),
+    /// `record_payment(event.payment_id)`, `env("X")`.
+    Call {
+        callee: Vec<Ident>,
+        args: Vec<Arg>,
+    },
+}
+
+/// A number as written. Whether it is an int, a float or a duration, and
+/// whether it fits, depends on where it stands, so the checker decides.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Number {
+    pub negative: bool,
+    pub int: String,
+    pub frac: Option<String>,
+    pub unit: Option<String>,
+}
+
+impl Number {
+    /// The integer, when the number is one without a unit; saturates
+    /// rather than failing so "too big" is reported as out of range.
+    pub fn as_int(&self) -> Option<i128> {
+        if self.frac.is_some() || self.unit.is_some() {
+            return None;
+        }
+        let n = self.int.parse::<i128>().unwrap_or(i128::MAX);
+        Some(if self.negative { -n } else { n })
+    }
+
+    pub fn as_float(&self) -> Option<f64> {
+        if self.unit.is_some() {
+            return None;
+        }
+        let text = format!("{}.{}", self.int, self.frac.as_deref().unwrap_or("0"));
+        let n: f64 = text.parse().ok()?;
+        Some(if self.negative { -n } else { n })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Param {
+    pub name: Ident,
+    pub ty: Ident,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StmtKind {
+    Call,
+    Run,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Stmt {
+    pub kind: StmtKind,
+    pub callee: Vec<Ident>,
+    pub args: Vec<Arg>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum ItemKind {
+    Event(Vec<Entry>),
+    Connection(Vec<Entry>),
+    Subscriber(Vec<Entry>),
+    Schedule(Vec<Entry>),
+    Action {
+        params: Vec<Param>,
+        uses: Option<Vec<Ident>>,
+        body: Option<Vec<Stmt>>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    pub kind: ItemKind,
+    pub name: Ident,
+    pub span: Span,
+    /// A syntax error was reported inside this item. The checker still
+    /// registers its name (so references to it are not reported as
+    /// unknown) but does not report keys as missing: they may have been
+    /// lost to the error.
+    pub broken: bool,
+}
+
+pub(crate) const ITEM_KEYWORDS: [&str; 5] =
+    ["event", "connection", "action", "subscriber", "schedule"];

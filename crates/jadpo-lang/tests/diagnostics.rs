@@ -1,0 +1,174 @@
+//! Every error code, rendered, as committed insta snapshots
+//! (`tests/snapshots/`). To review a change: `INSTA_UPDATE=always cargo test
+//! -p jadpo-lang --test diagnostics`, then read the diff of the .snap files.
+
+use jadpo_lang::Code;
+
+/// The one way these tests look at diagnostics: as the user sees them.
+fn diagnose(src: &str) -> String {
+    let checked = jadpo_lang::check("app.jadpo", src);
+    assert_eq!(
+        checked.app.is_some(),
+        checked.diagnostics.is_empty(),
+        "an app is returned exactly when there are no errors"
+    );
+    checked.render(src)
+}
+
+const BASE: &str = r#"event PaymentReceived { payment_id: string  amount_cents: int }
+connection payments { base_url: env("PAYMENTS_URL") }
+action record_payment(payment_id: string) {
+    call payments.post("/payments/{payment_id}/record", body: event)
+}
+action reconcile_all(day: string) uses payments
+"#;
+
+/// (expected code, snapshot name, source): the source shows the code at
+/// least once; other codes may follow from the same mistake.
+const CASES: &[(Code, &str, &str)] = &[
+    (Code::ParseSyntax, "parse_syntax_missing_colon", "event Ping { id string }\n"),
+    (
+        Code::ParseSyntax,
+        "parse_syntax_recovers_and_reports_each",
+        "event Ping { id: string @ }\nevent Pong { id: }\nsubscriber s { on: Ping\n\nsubscriber t { on: Pong run: x( }\n",
+    ),
+    (Code::ParseSyntax, "parse_syntax_unclosed_string", "connection c { base_url: \"https://x\n}\n"),
+    (Code::ParseSyntax, "parse_syntax_top_level", "evnt Ping { id: string }\nevent Pong { id: string }\n"),
+    (
+        Code::NameDuplicate,
+        "name_duplicate",
+        "event Ping { id: string }\nevent Ping { id: string  id: int }\n",
+    ),
+    (
+        Code::KeyUnknown,
+        "key_unknown",
+        "subscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  retries: { attempts: 3 } }\n",
+    ),
+    (Code::KeyMissing, "key_missing", "subscriber s { on: PaymentReceived }\n"),
+    (Code::ValueInvalid, "value_invalid", "connection c { base_url: 5  signing_secret: \"hunter2\" }\n"),
+    (Code::TypeUnknown, "type_unknown", "event Refund { amount: integer }\n"),
+    (
+        Code::DurationInvalid,
+        "duration_invalid",
+        "subscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  timeout: 20m }\nschedule t { every: 5w  run: reconcile_all(\"x\") }\n",
+    ),
+    (
+        Code::SubscriberEventUnknown,
+        "subscriber_event_unknown",
+        "subscriber s { on: PaymentRecieved  run: record_payment(event.payment_id) }\n",
+    ),
+    (
+        Code::SubscriberActionUnknown,
+        "subscriber_action_unknown",
+        "subscriber s { on: PaymentReceived  run: record_paymnt(event.payment_id) }\n",
+    ),
+    (
+        Code::SubscriberRetryInvalid,
+        "subscriber_retry_invalid",
+        "subscriber s {\n    on: PaymentReceived\n    run: record_payment(event.payment_id)\n    retry: { attempts: 0  within: 31d  tries: 3 }\n}\n",
+    ),
+    (
+        Code::SubscriberRetryInvalid,
+        "subscriber_retry_invalid_types",
+        "subscriber s {\n    on: PaymentReceived\n    run: record_payment(event.payment_id)\n    retry: { attempts: \"20\"  within: 3  attempts: 5 }\n}\n",
+    ),
+    (
+        Code::ScheduleActionUnknown,
+        "schedule_action_unknown",
+        "schedule nightly { every: 1d  run: reconcile() }\n",
+    ),
+    (
+        Code::ScheduleRetryNotAllowed,
+        "schedule_retry_not_allowed",
+        "schedule nightly { every: 1d  run: reconcile_all(\"all\")  retry: { attempts: 3 } }\n",
+    ),
+    (
+        Code::ScheduleTriggerInvalid,
+        "schedule_trigger_invalid",
+        "schedule a { run: reconcile_all(\"all\") }\nschedule b { every: 1h  cron: \"0 3 * * *\"  run: reconcile_all(\"all\") }\n",
+    ),
+    (
+        Code::ScheduleCronInvalid,
+        "schedule_cron_invalid",
+        "schedule nightly { cron: \"0 25 * * *\"  run: reconcile_all(\"all\") }\n",
+    ),
+    (
+        Code::ScheduleEventUnavailable,
+        "schedule_event_unavailable",
+        "schedule nightly { every: 1d  run: record_payment(\"all\") }\n",
+    ),
+    (
+        Code::ActionConnectionUnknown,
+        "action_connection_unknown",
+        "action notify(to: string) uses mailer\naction charge() {\n    call paymnts.post(\"/charges\")\n}\n",
+    ),
+    (
+        Code::ActionRunUnknown,
+        "action_run_unknown",
+        "action twice(payment_id: string) {\n    run record_payment(payment_id)\n    run notify(payment_id)\n}\n",
+    ),
+    (
+        Code::ActionCycle,
+        "action_cycle",
+        "action a() { run b() }\naction b() { run c() }\naction c() { run a() }\naction d() { run d() }\n",
+    ),
+    (
+        Code::EventFieldUnknown,
+        "event_field_unknown",
+        "action log(id: string) {\n    call payments.post(\"/log/{id}\", body: event.amount)\n}\nsubscriber s { on: PaymentReceived  run: record_payment(event.paymentid) }\nsubscriber t { on: PaymentReceived  run: log(event.payment_id) }\n",
+    ),
+    (
+        Code::CallArgumentsInvalid,
+        "call_arguments_invalid",
+        "action refund(payment_id: string, amount_cents: int) {\n    call payments.post(\"/refunds/{payment}\", body: amount)\n}\nsubscriber s { on: PaymentReceived  run: record_payment(event.amount_cents) }\nsubscriber t { on: PaymentReceived  run: refund(event.payment_id) }\nsubscriber u { on: PaymentReceived  run: record_payment(event.payment_id, 5) }\n",
+    ),
+    (
+        Code::CallMethodUnknown,
+        "call_method_unknown",
+        "action fetch(payment_id: string) {\n    call payments.fetch(\"/payments/{payment_id}\")\n}\n",
+    ),
+    (
+        Code::ConnectionRetryInvalid,
+        "connection_retry_invalid",
+        "connection mailer { base_url: \"https://mail.example\"  retry: { attempts: 11  within: 1h } }\n",
+    ),
+];
+
+#[test]
+fn every_code_has_a_snapshot() {
+    for code in Code::ALL {
+        assert!(
+            CASES.iter().any(|(c, _, _)| *c == code),
+            "no snapshot case for {code}"
+        );
+    }
+}
+
+#[test]
+fn snapshots() {
+    for (code, name, case) in CASES {
+        let src = format!("{BASE}{case}");
+        let rendered = diagnose(&src);
+        assert!(
+            rendered.contains(&format!("error[{code}]")),
+            "{name} does not report {code}:\n{rendered}"
+        );
+        insta::assert_snapshot!(*name, rendered);
+    }
+}
+
+#[test]
+fn the_base_is_valid() {
+    assert_eq!(diagnose(BASE), "");
+}
+
+#[test]
+fn every_code_is_documented() {
+    let doc = include_str!("../../../docs/app-file.md");
+    for code in Code::ALL {
+        assert!(
+            doc.contains(&format!("`{code}`")),
+            "{code} is missing from docs/app-file.md"
+        );
+    }
+}
