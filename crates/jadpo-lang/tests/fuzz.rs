@@ -1,0 +1,328 @@
+//! The parser and checker never panic and always finish, whatever the
+//! input: random bytes, random token soup, and valid files with token ranges
+//! deleted, inserted, duplicated and swapped.
+//!
+//! `cargo test` runs a modest number of cases (`JADPO_FUZZ_CASES`, default
+//! 200 per property). The long run, reported in docs/performance.md:
+//!
+//! ```text
+//! JADPO_FUZZ_SECONDS=600 nice cargo test -p jadpo-lang --release --test fuzz -- --ignored --nocapture
+//! ```
+
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::test_runner::{Config, TestRunner};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const EXAMPLE: &str = include_str!("../../../examples/payments/app.jadpo");
+
+const SNIPPETS: &[&str] = &[
+    "event Ping { id: string }\nconnection c { base_url: \"https://x\" retry: { attempts: 3 } }\naction a(id: string) { call c.get(\"/p/{id}\") run b(id) }\naction b(id: string) uses c\nsubscriber s { on: Ping run: a(event.id) retry: { attempts: 100 within: 30d } timeout: 15m }\nschedule t { cron: \"*/5 * * * *\" run: b(\"all\") }\n",
+    "action x() { run y() }\naction y() { run x() }\nschedule z { every: 0s run: x() retry: {} }\n",
+    "event E { a: object b: list c: float d: bool }\naction f(a: object) { call c.post(\"/{a}\", body: [1, -2, 3.5, true, { k: event.a.b }]) }\nsubscriber s { on: E run: f(a: event.a) }\n",
+];
+
+/// Fragments that the mutations insert: the language's own words and
+/// punctuation, and the values at its edges.
+const VOCAB: &[&str] = &[
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ":",
+    ",",
+    ".",
+    "-",
+    "\"",
+    "//",
+    "\n",
+    " ",
+    "event",
+    "connection",
+    "action",
+    "subscriber",
+    "schedule",
+    "call",
+    "run",
+    "uses",
+    "retry",
+    "attempts",
+    "within",
+    "on",
+    "every",
+    "cron",
+    "timeout",
+    "env(\"X\")",
+    "secret(",
+    "event.",
+    "event.id",
+    "0",
+    "101",
+    "31d",
+    "1.5h",
+    "-5",
+    "99999999999999999999999999999999999999999999",
+    "\"x\"",
+    "\"{id}\"",
+    "\"{\"",
+    "é",
+    "\t",
+    "\\",
+    "@",
+    "{{{{",
+    "true",
+    "string",
+    "post",
+    "\"0 3 * * *\"",
+    "\"@daily\"",
+    "\"* * * * * * * *\"",
+    "ms",
+    "x(",
+    "uses c,",
+];
+
+fn cases() -> u32 {
+    std::env::var("JADPO_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
+
+/// Checks `src` on another thread and fails if it takes longer than a
+/// generous limit: a loop in the parser shows up as a failure, not a hang.
+fn check_finishes(src: String) -> Result<(), TestCaseError> {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let checked = jadpo_lang::check("fuzz.jadpo", &src);
+        let rendered = checked.render(&src);
+        let _ = tx.send((checked, rendered, src));
+    });
+    let (checked, rendered, src) = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            return Err(TestCaseError::fail("check did not finish within 20 s"))
+        }
+        // The worker panicked: join to surface its message.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            let why = worker.join().err().map(|e| {
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            });
+            return Err(TestCaseError::fail(format!("check panicked: {why:?}")));
+        }
+    };
+    let _ = worker.join();
+    prop_assert_eq!(checked.app.is_some(), checked.diagnostics.is_empty());
+    for d in &checked.diagnostics {
+        prop_assert!(
+            d.span.start <= d.span.end && d.span.end <= src.len(),
+            "{:?}",
+            d
+        );
+        prop_assert!(!d.message.is_empty());
+    }
+    prop_assert_eq!(
+        rendered.matches("error[").count(),
+        checked.diagnostics.len()
+    );
+    Ok(())
+}
+
+/// Token ranges of `src`: words, numbers, strings and single punctuation,
+/// so mutations cut where a person's edit would.
+fn token_ranges(src: &str) -> Vec<(usize, usize)> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let start = i;
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        } else if b[i].is_ascii_alphanumeric() || b[i] == b'_' {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += 1;
+            }
+            i = (i + 1).min(b.len());
+        } else {
+            i += src[i..].chars().next().map_or(1, char::len_utf8);
+        }
+        out.push((start, i));
+    }
+    out
+}
+
+#[derive(Clone, Debug)]
+enum Edit {
+    Delete { at: usize, len: usize },
+    Insert { at: usize, what: &'static str },
+    Duplicate { at: usize, len: usize },
+    Swap { a: usize, b: usize },
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (any::<usize>(), 1..6usize).prop_map(|(at, len)| Edit::Delete { at, len }),
+        (any::<usize>(), select(VOCAB)).prop_map(|(at, what)| Edit::Insert { at, what }),
+        (any::<usize>(), 1..40usize).prop_map(|(at, len)| Edit::Duplicate { at, len }),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Edit::Swap { a, b }),
+    ]
+}
+
+fn mutate(src: &str, edits: &[Edit]) -> String {
+    let mut s = src.to_string();
+    for e in edits {
+        let toks = token_ranges(&s);
+        if toks.is_empty() {
+            s.push_str("event");
+            continue;
+        }
+        let n = toks.len();
+        match *e {
+            Edit::Delete { at, len } => {
+                let (a, _) = toks[at % n];
+                let (_, b) = toks[(at % n + len - 1).min(n - 1)];
+                s.replace_range(a..b, "");
+            }
+            Edit::Insert { at, what } => {
+                let (a, _) = toks[at % n];
+                s.insert_str(a, what);
+            }
+            Edit::Duplicate { at, len } => {
+                let (a, _) = toks[at % n];
+                let (_, b) = toks[(at % n + len - 1).min(n - 1)];
+                let copy = s[a..b].to_string();
+                s.insert_str(b, &copy);
+            }
+            Edit::Swap { a, b } => {
+                let (x, y) = (toks[a % n], toks[b % n]);
+                let (first, second) = if x.0 <= y.0 { (x, y) } else { (y, x) };
+                if first.1 <= second.0 {
+                    let t1 = s[first.0..first.1].to_string();
+                    let t2 = s[second.0..second.1].to_string();
+                    s.replace_range(second.0..second.1, &t1);
+                    s.replace_range(first.0..first.1, &t2);
+                }
+            }
+        }
+    }
+    s
+}
+
+fn corpus() -> Vec<&'static str> {
+    let mut c = vec![EXAMPLE];
+    c.extend_from_slice(SNIPPETS);
+    c
+}
+
+fn random_bytes() -> impl Strategy<Value = String> {
+    proptest::collection::vec(any::<u8>(), 0..512)
+        .prop_map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn token_soup() -> impl Strategy<Value = String> {
+    proptest::collection::vec(select(VOCAB), 0..200).prop_map(|v| v.join(" "))
+}
+
+fn mutated() -> impl Strategy<Value = String> {
+    (select(corpus()), proptest::collection::vec(edit(), 1..10))
+        .prop_map(|(src, edits)| mutate(src, &edits))
+}
+
+proptest! {
+    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(src in random_bytes()) {
+        check_finishes(src)?;
+    }
+
+    #[test]
+    fn token_soup_never_panics(src in token_soup()) {
+        check_finishes(src)?;
+    }
+
+    #[test]
+    fn mutated_apps_never_panic(src in mutated()) {
+        check_finishes(src)?;
+    }
+}
+
+#[test]
+fn the_corpus_is_valid_before_mutation() {
+    for src in [EXAMPLE, SNIPPETS[0]] {
+        let checked = jadpo_lang::check("app.jadpo", src);
+        assert!(checked.diagnostics.is_empty(), "{}", checked.render(src));
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_not_overflowed() {
+    for open in ["{", "[", "x(", "event e { a: ", "subscriber s { run: f("] {
+        let src = open.repeat(100_000);
+        let checked = jadpo_lang::check("deep.jadpo", &src);
+        assert!(!checked.diagnostics.is_empty());
+    }
+}
+
+#[test]
+fn a_long_chain_of_actions_does_not_overflow() {
+    let n = 20_000;
+    let mut src = String::from("connection c { base_url: \"https://x\" }\n");
+    for i in 0..n {
+        src.push_str(&format!("action a{i}() {{ run a{}() }}\n", i + 1));
+    }
+    src.push_str(&format!("action a{n}() {{ call c.get(\"/\") }}\n"));
+    let checked = jadpo_lang::check("chain.jadpo", &src);
+    assert!(
+        checked.diagnostics.is_empty(),
+        "{:?}",
+        checked.diagnostics.first()
+    );
+    let app = checked.app.unwrap();
+    assert!(app.actions["a0"].connections().contains("c"));
+}
+
+/// The long run: mutations, soup and bytes in turn until the time is up,
+/// printing how many inputs were checked.
+#[test]
+#[ignore]
+fn fuzz_for_a_while() {
+    let seconds: u64 = std::env::var("JADPO_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut executions: u64 = 0;
+    let mut round = 0u64;
+    let batch = 2_000;
+    while Instant::now() < until {
+        let config = Config {
+            cases: batch,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let mut runner = TestRunner::new(config);
+        let result = match round % 3 {
+            0 => runner.run(&mutated(), check_finishes),
+            1 => runner.run(&token_soup(), check_finishes),
+            _ => runner.run(&random_bytes(), check_finishes),
+        };
+        if let Err(e) = result {
+            panic!("after {executions} executions: {e}");
+        }
+        executions += u64::from(batch);
+        round += 1;
+    }
+    println!("fuzz: {executions} executions in {seconds} s, 0 failures");
+}
