@@ -5,6 +5,8 @@
 //! its broken parts are skipped, so one mistake is reported once rather than
 //! again at every use.
 
+mod actions;
+mod connection;
 mod exprs;
 mod graph;
 mod items;
