@@ -70,9 +70,10 @@ impl Checker<'_> {
             }
             ExprKind::Object(entries) => {
                 let mut fields: Vec<(String, Value)> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
                 let mut ok = true;
                 for entry in entries {
-                    if fields.iter().any(|(k, _)| *k == entry.key.name) {
+                    if !seen.insert(entry.key.name.as_str()) {
                         self.err(
                             Code::NameDuplicate,
                             entry.key.span,

@@ -5,8 +5,10 @@ use super::values::describe;
 use super::{hint, Checker};
 use crate::app::{Event, Field, Run, Schedule, Subscriber, Trigger, Type, DEFAULT_TIMEOUT};
 use crate::diagnostic::Code;
+use crate::diagnostic::Span;
 use crate::syntax::{Arg, Entry, Expr, ExprKind, Ident, Item, Param};
 use jadpo_core::Budget;
+use std::collections::{HashMap, HashSet};
 
 /// A subscriber's or schedule's `run:`, for the checks through actions.
 pub(crate) struct Link {
@@ -20,10 +22,12 @@ impl Checker<'_> {
     /// The event and whether any field failed to check.
     pub fn event(&mut self, item: &Item, entries: &[Entry]) -> (Event, bool) {
         let mut fields: Vec<Field> = Vec::new();
+        // By name, so a huge event stays linear to check.
+        let mut seen: HashMap<&str, Span> = HashMap::new();
         let mut lax = false;
         for entry in entries {
-            if let Some(first) = fields.iter().find(|f| f.name == entry.key.name) {
-                let line = self.line_of(first.span);
+            if let Some(first) = seen.get(entry.key.name.as_str()) {
+                let line = self.line_of(*first);
                 self.err(
                     Code::NameDuplicate,
                     entry.key.span,
@@ -48,6 +52,7 @@ impl Checker<'_> {
                     None
                 }
             };
+            seen.insert(&entry.key.name, entry.key.span);
             match ty {
                 Some(ty) => fields.push(Field {
                     name: entry.key.name.clone(),
@@ -83,9 +88,10 @@ impl Checker<'_> {
 
     pub fn params(&mut self, params: &[Param]) -> (Vec<Field>, bool) {
         let mut fields: Vec<Field> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         let mut lax = false;
         for p in params {
-            if fields.iter().any(|f| f.name == p.name.name) {
+            if !seen.insert(&p.name.name) {
                 self.err(
                     Code::NameDuplicate,
                     p.name.span,
