@@ -2,6 +2,7 @@
 
 use crate::config::{Behaviour, SimConfig};
 use jadpo_core::backoff::Backoff;
+use jadpo_core::Delivery;
 use jadpo_core::{
     Alert, DeliveryId, DeliveryState, Disposition, FailureKind, FailureRecord, Outcome, Timestamp,
     Transition,
@@ -218,10 +219,13 @@ impl Checker {
         Ok(())
     }
 
-    pub fn check_all(
+    /// Checks the deliveries in `which` (every one when `None`), the probes
+    /// and the breakers.
+    pub fn check(
         &self,
         store: &MemoryStore,
         cfg: &SimConfig,
+        which: Option<&[DeliveryId]>,
         workers_alive: &[u32],
         now: Timestamp,
     ) -> Result<(), String> {
@@ -242,8 +246,13 @@ impl Checker {
             })
             .max()
             .unwrap_or_default();
-        for (d, s) in store.deliveries().iter().zip(&self.shadows) {
+        let selected: Box<dyn Iterator<Item = &Delivery>> = match which {
+            Some(ids) => Box::new(ids.iter().filter_map(|id| store.delivery(*id))),
+            None => Box::new(store.deliveries().iter()),
+        };
+        for d in selected {
             let id = d.id;
+            let s = &self.shadows[id.0 as usize - 1];
             let sub = cfg
                 .subscribers
                 .iter()

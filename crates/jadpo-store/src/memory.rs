@@ -42,6 +42,9 @@ pub struct MemoryStore {
     attempts: Vec<AttemptRecord>,
     alerts: Vec<(Timestamp, Alert)>,
     last_token: i64,
+    /// Deliveries changed since the last `take_changed`, for a checker
+    /// that looks only at what a step touched.
+    changed: Vec<DeliveryId>,
 }
 
 impl MemoryStore {
@@ -59,6 +62,7 @@ impl MemoryStore {
             attempts: Vec::new(),
             alerts: Vec::new(),
             last_token: 0,
+            changed: Vec::new(),
         }
     }
 
@@ -406,6 +410,14 @@ impl MemoryStore {
         self.handled.contains(&(subscriber.to_owned(), event))
     }
 
+    /// The deliveries changed since the last call, each once.
+    pub fn take_changed(&mut self) -> Vec<DeliveryId> {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        changed
+    }
+
     /// The earliest time anything becomes claimable, for a simulation that
     /// jumps over idle time.
     pub fn next_due(&self) -> Option<Timestamp> {
@@ -451,6 +463,7 @@ impl MemoryStore {
         self.unindex(id);
         let d = &mut self.deliveries[id.0 as usize - 1];
         change(d);
+        self.changed.push(id);
         debug_assert!(d.state != DeliveryState::Held || d.held.is_some());
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
         self.index(id);
