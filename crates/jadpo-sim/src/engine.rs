@@ -76,6 +76,7 @@ pub struct Sim {
     /// When the next tick is due, if the sweep has anything to do.
     tick_at: Option<Timestamp>,
     subscribers: BTreeMap<String, SimSubscriber>,
+    routes: Routes,
 }
 
 /// How a simulation ended when it did not hold.
@@ -111,7 +112,7 @@ impl Sim {
                 },
             );
         }
-        let store = MemoryStore::new(routes, cfg.policy);
+        let store = MemoryStore::new(cfg.policy);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             store,
@@ -134,6 +135,7 @@ impl Sim {
                 .iter()
                 .map(|s| (s.name.clone(), s.clone()))
                 .collect(),
+            routes,
             cfg,
         };
         for i in 0..sim.cfg.emissions.len() {
@@ -292,6 +294,7 @@ impl Sim {
             }
             let report = self.store.claim(&ClaimRequest {
                 worker: &name,
+                routes: &self.routes,
                 now: self.now,
                 limit: free,
                 lease,

@@ -2,12 +2,20 @@
 //!
 //! A store keeps events, deliveries, handled records, attempts and the
 //! `jadpo_circuit_breakers` rows, and applies the core's decisions to them
-//! atomically. It decides nothing itself: every rule is a `jadpo_core`
-//! function, so the in-memory store and the durable ones cannot disagree.
+//! atomically. It decides nothing itself: [`plan`] turns the rows a store
+//! read into the rows it must write, with `jadpo_core`'s rules, so the
+//! in-memory store and the durable ones cannot disagree.
 //!
-//! - [`memory::MemoryStore`]: in-process, for the simulation and tests.
+//! - [`Store`]: the interface.
+//! - [`memory`]: in-process, for the simulation and tests
+//!   ([`SharedMemoryStore`] behind the interface).
+//! - [`conformance`]: the scenarios every store must pass.
 
+pub mod conformance;
 pub mod memory;
+pub mod plan;
+mod store;
 mod types;
 
+pub use store::{SharedMemoryStore, Store};
 pub use types::*;

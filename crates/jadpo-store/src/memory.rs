@@ -1,34 +1,26 @@
 //! The in-memory store: every rule end to end, without a database.
 //!
-//! One owner, `&mut self` methods: the simulation drives it directly and
-//! deterministically. Indexes keep a claim, a sweep and a release
-//! proportional to what they touch, not to every delivery ever made, so the
-//! simulation can run the seed's 5,000-delivery outage quickly.
+//! `MemoryStore` has one owner and `&mut self` methods: the simulation
+//! drives it directly and deterministically. [`SharedMemoryStore`] wraps it
+//! behind a mutex for the [`Store`](crate::Store) interface. Indexes keep a
+//! claim, a sweep and a release proportional to what they touch, not to every
+//! delivery ever made, so the simulation runs the seed's 5,000-delivery
+//! outage quickly.
 
+use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
-use jadpo_core::breaker::{Breaker, BreakerPolicy, Gate, Transition};
-use jadpo_core::claim::{self, ClaimDecision, ClaimInput};
+use jadpo_core::breaker::{Breaker, BreakerPolicy};
 use jadpo_core::{
-    attempt, Alert, Delivery, DeliveryId, DeliveryState, EventId, Lease, LeaseToken, Outcome,
-    Timestamp,
+    claim, Alert, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp,
 };
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
-
-#[derive(Clone, Debug)]
-pub struct EventRecord {
-    pub id: EventId,
-    pub name: String,
-    pub payload: String,
-    pub emitted_at: Timestamp,
-}
 
 type Index = BTreeSet<(Timestamp, DeliveryId)>;
 
 #[derive(Debug)]
 pub struct MemoryStore {
     policy: BreakerPolicy,
-    routes: Routes,
     events: Vec<EventRecord>,
     /// `DeliveryId(n)` is at `deliveries[n - 1]`.
     deliveries: Vec<Delivery>,
@@ -48,10 +40,9 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
-    pub fn new(routes: Routes, policy: BreakerPolicy) -> MemoryStore {
+    pub fn new(policy: BreakerPolicy) -> MemoryStore {
         MemoryStore {
             policy,
-            routes,
             events: Vec::new(),
             deliveries: Vec::new(),
             due: Index::new(),
@@ -89,6 +80,7 @@ impl MemoryStore {
                         self.deliveries
                             .push(Delivery::new(id, event_id, s.clone(), now));
                         self.index(id);
+                        self.changed.push(id);
                         id
                     })
                     .collect();
@@ -104,13 +96,13 @@ impl MemoryStore {
     /// claim-time decisions to each.
     pub fn claim(&mut self, req: &ClaimRequest<'_>) -> ClaimReport {
         let now = req.now;
-        let mut candidates: Vec<(Timestamp, DeliveryId)> = Vec::with_capacity(req.limit);
+        let mut ids: Vec<DeliveryId> = Vec::with_capacity(req.limit);
         let mut due = self.due.range(..=(now, DeliveryId(i64::MAX))).peekable();
         let mut lost = self
             .running
             .range(..=(now, DeliveryId(i64::MAX)))
             .peekable();
-        while candidates.len() < req.limit {
+        while ids.len() < req.limit {
             // Merge the two queues by time so a lost run waits no longer than
             // a due one.
             let next = match (due.peek(), lost.peek()) {
@@ -120,88 +112,35 @@ impl MemoryStore {
                 (None, None) => None,
             };
             match next {
-                Some(&c) => candidates.push(c),
+                Some(&(_, id)) => ids.push(id),
                 None => break,
             }
         }
-        let mut report = ClaimReport::default();
-        for (_, id) in candidates {
-            self.claim_one(id, req, &mut report);
-        }
-        report
-    }
-
-    fn claim_one(&mut self, id: DeliveryId, req: &ClaimRequest<'_>, report: &mut ClaimReport) {
-        let now = req.now;
-        let d = self.get(id).clone();
-        let Some(route) = self.routes.get(&d.subscriber).cloned() else {
-            self.update(id, |d| {
-                d.state = DeliveryState::Failed;
-                d.lease = None;
-                d.last_failure = Some(unknown_subscriber());
-                d.finished_at = Some(now);
-                d.updated_at = now;
-            });
-            report.gave_up.push(id);
-            return;
-        };
-        let gates: Vec<(&str, Gate)> = route
-            .connections
+        let candidates = ids
             .iter()
-            .map(|c| {
-                (
-                    c.as_str(),
-                    self.breakers.get(c).map_or(Gate::Pass, |b| b.gate(id, now)),
-                )
+            .map(|&id| {
+                let d = self.get(id).clone();
+                let event = &self.events[d.event_id.0 as usize - 1];
+                Candidate {
+                    handled: self.handled.contains(&(d.subscriber.clone(), d.event_id)),
+                    event_name: event.name.clone(),
+                    payload: event.payload.clone(),
+                    delivery: d,
+                }
             })
             .collect();
-        let handled = self.handled.contains(&(d.subscriber.clone(), d.event_id));
-        let decision = claim::decide(ClaimInput {
-            delivery: &d,
-            budget: route.budget,
-            handled,
-            gates: &gates,
-            now,
+        let mut breakers = Breakers::new(self.breakers.values().cloned());
+        let mut last_token = self.last_token;
+        let plan = plan::claim(candidates, &mut breakers, req, |_| {
+            last_token += 1;
+            LeaseToken(last_token)
         });
-        self.last_token += 1;
-        let lease = Lease {
-            owner: req.worker.to_owned(),
-            token: LeaseToken(self.last_token),
-            until: now.plus(req.lease),
-        };
-        let until = lease.until;
-        self.update(id, |d| claim::apply(d, &decision, lease, now));
-        if decision.lease_expired {
-            report.lease_expired.push(id);
+        self.last_token = last_token;
+        for d in plan.deliveries {
+            self.put(d);
         }
-        match decision.decision {
-            ClaimDecision::Run { probe_for } => {
-                for c in &probe_for {
-                    self.breaker_mut(c).take_probe(id, until, now);
-                }
-                report.claimed.push(Claimed {
-                    delivery: self.get(id).clone(),
-                    budget: route.budget,
-                    connections: route.connections,
-                    probe_for,
-                });
-            }
-            other => {
-                // A delivery woken to probe that does not run gives the
-                // place back, so the next claim or sweep finds another.
-                for c in &route.connections {
-                    if let Some(b) = self.breakers.get_mut(c) {
-                        b.give_back_probe(id);
-                    }
-                }
-                match other {
-                    ClaimDecision::Succeed => report.succeeded.push(id),
-                    ClaimDecision::GiveUp(_) => report.gave_up.push(id),
-                    ClaimDecision::Hold { .. } => report.held.push(id),
-                    ClaimDecision::Run { .. } => unreachable!(),
-                }
-            }
-        }
+        self.write_breakers(plan.breakers);
+        plan.report
     }
 
     /// The breaker check repeated just before a claimed delivery runs: the
@@ -227,11 +166,10 @@ impl MemoryStore {
         connection: &str,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        self.check_lease(id, token)?;
-        for b in self.breakers.values_mut() {
-            b.give_back_probe(id);
-        }
-        self.update(id, |d| claim::hold_claimed(d, connection, now));
+        let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
+        claim::hold_claimed(&mut d, connection, now);
+        self.unprobe(id);
+        self.put(d);
         Ok(())
     }
 
@@ -242,99 +180,75 @@ impl MemoryStore {
         token: LeaseToken,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        self.check_lease(id, token)?;
-        for b in self.breakers.values_mut() {
-            b.give_back_probe(id);
-        }
-        self.update(id, |d| claim::give_back(d, now));
+        let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
+        claim::give_back(&mut d, now);
+        self.unprobe(id);
+        self.put(d);
         Ok(())
     }
 
     /// The action's store effects committed: written with the run, so a
     /// delivery whose worker is lost after this is never run again.
     pub fn commit_handled(&mut self, id: DeliveryId, token: LeaseToken) -> Result<(), StoreError> {
-        self.check_lease(id, token)?;
-        let d = self.get(id);
+        let d = plan::check_lease(self.delivery(id), id, token)?;
         let key = (d.subscriber.clone(), d.event_id);
         self.handled.insert(key);
         Ok(())
     }
 
     pub fn finish(&mut self, f: &Finish) -> Result<FinishReport, StoreError> {
-        self.check_lease(f.id, f.token)?;
-        let now = f.now;
-        let d = self.get(f.id);
-        let (key, attempts) = ((d.subscriber.clone(), d.event_id), d.attempts);
-        if f.outcome == Outcome::Succeeded {
-            self.handled.insert(key);
+        let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;
+        let mut breakers = Breakers::new(self.breakers.values().cloned());
+        let plan = plan::finish(d, &mut breakers, f, &self.policy);
+        if plan.handled {
+            self.handled
+                .insert((plan.delivery.subscriber.clone(), plan.delivery.event_id));
         }
-        self.attempts.push(AttemptRecord {
-            delivery: f.id,
-            attempt: attempts,
-            started_at: f.started_at,
-            ended_at: now,
-            state: f.outcome.state(),
-            failure: f.outcome.failure().cloned(),
-        });
-        self.update(f.id, |d| attempt::apply(d, &f.outcome, now));
-        let mut report = FinishReport::default();
-        for (connection, verdict) in &f.calls {
-            let policy = self.policy;
-            if let Some(t) = self
-                .breaker_mut(connection)
-                .record(*verdict, f.id, now, &policy)
-            {
-                if t == Transition::Closed {
-                    report.released += self.release_all(connection, now);
-                }
-                report.transitions.push((connection.clone(), t));
-            }
-        }
-        for connection in &f.probe_for {
-            if !f.calls.iter().any(|(c, _)| c == connection) {
-                self.breaker_mut(connection).give_back_probe(f.id);
-            }
-        }
-        Ok(report)
+        self.attempts.push(plan.attempt);
+        self.put(plan.delivery);
+        self.write_breakers(plan.breakers);
+        let released = plan
+            .release
+            .iter()
+            .map(|c| self.release_all(c, f.now))
+            .sum();
+        Ok(FinishReport {
+            transitions: plan.transitions,
+            released,
+        })
     }
 
     /// The tick's sweep: wake a probe where a pause has passed, release what
     /// a closed breaker still holds, raise each outage's alert once.
     pub fn sweep(&mut self, now: Timestamp, wake_lease: Duration) -> SweepReport {
-        let mut report = SweepReport::default();
-        let connections: Vec<String> = self.breakers.keys().cloned().collect();
-        for c in connections {
-            let b = &self.breakers[&c];
-            if b.is_closed() {
-                report.released += self.release_all(&c, now);
-                continue;
-            }
-            if b.wants_probe(now) {
-                if let Some(&(_, id)) = self.held.get(&c).and_then(|h| h.first()) {
-                    self.breaker_mut(&c)
-                        .take_probe(id, now.plus(wake_lease), now);
-                    self.update(id, |d| d.release(now));
-                    report.woken.push(id);
-                }
-            }
-            let held = self.held.get(&c).map_or(0, |h| h.len() as u64);
-            if let Some(alert) = self.breaker_mut(&c).raise_alert(held) {
-                self.alerts.push((now, alert.clone()));
-                report.alerts.push(alert);
-            }
-        }
-        // Held on a connection that has no breaker row at all: nothing will
-        // ever close it, so release.
-        let orphans: Vec<String> = self
+        let held = self
             .held
-            .keys()
-            .filter(|c| !self.breakers.contains_key(*c))
-            .cloned()
+            .iter()
+            .map(|(c, set)| {
+                let summary = HeldSummary {
+                    count: set.len() as u64,
+                    longest: set.first().map(|&(_, id)| id),
+                };
+                (c.clone(), summary)
+            })
             .collect();
-        for c in orphans {
-            report.released += self.release_all(&c, now);
+        let mut breakers = Breakers::new(self.breakers.values().cloned());
+        let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
+        self.write_breakers(plan.breakers);
+        for &id in &plan.wake {
+            let mut d = self.get(id).clone();
+            d.release(now);
+            self.put(d);
         }
-        report
+        let released = plan.release.iter().map(|c| self.release_all(c, now)).sum();
+        for a in &plan.alerts {
+            self.alerts.push((now, a.clone()));
+        }
+        SweepReport {
+            woken: plan.wake,
+            released,
+            alerts: plan.alerts,
+        }
     }
 
     /// An operator's retry of failed and parked deliveries: a fresh budget
@@ -343,12 +257,10 @@ impl MemoryStore {
     pub fn retry(&mut self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Vec<DeliveryId> {
         let mut retried = Vec::new();
         for &(id, due_at) in due {
-            if self
-                .deliveries
-                .get(id.0 as usize - 1)
-                .is_some_and(|d| d.retryable_by_operator())
-            {
-                self.update(id, |d| d.operator_retry(due_at, now));
+            if let Some(d) = self.delivery(id).filter(|d| d.retryable_by_operator()) {
+                let mut d = d.clone();
+                d.operator_retry(due_at, now);
+                self.put(d);
                 retried.push(id);
             }
         }
@@ -365,6 +277,7 @@ impl MemoryStore {
         &self.deliveries
     }
 
+    /// Newest first, as `jadpo deliveries` lists them.
     pub fn list(&self, filter: &DeliveryFilter) -> Vec<Delivery> {
         let it = self
             .deliveries
@@ -402,8 +315,10 @@ impl MemoryStore {
             .collect()
     }
 
-    pub fn events(&self) -> &[EventRecord] {
-        &self.events
+    pub fn event(&self, id: EventId) -> Option<&EventRecord> {
+        usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.events.get(i.checked_sub(1)?))
     }
 
     pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
@@ -426,11 +341,40 @@ impl MemoryStore {
         due.into_iter().chain(lost).min()
     }
 
-    fn check_lease(&self, id: DeliveryId, token: LeaseToken) -> Result<(), StoreError> {
-        let d = self.delivery(id).ok_or(StoreError::NotFound(id))?;
-        match &d.lease {
-            Some(l) if l.token == token && d.state == DeliveryState::Running => Ok(()),
-            _ => Err(StoreError::LeaseLost(id)),
+    /// Closes a breaker behind the store's back, as a release racing a hold
+    /// in another process can leave it. For tests of the sweep.
+    #[doc(hidden)]
+    pub fn close_breaker_for_test(&mut self, connection: &str) {
+        if let Some(b) = self.breakers.get_mut(connection) {
+            let version = b.version + 1;
+            *b = Breaker {
+                version,
+                ..Breaker::new(connection)
+            };
+        }
+    }
+
+    fn unprobe(&mut self, id: DeliveryId) {
+        let mut breakers = Breakers::new(self.breakers.values().cloned());
+        let writes = plan::unprobe(&mut breakers, id);
+        self.write_breakers(writes);
+    }
+
+    fn write_breakers(&mut self, writes: Vec<plan::BreakerWrite>) {
+        for w in writes {
+            let current = self
+                .breakers
+                .get(&w.breaker.connection)
+                .map_or(0, |b| b.version);
+            assert_eq!(
+                current, w.read_version,
+                "one owner: no other writer can have moved it"
+            );
+            w.breaker
+                .check_invariants(&self.policy)
+                .unwrap_or_else(|e| panic!("{e}"));
+            self.breakers
+                .insert(w.breaker.connection.clone(), w.breaker);
         }
     }
 
@@ -441,15 +385,11 @@ impl MemoryStore {
             .map(|h| h.iter().map(|&(_, id)| id).collect())
             .unwrap_or_default();
         for &id in &ids {
-            self.update(id, |d| d.release(now));
+            let mut d = self.get(id).clone();
+            d.release(now);
+            self.put(d);
         }
         ids.len()
-    }
-
-    fn breaker_mut(&mut self, connection: &str) -> &mut Breaker {
-        self.breakers
-            .entry(connection.to_owned())
-            .or_insert_with(|| Breaker::new(connection))
     }
 
     fn get(&self, id: DeliveryId) -> &Delivery {
@@ -459,13 +399,13 @@ impl MemoryStore {
 
     /// Every change to a delivery goes through here, so the indexes always
     /// agree with the rows.
-    fn update(&mut self, id: DeliveryId, change: impl FnOnce(&mut Delivery)) {
-        self.unindex(id);
-        let d = &mut self.deliveries[id.0 as usize - 1];
-        change(d);
-        self.changed.push(id);
+    fn put(&mut self, d: Delivery) {
+        let id = d.id;
         debug_assert!(d.state != DeliveryState::Held || d.held.is_some());
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
+        self.unindex(id);
+        self.deliveries[id.0 as usize - 1] = d;
+        self.changed.push(id);
         self.index(id);
     }
 
@@ -511,7 +451,3 @@ impl MemoryStore {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "memory_tests.rs"]
-mod tests;

@@ -58,6 +58,8 @@ pub struct Emitted {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimRequest<'a> {
     pub worker: &'a str,
+    /// Every subscriber's budget and connections, from the app.
+    pub routes: &'a Routes,
     pub now: Timestamp,
     /// The most due rows one claim looks at.
     pub limit: usize,
@@ -74,6 +76,9 @@ pub struct Claimed {
     pub connections: Vec<String>,
     /// The connections it probes.
     pub probe_for: Vec<String>,
+    /// Its event's name and JSON, for binding the action's arguments.
+    pub event_name: String,
+    pub payload: String,
 }
 
 impl Claimed {
@@ -124,6 +129,23 @@ pub struct SweepReport {
     /// Held deliveries released because their breaker is closed.
     pub released: usize,
     pub alerts: Vec<Alert>,
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRecord {
+    pub id: EventId,
+    pub name: String,
+    /// The event's JSON. Kept for the action; never logged.
+    pub payload: String,
+    pub emitted_at: Timestamp,
+}
+
+/// A breaker as listed, with the number of deliveries it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakerView {
+    pub breaker: jadpo_core::Breaker,
+    pub held: u64,
 }
 
 /// One attempt in a delivery's history.

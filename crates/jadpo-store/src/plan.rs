@@ -1,0 +1,318 @@
+//! What a claim, a finish and a sweep change, decided from the rows they read.
+//!
+//! Every store does the same three things: read rows, decide, write rows.
+//! The deciding is here, once, as pure functions over the rows read; each
+//! store only reads and writes in its own way (memory, SQLite, PostgreSQL).
+//! A breaker write carries the version it was read at, so a store can make
+//! it one statement conditional on that version.
+
+use crate::types::*;
+use jadpo_core::breaker::{Breaker, BreakerPolicy, Gate, Transition};
+use jadpo_core::claim::{self, ClaimDecision, ClaimInput};
+use jadpo_core::{
+    attempt, Alert, Delivery, DeliveryId, DeliveryState, Lease, LeaseToken, Outcome, Timestamp,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A breaker's new state, to be written only if its row is still at
+/// `read_version` (0 and absent for a connection that has no row yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakerWrite {
+    pub breaker: Breaker,
+    pub read_version: i64,
+}
+
+/// The breakers a plan reads, by connection; a connection with no row is
+/// closed. Tracks which ones the plan changed.
+#[derive(Clone, Debug, Default)]
+pub struct Breakers {
+    rows: BTreeMap<String, Breaker>,
+    read_versions: BTreeMap<String, i64>,
+}
+
+impl Breakers {
+    pub fn new(rows: impl IntoIterator<Item = Breaker>) -> Breakers {
+        let rows: BTreeMap<String, Breaker> = rows
+            .into_iter()
+            .map(|b| (b.connection.clone(), b))
+            .collect();
+        let read_versions = rows.iter().map(|(c, b)| (c.clone(), b.version)).collect();
+        Breakers {
+            rows,
+            read_versions,
+        }
+    }
+
+    pub fn get(&self, connection: &str) -> Option<&Breaker> {
+        self.rows.get(connection)
+    }
+
+    pub fn gate(&self, connection: &str, id: DeliveryId, now: Timestamp) -> Gate {
+        self.rows
+            .get(connection)
+            .map_or(Gate::Pass, |b| b.gate(id, now))
+    }
+
+    fn get_mut(&mut self, connection: &str) -> &mut Breaker {
+        self.rows
+            .entry(connection.to_owned())
+            .or_insert_with(|| Breaker::new(connection))
+    }
+
+    /// Gives back every probe place `id` holds.
+    fn give_back_probes(&mut self, id: DeliveryId) {
+        for b in self.rows.values_mut() {
+            b.give_back_probe(id);
+        }
+    }
+
+    /// The rows this plan changed, with the versions they were read at.
+    pub fn writes(&self) -> Vec<BreakerWrite> {
+        self.rows
+            .values()
+            .filter_map(|b| {
+                let read_version = self.read_versions.get(&b.connection).copied().unwrap_or(0);
+                (b.version != read_version).then(|| BreakerWrite {
+                    breaker: b.clone(),
+                    read_version,
+                })
+            })
+            .collect()
+    }
+}
+
+/// What a claim writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimPlan {
+    /// The new value of every candidate row.
+    pub deliveries: Vec<Delivery>,
+    pub breakers: Vec<BreakerWrite>,
+    pub report: ClaimReport,
+}
+
+/// One candidate row of a claim, with what the store read alongside it.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub delivery: Delivery,
+    /// A handled record exists for its subscriber and event.
+    pub handled: bool,
+    pub event_name: String,
+    pub payload: String,
+}
+
+/// Decides a claim over its candidate rows, in order. `token` issues each
+/// run's lease token. Two candidates of one batch cannot both take a probe:
+/// the plan applies each decision to its copy of the breakers before the next.
+pub fn claim(
+    candidates: Vec<Candidate>,
+    breakers: &mut Breakers,
+    req: &ClaimRequest<'_>,
+    mut token: impl FnMut(&Delivery) -> LeaseToken,
+) -> ClaimPlan {
+    let now = req.now;
+    let mut plan = ClaimPlan::default();
+    for c in candidates {
+        let mut d = c.delivery;
+        let id = d.id;
+        let Some(route) = req.routes.get(&d.subscriber) else {
+            d.state = DeliveryState::Failed;
+            d.lease = None;
+            d.last_failure = Some(unknown_subscriber());
+            d.finished_at = Some(now);
+            d.updated_at = now;
+            breakers.give_back_probes(id);
+            plan.report.gave_up.push(id);
+            plan.deliveries.push(d);
+            continue;
+        };
+        let gates: Vec<(&str, Gate)> = route
+            .connections
+            .iter()
+            .map(|conn| (conn.as_str(), breakers.gate(conn, id, now)))
+            .collect();
+        let decision = claim::decide(ClaimInput {
+            delivery: &d,
+            budget: route.budget,
+            handled: c.handled,
+            gates: &gates,
+            now,
+        });
+        let lease = Lease {
+            owner: req.worker.to_owned(),
+            token: token(&d),
+            until: now.plus(req.lease),
+        };
+        let until = lease.until;
+        claim::apply(&mut d, &decision, lease, now);
+        if decision.lease_expired {
+            plan.report.lease_expired.push(id);
+        }
+        match decision.decision {
+            ClaimDecision::Run { probe_for } => {
+                for conn in &probe_for {
+                    breakers.get_mut(conn).take_probe(id, until, now);
+                }
+                plan.report.claimed.push(Claimed {
+                    delivery: d.clone(),
+                    budget: route.budget,
+                    connections: route.connections.clone(),
+                    probe_for,
+                    event_name: c.event_name,
+                    payload: c.payload,
+                });
+            }
+            other => {
+                // A delivery woken to probe that does not run gives the place
+                // back, so the next claim or sweep finds another.
+                breakers.give_back_probes(id);
+                match other {
+                    ClaimDecision::Succeed => plan.report.succeeded.push(id),
+                    ClaimDecision::GiveUp(_) => plan.report.gave_up.push(id),
+                    ClaimDecision::Hold { .. } => plan.report.held.push(id),
+                    ClaimDecision::Run { .. } => unreachable!("handled above"),
+                }
+            }
+        }
+        plan.deliveries.push(d);
+    }
+    plan.breakers = breakers.writes();
+    plan
+}
+
+/// Checks that `d` is still held under `token`: the fence every write after
+/// a claim passes.
+pub fn check_lease(
+    d: Option<&Delivery>,
+    id: DeliveryId,
+    token: LeaseToken,
+) -> Result<&Delivery, StoreError> {
+    let d = d.ok_or(StoreError::NotFound(id))?;
+    match &d.lease {
+        Some(l) if l.token == token && d.state == DeliveryState::Running => Ok(d),
+        _ => Err(StoreError::LeaseLost(id)),
+    }
+}
+
+/// What a finish writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishPlan {
+    pub delivery: Delivery,
+    pub attempt: AttemptRecord,
+    /// Write the handled record: the run committed.
+    pub handled: bool,
+    pub breakers: Vec<BreakerWrite>,
+    /// Connections whose breaker closed: release everything they hold, due
+    /// now, in the same transaction.
+    pub release: Vec<String>,
+    pub transitions: Vec<(String, Transition)>,
+}
+
+/// Decides a finish. `d` is the row as read, its lease already checked.
+pub fn finish(
+    d: &Delivery,
+    breakers: &mut Breakers,
+    f: &Finish,
+    policy: &BreakerPolicy,
+) -> FinishPlan {
+    let now = f.now;
+    let mut delivery = d.clone();
+    attempt::apply(&mut delivery, &f.outcome, now);
+    let mut release = Vec::new();
+    let mut transitions = Vec::new();
+    for (connection, verdict) in &f.calls {
+        if let Some(t) = breakers
+            .get_mut(connection)
+            .record(*verdict, f.id, now, policy)
+        {
+            if t == Transition::Closed {
+                release.push(connection.clone());
+            }
+            transitions.push((connection.clone(), t));
+        }
+    }
+    for connection in &f.probe_for {
+        if !f.calls.iter().any(|(c, _)| c == connection) {
+            breakers.get_mut(connection).give_back_probe(f.id);
+        }
+    }
+    FinishPlan {
+        attempt: AttemptRecord {
+            delivery: f.id,
+            attempt: d.attempts,
+            started_at: f.started_at,
+            ended_at: now,
+            state: f.outcome.state(),
+            failure: f.outcome.failure().cloned(),
+        },
+        handled: f.outcome == Outcome::Succeeded,
+        delivery,
+        breakers: breakers.writes(),
+        release,
+        transitions,
+    }
+}
+
+/// Gives back the probe places of a claimed delivery that will not run
+/// (held just before its run, or given back at shutdown).
+pub fn unprobe(breakers: &mut Breakers, id: DeliveryId) -> Vec<BreakerWrite> {
+    breakers.give_back_probes(id);
+    breakers.writes()
+}
+
+/// What the sweep knows of the deliveries a connection holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeldSummary {
+    pub count: u64,
+    /// The one held longest, the next probe.
+    pub longest: Option<DeliveryId>,
+}
+
+/// What a sweep writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepPlan {
+    pub breakers: Vec<BreakerWrite>,
+    /// Held deliveries to make due now, each the probe of its connection.
+    pub wake: Vec<DeliveryId>,
+    /// Connections whose held deliveries are all released: their breaker is
+    /// closed, or they have no breaker row at all.
+    pub release: Vec<String>,
+    pub alerts: Vec<Alert>,
+}
+
+pub fn sweep(
+    breakers: &mut Breakers,
+    held: &BTreeMap<String, HeldSummary>,
+    now: Timestamp,
+    wake_lease: Duration,
+) -> SweepPlan {
+    let mut plan = SweepPlan::default();
+    let connections: Vec<String> = breakers.rows.keys().cloned().collect();
+    for c in connections {
+        let summary = held.get(&c).cloned().unwrap_or_default();
+        let b = breakers.get_mut(&c);
+        if b.is_closed() {
+            if summary.count > 0 {
+                plan.release.push(c);
+            }
+            continue;
+        }
+        if b.wants_probe(now) {
+            if let Some(id) = summary.longest {
+                b.take_probe(id, now.plus(wake_lease), now);
+                plan.wake.push(id);
+            }
+        }
+        if let Some(alert) = b.raise_alert(summary.count) {
+            plan.alerts.push(alert);
+        }
+    }
+    // Held on a connection with no breaker row: nothing will ever close it.
+    for (c, s) in held {
+        if s.count > 0 && breakers.get(c).is_none() {
+            plan.release.push(c.clone());
+        }
+    }
+    plan.breakers = breakers.writes();
+    plan
+}

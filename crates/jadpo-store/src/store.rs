@@ -1,0 +1,187 @@
+//! The interface every store offers, and the in-memory one behind it.
+
+use crate::memory::MemoryStore;
+use crate::types::*;
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A store of events, deliveries, handled records, attempts and breakers.
+///
+/// Each method is one transaction: it applies the core's decisions and
+/// commits, or changes nothing and returns an error. Every write after a
+/// claim names the lease token it was claimed with and is refused with
+/// [`StoreError::LeaseLost`] once that lease was taken over.
+pub trait Store: Send + Sync + 'static {
+    /// Creates or upgrades the system tables.
+    fn migrate(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Writes events and one due delivery per subscriber of each.
+    fn emit(
+        &self,
+        events: &[NewEvent],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<Emitted>, StoreError>> + Send;
+
+    /// Claims a batch of due deliveries and applies the claim-time decisions.
+    fn claim(
+        &self,
+        req: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<ClaimReport, StoreError>> + Send;
+
+    /// Holds a claimed delivery whose breaker opened after its claim,
+    /// giving back its attempt.
+    fn hold_claimed(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        connection: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Gives back a claimed delivery unstarted (shutdown): due now, attempt
+    /// not spent.
+    fn give_back(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Writes an attempt's outcome and its breaker verdicts.
+    fn finish(&self, f: &Finish) -> impl Future<Output = Result<FinishReport, StoreError>> + Send;
+
+    /// The tick's sweep.
+    fn sweep(
+        &self,
+        now: Timestamp,
+        wake_lease: Duration,
+    ) -> impl Future<Output = Result<SweepReport, StoreError>> + Send;
+
+    /// An operator's retry: failed and parked deliveries get a fresh budget
+    /// from `now`, each due at its time. Returns those retried.
+    fn retry(
+        &self,
+        due: &[(DeliveryId, Timestamp)],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<DeliveryId>, StoreError>> + Send;
+
+    fn delivery(
+        &self,
+        id: DeliveryId,
+    ) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;
+
+    /// Newest first.
+    fn list(
+        &self,
+        filter: &DeliveryFilter,
+    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+
+    fn attempts(
+        &self,
+        id: DeliveryId,
+    ) -> impl Future<Output = Result<Vec<AttemptRecord>, StoreError>> + Send;
+
+    fn event(
+        &self,
+        id: EventId,
+    ) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
+
+    fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
+}
+
+/// The in-memory store behind a mutex, shared by tasks.
+#[derive(Clone, Debug)]
+pub struct SharedMemoryStore(Arc<Mutex<MemoryStore>>);
+
+impl SharedMemoryStore {
+    pub fn new(policy: BreakerPolicy) -> SharedMemoryStore {
+        SharedMemoryStore(Arc::new(Mutex::new(MemoryStore::new(policy))))
+    }
+
+    /// Runs `f` on the store. No lock is held across an await.
+    pub fn with<T>(&self, f: impl FnOnce(&mut MemoryStore) -> T) -> T {
+        let mut guard = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut guard)
+    }
+}
+
+impl Store for SharedMemoryStore {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
+        Ok(self.with(|s| s.emit(events, now)))
+    }
+
+    async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
+        Ok(self.with(|s| s.claim(req)))
+    }
+
+    async fn hold_claimed(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        connection: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.with(|s| s.hold_claimed(id, token, connection, now))
+    }
+
+    async fn give_back(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.with(|s| s.give_back(id, token, now))
+    }
+
+    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
+        self.with(|s| s.finish(f))
+    }
+
+    async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
+        Ok(self.with(|s| s.sweep(now, wake_lease)))
+    }
+
+    async fn retry(
+        &self,
+        due: &[(DeliveryId, Timestamp)],
+        now: Timestamp,
+    ) -> Result<Vec<DeliveryId>, StoreError> {
+        Ok(self.with(|s| s.retry(due, now)))
+    }
+
+    async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
+        Ok(self.with(|s| s.delivery(id).cloned()))
+    }
+
+    async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        Ok(self.with(|s| s.list(filter)))
+    }
+
+    async fn attempts(&self, id: DeliveryId) -> Result<Vec<AttemptRecord>, StoreError> {
+        Ok(self.with(|s| s.attempts(id)))
+    }
+
+    async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
+        Ok(self.with(|s| s.event(id).cloned()))
+    }
+
+    async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
+        Ok(self.with(|s| {
+            s.breakers()
+                .map(|b| BreakerView {
+                    breaker: b.clone(),
+                    held: s.held_count(&b.connection) as u64,
+                })
+                .collect()
+        }))
+    }
+}

@@ -1,0 +1,53 @@
+//! What only the in-memory store can be made to show directly.
+
+use jadpo_core::breaker::{BreakerState, CallVerdict};
+use jadpo_core::{BreakerPolicy, Timestamp};
+use jadpo_store::conformance::{at, retry_at, routes, LEASE};
+use jadpo_store::memory::MemoryStore;
+use jadpo_store::{ClaimRequest, Finish, NewEvent};
+
+/// A release racing a hold in another process can leave a delivery held
+/// behind a closed breaker; the sweep releases it.
+#[test]
+fn the_sweep_releases_what_a_closed_breaker_still_holds() {
+    let routes = routes();
+    let mut s = MemoryStore::new(BreakerPolicy::DEFAULT);
+    let req = |now: Timestamp| ClaimRequest {
+        worker: "w",
+        routes: &routes,
+        now,
+        limit: 10,
+        lease: LEASE,
+    };
+    let events: Vec<NewEvent> = (0..7)
+        .map(|_| NewEvent {
+            name: "E".into(),
+            payload: "{}".into(),
+            subscribers: vec!["pay".into()],
+        })
+        .collect();
+    s.emit(&events, at(0));
+    let r = s.claim(&ClaimRequest {
+        limit: 5,
+        ..req(at(0))
+    });
+    for c in &r.claimed {
+        s.finish(&Finish {
+            id: c.delivery.id,
+            token: c.token(),
+            outcome: retry_at("http.503", 30),
+            calls: vec![("payments".into(), CallVerdict::Unavailable)],
+            probe_for: vec![],
+            started_at: at(0),
+            now: at(0),
+        })
+        .unwrap();
+    }
+    assert_eq!(s.breaker("payments").unwrap().state, BreakerState::Open);
+    assert_eq!(s.claim(&req(at(1))).held.len(), 2);
+    s.close_breaker_for_test("payments");
+    assert_eq!(s.held_count("payments"), 2);
+    let sw = s.sweep(at(2), LEASE);
+    assert_eq!(sw.released, 2);
+    assert_eq!(s.held_count("payments"), 0);
+}
