@@ -229,11 +229,11 @@ impl Checker {
         workers_alive: &[u32],
         now: Timestamp,
     ) -> Result<(), String> {
-        if store.deliveries().len() != self.shadows.len() {
+        if store.delivery_count() != self.shadows.len() {
             return err(format!(
                 "{} deliveries emitted, {} in the store",
                 self.shadows.len(),
-                store.deliveries().len()
+                store.delivery_count()
             ));
         }
         let max_retry_after = cfg
@@ -248,7 +248,7 @@ impl Checker {
             .unwrap_or_default();
         let selected: Box<dyn Iterator<Item = &Delivery>> = match which {
             Some(ids) => Box::new(ids.iter().filter_map(|id| store.delivery(*id))),
-            None => Box::new(store.deliveries().iter()),
+            None => Box::new(store.deliveries()),
         };
         for d in selected {
             let id = d.id;
@@ -344,7 +344,7 @@ impl Checker {
     }
 
     pub fn check_end(&self, store: &MemoryStore) -> Result<(), String> {
-        if let Some(d) = store.deliveries().iter().find(|d| !d.state.is_finished()) {
+        if let Some(d) = store.deliveries().find(|d| !d.state.is_finished()) {
             return err(format!(
                 "delivery {} is stuck {} at the end (due at {})",
                 d.id, d.state, d.due_at

@@ -109,13 +109,7 @@ pub fn run(config: &OutageConfig) -> Result<OutageReport, Violation> {
 fn arm(config: &OutageConfig, policy: BreakerPolicy) -> Result<Arm, Violation> {
     let sim = Sim::new(config.sim(policy)).run()?;
     let recovery = Timestamp::EPOCH.plus(config.down_for);
-    let count = |s: DeliveryState| {
-        sim.store
-            .deliveries()
-            .iter()
-            .filter(|d| d.state == s)
-            .count()
-    };
+    let count = |s: DeliveryState| sim.store.deliveries().filter(|d| d.state == s).count();
     let calls = sim.stats.calls.get(CONNECTION).cloned().unwrap_or_default();
     let transitions = |t: Transition| {
         sim.stats
@@ -137,7 +131,6 @@ fn arm(config: &OutageConfig, policy: BreakerPolicy) -> Result<Arm, Violation> {
         most_attempts: sim
             .store
             .deliveries()
-            .iter()
             .map(|d| d.attempts)
             .max()
             .unwrap_or(0),

@@ -607,6 +607,76 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
     assert!(s.delivery(DeliveryId(999_999)).await.unwrap().is_none());
 }
 
+pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S: Store>(s: &S) {
+    let old = emit(s, "log", 3, 0).await;
+    let r = claim(s, 0, 3).await;
+    for c in &r.claimed {
+        finish(s, c, Outcome::Succeeded, &[], 10).await.unwrap();
+    }
+    // Old but never finished: a due one, a running one, a held one.
+    let due = emit(s, "log", 1, 0).await;
+    open_breaker(s, 0).await;
+    let held = emit(s, "pay", 1, 0).await;
+    claim(s, 0, 100).await;
+    let recent = emit(s, "log", 1, 500).await;
+    let c = claim(s, 500, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 501).await.unwrap();
+
+    assert_eq!(
+        s.prune(at(100), 2).await.unwrap(),
+        2,
+        "bounded by the batch"
+    );
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 1);
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 0);
+    for id in &old {
+        assert!(s.delivery(*id).await.unwrap().is_none());
+        assert!(s.attempts(*id).await.unwrap().is_empty());
+    }
+    for id in due.iter().chain(&held).chain(&recent) {
+        assert!(
+            s.delivery(*id).await.unwrap().is_some(),
+            "delivery {id} was not finished long enough"
+        );
+    }
+    // The five that opened the breaker are due again, not finished: kept.
+    assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 8);
+}
+
+pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
+    let ids = emit(s, "log", 3, 0).await;
+    let first = claim(s, 0, 3).await.claimed;
+    // The third is taken over by another worker after its lease ended.
+    let r = claim_as(s, "w2", 60, 3).await;
+    assert_eq!(r.claimed.len(), 3);
+    let fin = |c: &Claimed, outcome: Outcome| Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome,
+        calls: vec![],
+        probe_for: vec![],
+        started_at: at(60),
+        now: at(61),
+    };
+    let batch = [
+        fin(&r.claimed[0], Outcome::Succeeded),
+        fin(&first[2], Outcome::Succeeded),
+        fin(&r.claimed[1], retry_at("http.503", 90)),
+    ];
+    let results = s.finish_batch(&batch).await.unwrap();
+    assert!(results[0].is_ok());
+    assert_eq!(results[1], Err(StoreError::LeaseLost(ids[2])));
+    assert!(results[2].is_ok());
+    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
+    assert_eq!(get(s, ids[1]).await.state, DeliveryState::Due);
+    assert_eq!(
+        get(s, ids[2]).await.state,
+        DeliveryState::Running,
+        "the late worker's write changed nothing"
+    );
+    assert!(s.finish_batch(&[]).await.unwrap().is_empty());
+}
+
 /// One `#[tokio::test]` per scenario, each with a fresh store from `$make`
 /// (an expression giving a future of a migrated store).
 #[macro_export]
@@ -632,6 +702,8 @@ macro_rules! conformance_tests {
             operator_retry_gives_a_fresh_budget,
             a_subscriber_gone_from_the_app_fails_as_a_defect,
             list_filters_and_orders_newest_first,
+            prune_deletes_old_finished_deliveries_in_batches_and_nothing_else,
+            finish_batch_fences_each_delivery_on_its_own,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

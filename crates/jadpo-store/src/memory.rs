@@ -21,9 +21,10 @@ type Index = BTreeSet<(Timestamp, DeliveryId)>;
 #[derive(Debug)]
 pub struct MemoryStore {
     policy: BreakerPolicy,
-    events: Vec<EventRecord>,
-    /// `DeliveryId(n)` is at `deliveries[n - 1]`.
-    deliveries: Vec<Delivery>,
+    events: BTreeMap<EventId, EventRecord>,
+    deliveries: BTreeMap<DeliveryId, Delivery>,
+    last_event: i64,
+    last_delivery: i64,
     due: Index,
     /// Running deliveries by lease end.
     running: Index,
@@ -43,8 +44,10 @@ impl MemoryStore {
     pub fn new(policy: BreakerPolicy) -> MemoryStore {
         MemoryStore {
             policy,
-            events: Vec::new(),
-            deliveries: Vec::new(),
+            events: BTreeMap::new(),
+            deliveries: BTreeMap::new(),
+            last_event: 0,
+            last_delivery: 0,
             due: Index::new(),
             running: Index::new(),
             held: BTreeMap::new(),
@@ -65,20 +68,23 @@ impl MemoryStore {
         events
             .iter()
             .map(|e| {
-                let event_id = EventId(self.events.len() as i64 + 1);
-                self.events.push(EventRecord {
+                self.last_event += 1;
+                let event_id = EventId(self.last_event);
+                let record = EventRecord {
                     id: event_id,
                     name: e.name.clone(),
                     payload: e.payload.clone(),
                     emitted_at: now,
-                });
+                };
+                self.events.insert(event_id, record);
                 let deliveries = e
                     .subscribers
                     .iter()
                     .map(|s| {
-                        let id = DeliveryId(self.deliveries.len() as i64 + 1);
+                        self.last_delivery += 1;
+                        let id = DeliveryId(self.last_delivery);
                         self.deliveries
-                            .push(Delivery::new(id, event_id, s.clone(), now));
+                            .insert(id, Delivery::new(id, event_id, s.clone(), now));
                         self.index(id);
                         self.changed.push(id);
                         id
@@ -120,7 +126,7 @@ impl MemoryStore {
             .iter()
             .map(|&id| {
                 let d = self.get(id).clone();
-                let event = &self.events[d.event_id.0 as usize - 1];
+                let event = &self.events[&d.event_id];
                 Candidate {
                     handled: self.handled.contains(&(d.subscriber.clone(), d.event_id)),
                     event_name: event.name.clone(),
@@ -268,20 +274,23 @@ impl MemoryStore {
     }
 
     pub fn delivery(&self, id: DeliveryId) -> Option<&Delivery> {
-        usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.deliveries.get(i.checked_sub(1)?))
+        self.deliveries.get(&id)
     }
 
-    pub fn deliveries(&self) -> &[Delivery] {
-        &self.deliveries
+    /// Every delivery, oldest first.
+    pub fn deliveries(&self) -> impl DoubleEndedIterator<Item = &Delivery> {
+        self.deliveries.values()
+    }
+
+    pub fn delivery_count(&self) -> usize {
+        self.deliveries.len()
     }
 
     /// Newest first, as `jadpo deliveries` lists them.
     pub fn list(&self, filter: &DeliveryFilter) -> Vec<Delivery> {
         let it = self
             .deliveries
-            .iter()
+            .values()
             .rev()
             .filter(|d| filter.matches(d))
             .cloned();
@@ -316,9 +325,7 @@ impl MemoryStore {
     }
 
     pub fn event(&self, id: EventId) -> Option<&EventRecord> {
-        usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.events.get(i.checked_sub(1)?))
+        self.events.get(&id)
     }
 
     pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
@@ -339,6 +346,29 @@ impl MemoryStore {
         let due = self.due.first().map(|&(t, _)| t);
         let lost = self.running.first().map(|&(t, _)| t);
         due.into_iter().chain(lost).min()
+    }
+
+    /// Deletes up to `batch` finished deliveries that finished before
+    /// `before`, with their attempts and handled records, then the events
+    /// left with no delivery. Never a delivery that is not finished.
+    pub fn prune(&mut self, before: Timestamp, batch: usize) -> usize {
+        let old: Vec<DeliveryId> = self
+            .deliveries
+            .values()
+            .filter(|d| d.state.is_finished() && d.finished_at.is_some_and(|t| t < before))
+            .take(batch)
+            .map(|d| d.id)
+            .collect();
+        for id in &old {
+            let d = self.deliveries.remove(id).expect("listed above");
+            self.handled.remove(&(d.subscriber, d.event_id));
+        }
+        let gone: HashSet<DeliveryId> = old.iter().copied().collect();
+        self.attempts.retain(|a| !gone.contains(&a.delivery));
+        let live: HashSet<EventId> = self.deliveries.values().map(|d| d.event_id).collect();
+        self.events
+            .retain(|id, e| live.contains(id) || e.emitted_at >= before);
+        old.len()
     }
 
     /// Closes a breaker behind the store's back, as a release racing a hold
@@ -404,13 +434,13 @@ impl MemoryStore {
         debug_assert!(d.state != DeliveryState::Held || d.held.is_some());
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
         self.unindex(id);
-        self.deliveries[id.0 as usize - 1] = d;
+        self.deliveries.insert(id, d);
         self.changed.push(id);
         self.index(id);
     }
 
     fn index(&mut self, id: DeliveryId) {
-        let d = &self.deliveries[id.0 as usize - 1];
+        let d = &self.deliveries[&id];
         match d.state {
             DeliveryState::Due => {
                 self.due.insert((d.due_at, id));
@@ -431,7 +461,7 @@ impl MemoryStore {
     }
 
     fn unindex(&mut self, id: DeliveryId) {
-        let d = &self.deliveries[id.0 as usize - 1];
+        let d = &self.deliveries[&id];
         match d.state {
             DeliveryState::Due => {
                 self.due.remove(&(d.due_at, id));

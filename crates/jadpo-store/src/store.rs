@@ -52,6 +52,15 @@ pub trait Store: Send + Sync + 'static {
     /// Writes an attempt's outcome and its breaker verdicts.
     fn finish(&self, f: &Finish) -> impl Future<Output = Result<FinishReport, StoreError>> + Send;
 
+    /// Writes many attempts' outcomes in one transaction. Each is fenced on
+    /// its own lease: a lost lease refuses that one (`Err(LeaseLost)` in its
+    /// place) and writes the others. The outer error means nothing was
+    /// written.
+    fn finish_batch(
+        &self,
+        batch: &[Finish],
+    ) -> impl Future<Output = Result<Vec<Result<FinishReport, StoreError>>, StoreError>> + Send;
+
     /// The tick's sweep.
     fn sweep(
         &self,
@@ -89,6 +98,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
+
+    /// Retention: deletes up to `batch` deliveries finished before `before`,
+    /// with their attempts and handled records, and the events left with no
+    /// delivery. Never a delivery that is not finished. Returns how many
+    /// deliveries it deleted; call again until it returns less than `batch`.
+    fn prune(
+        &self,
+        before: Timestamp,
+        batch: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
 }
 
 /// The in-memory store behind a mutex, shared by tasks.
@@ -146,6 +165,13 @@ impl Store for SharedMemoryStore {
         self.with(|s| s.finish(f))
     }
 
+    async fn finish_batch(
+        &self,
+        batch: &[Finish],
+    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+        Ok(self.with(|s| batch.iter().map(|f| s.finish(f)).collect()))
+    }
+
     async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
         Ok(self.with(|s| s.sweep(now, wake_lease)))
     }
@@ -183,5 +209,9 @@ impl Store for SharedMemoryStore {
                 })
                 .collect()
         }))
+    }
+
+    async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
+        Ok(self.with(|s| s.prune(before, batch)))
     }
 }

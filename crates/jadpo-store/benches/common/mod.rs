@@ -1,0 +1,92 @@
+//! The end-to-end drain every store's benchmark runs: emit a backlog, then
+//! workers claim batches, run a no-op action and finish each batch in one
+//! transaction, until nothing is due.
+
+#![allow(dead_code)]
+
+use jadpo_core::{Budget, Outcome, Timestamp};
+use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Drain {
+    pub backlog: usize,
+    pub batch: usize,
+    pub workers: usize,
+}
+
+pub struct Measured {
+    pub emit: Duration,
+    pub drain: Duration,
+    pub delivered: usize,
+}
+
+impl Measured {
+    pub fn per_second(&self) -> f64 {
+        self.delivered as f64 / self.drain.as_secs_f64()
+    }
+}
+
+pub fn routes() -> Routes {
+    let mut r = Routes::new();
+    r.insert("noop", Route { budget: Budget::DEFAULT, connections: vec![] });
+    r
+}
+
+/// Emits `backlog` events in chunks, all due at `now`.
+pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Duration {
+    let started = Instant::now();
+    let mut left = backlog;
+    while left > 0 {
+        let n = left.min(10_000);
+        let events: Vec<NewEvent> = (0..n)
+            .map(|_| NewEvent { name: "Bench".into(), payload: "{}".into(), subscribers: vec!["noop".into()] })
+            .collect();
+        store.emit(&events, now).await.expect("emit");
+        left -= n;
+    }
+    started.elapsed()
+}
+
+/// Drains the backlog with `workers` concurrent claim-run-finish loops.
+pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Measured {
+    let emit = fill(store, d.backlog, now).await;
+    let started = Instant::now();
+    let routes = Arc::new(routes());
+    let mut tasks = Vec::new();
+    for w in 0..d.workers {
+        let store = store.clone();
+        let routes = routes.clone();
+        let batch = d.batch;
+        tasks.push(tokio::spawn(async move {
+            let name = format!("bench-{w}");
+            let mut delivered = 0usize;
+            loop {
+                let req = ClaimRequest { worker: &name, routes: &routes, now, limit: batch, lease: Duration::from_secs(60) };
+                let claimed = store.claim(&req).await.expect("claim").claimed;
+                if claimed.is_empty() {
+                    return delivered;
+                }
+                let finishes: Vec<Finish> = claimed
+                    .iter()
+                    .map(|c| Finish {
+                        id: c.delivery.id,
+                        token: c.token(),
+                        outcome: Outcome::Succeeded,
+                        calls: vec![],
+                        probe_for: vec![],
+                        started_at: now,
+                        now,
+                    })
+                    .collect();
+                let results = store.finish_batch(&finishes).await.expect("finish");
+                delivered += results.iter().filter(|r| r.is_ok()).count();
+            }
+        }));
+    }
+    let mut delivered = 0;
+    for t in tasks {
+        delivered += t.await.expect("worker");
+    }
+    Measured { emit, drain: started.elapsed(), delivered }
+}
