@@ -1,1 +1,21 @@
-//! The runtime (issue 5).
+//! The runtime: workers, HTTP connections, the tick and the clock. It feeds
+//! `jadpo-core`'s rules and writes what they decide through a
+//! `jadpo-store`; it holds no rule of its own.
+//!
+//! - [`clock`]: the one source of time (system, manual, scaled).
+//! - [`run`]: what runs an action ([`run::Executor`]) and the call log the
+//!   breakers count from.
+//! - [`engine`]: workers and the tick, started together.
+
+pub mod clock;
+pub mod engine;
+mod log;
+pub mod run;
+mod tick;
+mod worker;
+
+pub use clock::{Clock, ManualClock, ScaledClock, SharedClock, SystemClock};
+pub use engine::{Engine, Running};
+pub use log::rfc3339;
+pub use run::{CallLog, Catalog, Executor, FnExecutor, RunContext};
+pub use worker::WorkerConfig;

@@ -1,0 +1,110 @@
+//! The engine: a store, an executor and a clock, running workers and the tick.
+
+use crate::clock::SharedClock;
+use crate::run::{Catalog, Executor};
+use crate::tick;
+use crate::worker::{self, Shared, WorkerConfig};
+use jadpo_store::{Emitted, NewEvent, Store, StoreError};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+pub struct Engine<S: Store, E: Executor> {
+    shared: Arc<Shared<S, E>>,
+}
+
+impl<S: Store, E: Executor> Clone for Engine<S, E> {
+    fn clone(&self) -> Self {
+        Engine {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// A started engine. [`Running::stop`] stops claiming, waits for running
+/// deliveries (each within its time limit) and returns.
+pub struct Running {
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+impl<S: Store, E: Executor> Engine<S, E> {
+    pub fn new(
+        store: Arc<S>,
+        executor: Arc<E>,
+        clock: SharedClock,
+        catalog: Catalog,
+        config: WorkerConfig,
+    ) -> Self {
+        Engine {
+            shared: Arc::new(Shared {
+                store,
+                executor,
+                clock,
+                catalog: Arc::new(catalog),
+                config,
+                breakers: Mutex::new(Default::default()),
+                wake: Arc::new(Notify::new()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<S> {
+        &self.shared.store
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.shared.clock
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.shared.catalog
+    }
+
+    /// Starts the claim loop and the tick on the current tokio runtime.
+    pub fn start(&self) -> Running {
+        let (shutdown, rx) = watch::channel(false);
+        let s = &self.shared;
+        let wake_lease = s
+            .clock
+            .engine_span(s.catalog.longest_timeout() + s.config.lease_margin);
+        let tasks = vec![
+            tokio::spawn(worker::run(s.clone(), rx.clone())),
+            tokio::spawn(tick::run(
+                s.store.clone(),
+                s.clock.clone(),
+                wake_lease,
+                s.wake.clone(),
+                rx,
+            )),
+        ];
+        Running { shutdown, tasks }
+    }
+
+    /// Emits events now, and wakes this process's worker.
+    pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
+        let emitted = self
+            .shared
+            .store
+            .emit(events, self.shared.clock.now())
+            .await?;
+        for e in &emitted {
+            tracing::info!(
+                event = e.event_id.0,
+                deliveries = e.deliveries.len(),
+                "event.emitted"
+            );
+        }
+        self.shared.wake.notify_waiters();
+        Ok(emitted)
+    }
+}

@@ -1,0 +1,81 @@
+//! The runtime's log events: every delivery transition, breaker change and
+//! alert, as `tracing` events with structured fields. Never a failure's
+//! fields, a secret or an event's payload: only ids, names, codes and kinds.
+//!
+//! Each event's message is its name (`delivery.retry`, `breaker.opened`,
+//! `delivery.alert`); the command line prints them as readable lines under
+//! `jadpo dev` and as one JSON object per line under `jadpo serve`.
+
+use jadpo_core::{Alert, AttemptEnd, Outcome, Timestamp, Transition};
+use jadpo_store::{ClaimReport, Claimed, FinishReport};
+
+/// RFC 3339, for humans and JSON alike.
+pub fn rfc3339(t: Timestamp) -> String {
+    jiff::Timestamp::from_millisecond(t.as_millis())
+        .map_or_else(|_| t.as_millis().to_string(), |ts| ts.to_string())
+}
+
+pub fn claim(r: &ClaimReport) {
+    for c in &r.claimed {
+        tracing::debug!(delivery = c.delivery.id.0, subscriber = %c.delivery.subscriber, attempt = c.delivery.attempts, probe = !c.probe_for.is_empty(), "delivery.claimed");
+    }
+    for id in &r.lease_expired {
+        tracing::warn!(
+            delivery = id.0,
+            code = "run.lease_expired",
+            kind = "lease_expired",
+            "delivery.lease_expired"
+        );
+    }
+    for id in &r.succeeded {
+        tracing::info!(delivery = id.0, "delivery.succeeded_at_claim");
+    }
+    for id in &r.gave_up {
+        tracing::warn!(delivery = id.0, "delivery.gave_up");
+    }
+    for id in &r.held {
+        tracing::info!(delivery = id.0, "delivery.held");
+    }
+}
+
+pub fn held(c: &Claimed, connection: &str) {
+    tracing::info!(delivery = c.delivery.id.0, subscriber = %c.delivery.subscriber, connection, "delivery.held");
+}
+
+pub fn finished(c: &Claimed, outcome: &Outcome, _end: &AttemptEnd, report: &FinishReport) {
+    let id = c.delivery.id.0;
+    let subscriber = c.delivery.subscriber.as_str();
+    let attempt = c.delivery.attempts;
+    match outcome {
+        Outcome::Succeeded => {
+            tracing::info!(delivery = id, subscriber, attempt, "delivery.succeeded")
+        }
+        Outcome::Retry { at, failure } => tracing::info!(
+            delivery = id, subscriber, attempt, code = %failure.code, kind = %failure.kind, due_at = %rfc3339(*at),
+            "delivery.retry"
+        ),
+        Outcome::Failed(f) => {
+            tracing::warn!(delivery = id, subscriber, attempt, code = %f.code, kind = %f.kind, "delivery.failed")
+        }
+        Outcome::Parked(f) => {
+            tracing::warn!(delivery = id, subscriber, attempt, code = %f.code, kind = %f.kind, "delivery.parked")
+        }
+    }
+    for (connection, t) in &report.transitions {
+        match t {
+            Transition::Opened => tracing::warn!(connection = %connection, "breaker.opened"),
+            Transition::Reopened => {
+                tracing::warn!(connection = %connection, probe = id, "breaker.reopened")
+            }
+            Transition::Closed => {
+                tracing::info!(connection = %connection, released = report.released, "breaker.closed")
+            }
+        }
+    }
+}
+
+/// The seed's alert: `{"event": "delivery.alert", "alert":
+/// "connection_unavailable", "connection": …, "since": …, "held": …}`.
+pub fn alert(a: &Alert) {
+    tracing::error!(alert = Alert::NAME, connection = %a.connection, since = %rfc3339(a.since), held = a.held, "delivery.alert");
+}

@@ -1,0 +1,184 @@
+//! What runs a delivery's action: the [`Executor`] the workers call, and the
+//! record of the calls an attempt made, for the breakers.
+
+use jadpo_core::{CallVerdict, DeliveryId, Failure, Timestamp};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Everything an action's run may know.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    pub delivery: DeliveryId,
+    /// This attempt's number, 1 for the first.
+    pub attempt: u32,
+    pub subscriber: String,
+    pub event_name: String,
+    pub payload: serde_json::Value,
+    /// Engine time when the run started (for webhook timestamps).
+    pub started_at: Timestamp,
+    /// The run's time limit, in real time.
+    pub deadline: tokio::time::Instant,
+    /// The calls it makes through real drivers, for the breakers.
+    pub calls: CallLog,
+}
+
+/// Runs the action of a claimed delivery. `Ok` is success; an `Err` carries
+/// the failure whose kind decides what happens next. The worker enforces
+/// the time limit and catches panics: an executor need not.
+pub trait Executor: Send + Sync + 'static {
+    fn run(&self, ctx: RunContext) -> impl Future<Output = Result<(), Failure>> + Send;
+}
+
+/// An executor from an async function: for tests, and for an embedded
+/// program whose subscribers all run one Rust function.
+pub struct FnExecutor<F>(pub F);
+
+impl<F, Fut> Executor for FnExecutor<F>
+where
+    F: Fn(RunContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Failure>> + Send,
+{
+    fn run(&self, ctx: RunContext) -> impl Future<Output = Result<(), Failure>> + Send {
+        (self.0)(ctx)
+    }
+}
+
+/// Per connection, how the last real call of an attempt ended, and the call
+/// under way if the run's limit stops it mid-call.
+#[derive(Clone, Debug, Default)]
+pub struct CallLog(Arc<Mutex<CallLogState>>);
+
+#[derive(Debug, Default)]
+struct CallLogState {
+    order: Vec<String>,
+    last: BTreeMap<String, CallVerdict>,
+    in_flight: Option<String>,
+}
+
+impl CallLog {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallLogState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A call through `connection`'s real driver starts.
+    pub fn started(&self, connection: &str) {
+        self.lock().in_flight = Some(connection.to_owned());
+    }
+
+    /// It ended; `verdict` is `None` for a fake's or a recording's answer,
+    /// which never counts.
+    pub fn ended(&self, connection: &str, verdict: Option<CallVerdict>) {
+        let mut s = self.lock();
+        s.in_flight = None;
+        if let Some(v) = verdict {
+            if !s.last.contains_key(connection) {
+                s.order.push(connection.to_owned());
+            }
+            s.last.insert(connection.to_owned(), v);
+        }
+    }
+
+    /// One verdict per connection, by its last call. A call still in flight
+    /// when the run was stopped got no answer: unavailable.
+    pub fn verdicts(&self, stopped: bool) -> Vec<(String, CallVerdict)> {
+        let mut s = self.lock();
+        if stopped {
+            if let Some(c) = s.in_flight.take() {
+                if !s.last.contains_key(&c) {
+                    s.order.push(c.clone());
+                }
+                s.last.insert(c, CallVerdict::Unavailable);
+            }
+        }
+        s.order.iter().map(|c| (c.clone(), s.last[c])).collect()
+    }
+}
+
+/// The subscribers the engine serves: each one's budget, connections and
+/// time limit.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    pub routes: jadpo_store::Routes,
+    timeouts: BTreeMap<String, Duration>,
+}
+
+impl Catalog {
+    pub fn new() -> Catalog {
+        Catalog::default()
+    }
+
+    pub fn add(&mut self, subscriber: &str, route: jadpo_store::Route, timeout: Duration) {
+        self.routes.insert(subscriber, route);
+        self.timeouts.insert(subscriber.to_owned(), timeout);
+    }
+
+    /// The subscribers of a checked app.
+    pub fn from_app(app: &jadpo_lang::App) -> Catalog {
+        let mut c = Catalog::new();
+        for s in app.subscribers.values() {
+            let connections = app
+                .actions
+                .get(&s.run.action)
+                .map(|a| a.connections().iter().cloned().collect())
+                .unwrap_or_default();
+            c.add(
+                &s.name,
+                jadpo_store::Route {
+                    budget: s.budget,
+                    connections,
+                },
+                s.timeout,
+            );
+        }
+        c
+    }
+
+    pub fn timeout(&self, subscriber: &str) -> Duration {
+        self.timeouts
+            .get(subscriber)
+            .copied()
+            .unwrap_or(jadpo_lang::app::DEFAULT_TIMEOUT)
+    }
+
+    /// The longest time limit: a claim's lease covers it.
+    pub fn longest_timeout(&self) -> Duration {
+        self.timeouts
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(jadpo_lang::app::DEFAULT_TIMEOUT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_call_per_connection_counts_and_fakes_never() {
+        let log = CallLog::default();
+        log.started("payments");
+        log.ended("payments", Some(CallVerdict::Unavailable));
+        log.started("crm");
+        log.ended("crm", None);
+        log.started("payments");
+        log.ended("payments", Some(CallVerdict::Answered));
+        assert_eq!(
+            log.verdicts(false),
+            vec![("payments".to_string(), CallVerdict::Answered)]
+        );
+    }
+
+    #[test]
+    fn a_call_cut_off_by_the_limit_counts_as_unavailable() {
+        let log = CallLog::default();
+        log.started("mailer");
+        assert_eq!(log.verdicts(false), vec![]);
+        assert_eq!(
+            log.verdicts(true),
+            vec![("mailer".to_string(), CallVerdict::Unavailable)]
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! The tick: a periodic sweep, every second on every process. Safe on many
+//! at once: each breaker change in it is conditional on the version read.
+
+use crate::clock::SharedClock;
+use crate::log;
+use jadpo_store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
+pub(crate) async fn run<S: Store>(
+    store: Arc<S>,
+    clock: SharedClock,
+    wake_lease: Duration,
+    wake: Arc<Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    while !*shutdown.borrow() {
+        let now = clock.now();
+        match store.sweep(now, wake_lease).await {
+            Ok(report) => {
+                for alert in &report.alerts {
+                    log::alert(alert);
+                }
+                for id in &report.woken {
+                    tracing::info!(delivery = id.0, "delivery.woken_as_probe");
+                }
+                if report.released > 0 {
+                    tracing::info!(released = report.released, "delivery.released");
+                }
+                if !report.woken.is_empty() || report.released > 0 {
+                    wake.notify_waiters();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "tick.store_unavailable"),
+        }
+        // Under a scaled clock a second of engine time may be a millisecond
+        // of real time: never spin faster than every few milliseconds.
+        let floor = tokio::time::sleep(Duration::from_millis(5));
+        tokio::select! {
+            _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}

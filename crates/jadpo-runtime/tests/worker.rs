@@ -1,0 +1,264 @@
+//! The worker and the tick over a real store, with a clock the test moves.
+//! No test sleeps through a backoff: time jumps.
+
+use jadpo_core::{BreakerPolicy, Budget, DeliveryState, Failure, FailureKind, Timestamp};
+use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, WorkerConfig};
+use jadpo_store::{DeliveryFilter, NewEvent, Route, SharedMemoryStore, Store};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+fn catalog(timeout: Duration) -> Catalog {
+    let mut c = Catalog::new();
+    c.add(
+        "sub",
+        Route {
+            budget: Budget::new(3, Duration::from_secs(3600)).unwrap(),
+            connections: vec![],
+        },
+        timeout,
+    );
+    c
+}
+
+fn config() -> WorkerConfig {
+    WorkerConfig {
+        name: "test".into(),
+        concurrency: 4,
+        poll: Duration::from_secs(1),
+        ..WorkerConfig::default()
+    }
+}
+
+fn events(n: usize) -> Vec<NewEvent> {
+    (0..n)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"i\":{i}}}"),
+            subscribers: vec!["sub".into()],
+        })
+        .collect()
+}
+
+/// Polls `check` until it holds, in real time, for at most five seconds:
+/// waiting for tasks to finish their work, never for a backoff.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+async fn states(store: &SharedMemoryStore) -> Vec<DeliveryState> {
+    store
+        .list(&DeliveryFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.state)
+        .collect()
+}
+
+async fn all_in(store: &SharedMemoryStore, state: DeliveryState) -> bool {
+    states(store).await.iter().all(|s| *s == state)
+}
+
+#[tokio::test]
+async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let tries: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
+    let seen = tries.clone();
+    let exec = FnExecutor(move |ctx: RunContext| {
+        let n = {
+            let mut t = seen.lock().unwrap();
+            let n = t.entry(ctx.delivery.0).or_default();
+            *n += 1;
+            *n
+        };
+        async move {
+            if n == 1 {
+                Err(Failure::new("http.503", FailureKind::Unavailable))
+            } else {
+                Ok(())
+            }
+        }
+    });
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(exec),
+        Arc::new(clock.clone()),
+        catalog(Duration::from_secs(30)),
+        config(),
+    );
+    let running = engine.start();
+    engine.emit(&events(5)).await.unwrap();
+    eventually("every first attempt failed", || async {
+        all_in(&store, DeliveryState::Due).await && tries.lock().unwrap().len() == 5
+    })
+    .await;
+    // Each wait is at most the first ceiling, 30 s: nothing runs before time moves.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        tries.lock().unwrap().values().all(|n| *n == 1),
+        "retried before its backoff"
+    );
+    clock.advance(Duration::from_secs(31));
+    eventually("all succeeded", || async {
+        all_in(&store, DeliveryState::Succeeded).await
+    })
+    .await;
+    assert!(tries.lock().unwrap().values().all(|n| *n == 2));
+    for d in store.list(&DeliveryFilter::default()).await.unwrap() {
+        assert_eq!(d.attempts, 2);
+        assert_eq!(store.attempts(d.id).await.unwrap().len(), 2);
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_panic_is_a_defect_not_a_crashed_worker() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let exec = FnExecutor(|ctx: RunContext| async move {
+        if ctx.payload["i"] == 0 {
+            panic!("a bug in the action");
+        }
+        Ok(())
+    });
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(exec),
+        Arc::new(clock.clone()),
+        catalog(Duration::from_secs(30)),
+        config(),
+    );
+    let running = engine.start();
+    engine.emit(&events(3)).await.unwrap();
+    eventually("all finished", || async {
+        states(&store).await.iter().all(|s| s.is_finished())
+    })
+    .await;
+    let list = store.list(&DeliveryFilter::default()).await.unwrap();
+    let failed: Vec<_> = list
+        .iter()
+        .filter(|d| d.state == DeliveryState::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].last_failure.as_ref().unwrap().kind,
+        FailureKind::InternalFault
+    );
+    assert_eq!(
+        list.iter()
+            .filter(|d| d.state == DeliveryState::Succeeded)
+            .count(),
+        2,
+        "the worker kept going"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_stopped_by_its_limit_is_deadline_exceeded_counted_at_once() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let exec = FnExecutor(|_ctx: RunContext| async move {
+        // Never ends on its own.
+        futures::future::pending::<()>().await;
+        Ok(())
+    });
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(exec),
+        Arc::new(clock.clone()),
+        catalog(Duration::from_millis(100)),
+        config(),
+    );
+    let running = engine.start();
+    let ids = engine.emit(&events(1)).await.unwrap()[0].deliveries.clone();
+    eventually("stopped by its limit", || async {
+        store
+            .delivery(ids[0])
+            .await
+            .unwrap()
+            .unwrap()
+            .last_failure
+            .is_some()
+    })
+    .await;
+    let d = store.delivery(ids[0]).await.unwrap().unwrap();
+    assert_eq!((d.state, d.attempts), (DeliveryState::Due, 1));
+    assert_eq!(d.last_failure.unwrap().kind, FailureKind::DeadlineExceeded);
+    // A subscriber that never ends fails after its attempts (3 here).
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(3600 / 4));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eventually("failed after its attempts", || async {
+        store.delivery(ids[0]).await.unwrap().unwrap().state == DeliveryState::Failed
+    })
+    .await;
+    let d = store.delivery(ids[0]).await.unwrap().unwrap();
+    assert_eq!(d.attempts, 3);
+    assert_eq!(d.last_failure.unwrap().kind, FailureKind::DeadlineExceeded);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g = gate.clone();
+    let exec = FnExecutor(move |_ctx: RunContext| {
+        let g = g.clone();
+        async move {
+            g.notified().await;
+            Ok(())
+        }
+    });
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(exec),
+        Arc::new(clock.clone()),
+        catalog(Duration::from_secs(30)),
+        config(),
+    );
+    let running = engine.start();
+    engine.emit(&events(6)).await.unwrap();
+    eventually("four running", || async {
+        states(&store)
+            .await
+            .iter()
+            .filter(|s| **s == DeliveryState::Running)
+            .count()
+            == 4
+    })
+    .await;
+    let stopping = tokio::spawn(running.stop());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!stopping.is_finished(), "stop waits for running deliveries");
+    gate.notify_waiters();
+    stopping.await.unwrap();
+    let s = states(&store).await;
+    assert_eq!(
+        s.iter().filter(|s| **s == DeliveryState::Succeeded).count(),
+        4
+    );
+    assert_eq!(
+        s.iter().filter(|s| **s == DeliveryState::Due).count(),
+        2,
+        "nothing claimed after stop"
+    );
+}
