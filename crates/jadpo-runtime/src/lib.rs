@@ -8,6 +8,7 @@
 //! - [`engine`]: workers and the tick, started together.
 
 pub mod clock;
+pub mod emit;
 pub mod engine;
 mod log;
 pub mod run;

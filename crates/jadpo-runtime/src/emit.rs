@@ -1,0 +1,230 @@
+//! Checking an event's payload against its declaration before it is emitted.
+//!
+//! `jadpo emit`, `POST /events/NAME` and the embedded API all come through
+//! here, so a malformed event is refused the same way everywhere: with a
+//! stable code and the field at fault, before anything is written.
+
+use jadpo_lang::{App, Type};
+use jadpo_store::NewEvent;
+use std::fmt;
+
+/// The largest payload accepted, in bytes of JSON.
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventError {
+    /// `event.unknown`, `event.invalid` or `event.too_large`.
+    pub code: &'static str,
+    /// The field at fault, if one is.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error[{}]: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for EventError {}
+
+fn invalid(field: &str, message: String) -> EventError {
+    EventError {
+        code: "event.invalid",
+        field: Some(field.to_owned()),
+        message,
+    }
+}
+
+fn type_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+        serde_json::Value::Number(_) => "float",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+fn fits(ty: Type, v: &serde_json::Value) -> bool {
+    match ty {
+        Type::String => v.is_string(),
+        Type::Int => v.is_i64() || v.is_u64(),
+        Type::Float => v.is_number(),
+        Type::Bool => v.is_boolean(),
+        Type::Object => v.is_object(),
+        Type::List => v.is_array(),
+    }
+}
+
+/// Checks `payload` against the event `name` of `app` and returns the event
+/// to write, with one delivery per subscriber of it.
+pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
+    let Some(event) = app.events.get(name) else {
+        let known: Vec<&str> = app.events.keys().map(String::as_str).collect();
+        return Err(EventError {
+            code: "event.unknown",
+            field: None,
+            message: format!(
+                "no event `{name}` is declared in the app; declared: {}",
+                known.join(", ")
+            ),
+        });
+    };
+    let serde_json::Value::Object(fields) = payload else {
+        return Err(EventError {
+            code: "event.invalid",
+            field: None,
+            message: format!(
+                "the payload of `{name}` must be a JSON object, not {}",
+                type_of(payload)
+            ),
+        });
+    };
+    for declared in &event.fields {
+        match fields.get(&declared.name) {
+            None => {
+                return Err(invalid(
+                    &declared.name,
+                    format!(
+                        "field `{}` ({}) is missing from `{name}`",
+                        declared.name,
+                        declared.ty.name()
+                    ),
+                ))
+            }
+            Some(v) if !fits(declared.ty, v) => {
+                return Err(invalid(
+                    &declared.name,
+                    format!(
+                        "field `{}` of `{name}` must be {}, not {}",
+                        declared.name,
+                        declared.ty.name(),
+                        type_of(v)
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(extra) = fields.keys().find(|k| event.field(k).is_none()) {
+        return Err(invalid(
+            extra,
+            format!("field `{extra}` is not declared on `{name}`"),
+        ));
+    }
+    let text = payload.to_string();
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(EventError {
+            code: "event.too_large",
+            field: None,
+            message: format!(
+                "the payload is {} bytes; at most {MAX_PAYLOAD_BYTES} are accepted",
+                text.len()
+            ),
+        });
+    }
+    Ok(NewEvent {
+        name: name.to_owned(),
+        payload: text,
+        subscribers: app.subscribers_of(name).map(|s| s.name.clone()).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn app() -> App {
+        let src = r#"
+            event Paid { id: string  cents: int  rate: float  ok: bool  meta: object  tags: list }
+            event Quiet { id: string }
+            action noop(id: string) uses c
+            connection c { base_url: "http://localhost" }
+            subscriber a { on: Paid  run: noop(event.id) }
+            subscriber b { on: Paid  run: noop(event.id) }
+        "#;
+        let checked = jadpo_lang::check("app.jadpo", src);
+        let rendered = checked.render(src);
+        checked.app.unwrap_or_else(|| panic!("{rendered}"))
+    }
+
+    fn paid() -> serde_json::Value {
+        json!({"id": "p1", "cents": 100, "rate": 1, "ok": true, "meta": {}, "tags": []})
+    }
+
+    #[test]
+    fn a_valid_event_gets_one_delivery_per_subscriber() {
+        let e = prepare(&app(), "Paid", &paid()).unwrap();
+        assert_eq!(e.subscribers, ["a", "b"]);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&e.payload).unwrap(),
+            paid()
+        );
+        assert!(prepare(&app(), "Quiet", &json!({"id": "x"}))
+            .unwrap()
+            .subscribers
+            .is_empty());
+    }
+
+    #[test]
+    fn each_bad_payload_names_its_field() {
+        let app = app();
+        let mut missing = paid();
+        missing.as_object_mut().unwrap().remove("cents");
+        let e = prepare(&app, "Paid", &missing).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("event.invalid", Some("cents"))
+        );
+        assert!(e.message.contains("missing"), "{e}");
+
+        let mut wrong = paid();
+        wrong["cents"] = json!("100");
+        let e = prepare(&app, "Paid", &wrong).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("cents"));
+        assert!(e.message.contains("must be int, not string"), "{e}");
+
+        let mut float_for_int = paid();
+        float_for_int["cents"] = json!(1.5);
+        assert_eq!(
+            prepare(&app, "Paid", &float_for_int)
+                .unwrap_err()
+                .field
+                .as_deref(),
+            Some("cents")
+        );
+
+        let mut extra = paid();
+        extra["card_number"] = json!("4242");
+        let e = prepare(&app, "Paid", &extra).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("card_number"));
+        assert!(
+            !e.message.contains("4242"),
+            "a value never appears in an error: {e}"
+        );
+    }
+
+    #[test]
+    fn unknown_events_and_non_objects_are_refused() {
+        assert_eq!(
+            prepare(&app(), "Nope", &json!({})).unwrap_err().code,
+            "event.unknown"
+        );
+        let e = prepare(&app(), "Paid", &json!([1])).unwrap_err();
+        assert_eq!((e.code, e.field), ("event.invalid", None));
+    }
+
+    #[test]
+    fn oversized_payloads_are_refused() {
+        let mut big = paid();
+        big["meta"] = json!({"blob": "x".repeat(MAX_PAYLOAD_BYTES)});
+        assert_eq!(
+            prepare(&app(), "Paid", &big).unwrap_err().code,
+            "event.too_large"
+        );
+    }
+}
