@@ -309,3 +309,55 @@ fn an_error_anywhere_means_no_app_and_every_error_is_reported() {
         ]
     );
 }
+
+/// DESIGN.md section 2's example, verbatim, with the two names it leaves
+/// undeclared (`mailer`, `reconcile_all`) added.
+#[test]
+fn the_designs_example_is_valid() {
+    let src = r#"
+event PaymentReceived {
+    payment_id: string
+    amount_cents: int
+}
+
+connection payments {
+    driver: http
+    base_url: env("PAYMENTS_URL")
+    headers: { "Authorization": secret("PAYMENTS_TOKEN") }
+    timeout: 10s
+    retry: { attempts: 3 }          // the call's own retries, inside one attempt
+}
+
+action record_payment(payment_id: string) {
+    call payments.post("/payments/{payment_id}/record", body: event)
+}
+
+action notify(payment_id: string) uses mailer   // body supplied by Rust code
+
+subscriber record_payment_webhook {
+    on: PaymentReceived
+    run: record_payment(event.payment_id)
+    retry: { attempts: 20  within: 3d }
+    timeout: 30s                    // the run's time limit (default 30s, at most 15m)
+}
+
+schedule reconcile {
+    every: 1h                       // or cron: "0 3 * * *"
+    run: reconcile_all()
+}
+
+connection mailer { base_url: env("MAILER_URL") }
+action reconcile_all() uses payments
+"#;
+    let app = app(src);
+    let sub = &app.subscribers["record_payment_webhook"];
+    assert_eq!(
+        (sub.budget.attempts(), sub.budget.within()),
+        (20, Duration::from_secs(3 * 86_400))
+    );
+    assert_eq!(app.actions["notify"].connections(), &set(&["mailer"]));
+    assert_eq!(
+        app.schedules["reconcile"].trigger,
+        Trigger::Every(Duration::from_secs(3600))
+    );
+}
