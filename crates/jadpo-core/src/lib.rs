@@ -11,6 +11,7 @@
 //! - [`attempt`]: the decision after an attempt ends.
 //! - [`breaker`]: a connection's circuit breaker.
 //! - [`call`]: how an outside call ended, for the action and the breaker.
+//! - [`schedule`]: a schedule's due time, lease and alert.
 
 pub mod attempt;
 pub mod backoff;
@@ -20,6 +21,7 @@ pub mod call;
 pub mod claim;
 pub mod delivery;
 pub mod failure;
+pub mod schedule;
 pub mod time;
 
 pub use attempt::{AttemptEnd, Outcome};
