@@ -17,5 +17,5 @@ pub mod plan;
 mod store;
 mod types;
 
-pub use store::{SharedMemoryStore, Store};
+pub use store::{ScheduleStore, SharedMemoryStore, Store};
 pub use types::*;

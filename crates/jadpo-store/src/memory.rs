@@ -10,6 +10,8 @@
 use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
+use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::FailureRecord;
 use jadpo_core::{
     claim, Alert, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp,
 };
@@ -35,6 +37,7 @@ pub struct MemoryStore {
     attempts: Vec<AttemptRecord>,
     alerts: Vec<(Timestamp, Alert)>,
     last_token: i64,
+    schedules: BTreeMap<String, ScheduleState>,
     /// Deliveries changed since the last `take_changed`, for a checker
     /// that looks only at what a step touched.
     changed: Vec<DeliveryId>,
@@ -57,6 +60,7 @@ impl MemoryStore {
             alerts: Vec::new(),
             last_token: 0,
             changed: Vec::new(),
+            schedules: BTreeMap::new(),
         }
     }
 
@@ -369,6 +373,45 @@ impl MemoryStore {
         self.events
             .retain(|id, e| live.contains(id) || e.emitted_at >= before);
         old.len()
+    }
+
+    pub fn claim_schedules(
+        &mut self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> Vec<ScheduleClaim> {
+        let mut claims = Vec::new();
+        for (name, first_due) in schedules {
+            let state = self
+                .schedules
+                .entry(name.clone())
+                .or_insert_with(|| ScheduleState::new(name.clone(), *first_due));
+            if let Some(c) = state.claim(worker, now, now.plus(lease)) {
+                *state = c.state.clone();
+                claims.push(c);
+            }
+        }
+        claims
+    }
+
+    pub fn finish_schedule(
+        &mut self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+    ) -> Result<Option<ScheduleAlert>, StoreError> {
+        let lost = || StoreError::ScheduleLeaseLost(name.to_owned());
+        let state = self.schedules.get_mut(name).ok_or_else(lost)?;
+        let (next, alert) = state.finish(token, failure, next_due).ok_or_else(lost)?;
+        *state = next;
+        Ok(alert)
+    }
+
+    pub fn schedules(&self) -> impl Iterator<Item = &ScheduleState> {
+        self.schedules.values()
     }
 
     /// Closes a breaker behind the store's back, as a release racing a hold

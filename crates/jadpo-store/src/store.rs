@@ -2,7 +2,10 @@
 
 use crate::memory::MemoryStore;
 use crate::types::*;
-use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::{
+    BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp,
+};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -213,5 +216,58 @@ impl Store for SharedMemoryStore {
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         Ok(self.with(|s| s.prune(before, batch)))
+    }
+}
+
+/// Schedules' state, in the same store as the deliveries.
+pub trait ScheduleStore: Store {
+    /// Claims the due ones among `schedules` (each with the due time to
+    /// start from when it has no row yet) for `worker` until `now + lease`.
+    /// A claim taking over a lost run records `lease_expired` on it.
+    fn claim_schedules(
+        &self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<ScheduleClaim>, StoreError>> + Send;
+
+    /// Ends the run under `token`: next due at `next_due`. Returns the
+    /// schedule's alert when this failure raises it. A lost lease changes
+    /// nothing and is `LeaseLost`.
+    fn finish_schedule(
+        &self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+    ) -> impl Future<Output = Result<Option<ScheduleAlert>, StoreError>> + Send;
+
+    fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleState>, StoreError>> + Send;
+}
+
+impl ScheduleStore for SharedMemoryStore {
+    async fn claim_schedules(
+        &self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> Result<Vec<ScheduleClaim>, StoreError> {
+        Ok(self.with(|s| s.claim_schedules(schedules, worker, now, lease)))
+    }
+
+    async fn finish_schedule(
+        &self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+    ) -> Result<Option<ScheduleAlert>, StoreError> {
+        self.with(|s| s.finish_schedule(name, token, failure, next_due))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleState>, StoreError> {
+        Ok(self.with(|s| s.schedules().cloned().collect()))
     }
 }

@@ -185,6 +185,8 @@ pub enum StoreError {
     /// The write names a lease that is no longer the delivery's: another
     /// worker took it over, or it finished. Nothing was changed.
     LeaseLost(DeliveryId),
+    /// The same, for a schedule's run.
+    ScheduleLeaseLost(String),
     NotFound(DeliveryId),
     /// The store could not be reached, or failed before anything committed.
     Unavailable(String),
@@ -197,6 +199,12 @@ impl fmt::Display for StoreError {
                 f,
                 "delivery {id}: its lease was taken over; nothing was written"
             ),
+            StoreError::ScheduleLeaseLost(name) => {
+                write!(
+                    f,
+                    "schedule {name}: its lease was taken over; nothing was written"
+                )
+            }
             StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
             StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),
         }
