@@ -1,0 +1,317 @@
+//! The SQLite store: the embedded default, `sqlite:PATH`, in WAL mode.
+//!
+//! One file holds everything; several processes may share it. Each method is
+//! one transaction on a pooled connection, run on tokio's blocking pool.
+//! Writes are `BEGIN IMMEDIATE`: the write lock is taken before the first
+//! read, so what a claim plans from cannot change under it, in this process
+//! or another. Breaker rows are still written conditionally on their
+//! version, as the interface requires of every store.
+//!
+//! - [`SqliteStore::open`]: from a URL, creating the folder and migrating.
+//! - [`emit_in`]: emit inside the caller's own transaction (the embedded
+//!   API: an event exists if and only if that transaction committed).
+//! - [`SqliteStore::transaction`]: such a transaction on the store's file.
+//!
+//! All SQL of this store lives in this folder. `docs/system-tables.md`
+//! describes the tables.
+
+mod ops;
+mod pool;
+mod rows;
+mod schema;
+mod upkeep;
+
+pub use rusqlite;
+pub use schema::LATEST as SCHEMA_VERSION;
+
+use crate::types::*;
+use crate::Store;
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use pool::{store_error, Pool};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most rows one claim takes, finishes one `finish_batch` writes, or
+/// events one `emit` writes: a transaction's size stays bounded, so the write
+/// lock is never held for long.
+pub const MAX_BATCH: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// How long a write waits for the file's write lock (held by another
+    /// process, or another write of this one) before it is
+    /// `StoreError::Unavailable("database is locked ...")`.
+    pub busy_timeout: Duration,
+    /// Connections open at most; reads run in parallel with the one write.
+    pub pool_size: usize,
+    pub policy: BreakerPolicy,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 4,
+            policy: BreakerPolicy::DEFAULT,
+        }
+    }
+}
+
+/// A SQLite store. Cloning shares its pool.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: Arc<Pool>,
+    policy: BreakerPolicy,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.pool.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(url: &str, why: &str) -> StoreError {
+    StoreError::Unavailable(format!("store URL {url:?}: {why}"))
+}
+
+/// The file a `sqlite:` URL names: `sqlite:PATH`, relative to the current
+/// folder or absolute (`sqlite:///abs/path` and `sqlite://rel/path` are
+/// accepted too). An in-memory database is refused: it would lose every
+/// delivery when the process ends; the in-memory store is for that.
+pub fn parse_url(url: &str) -> Result<PathBuf, StoreError> {
+    let rest = url
+        .strip_prefix("sqlite:")
+        .ok_or_else(|| invalid(url, "a SQLite store's URL is sqlite:PATH"))?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    if rest.is_empty() {
+        return Err(invalid(
+            url,
+            "no path after `sqlite:`; write sqlite:PATH, such as sqlite:.jadpo/jadpo.db",
+        ));
+    }
+    if rest == ":memory:" || rest.starts_with("file:") || rest.contains("mode=memory") {
+        return Err(invalid(
+            url,
+            "an in-memory SQLite database is not durable; give a file path, \
+             or use the in-memory store for tests",
+        ));
+    }
+    Ok(PathBuf::from(rest))
+}
+
+/// Checks the path can be a database file and creates its folder.
+fn prepare(path: &Path) -> Result<(), StoreError> {
+    let fail = |why: String| StoreError::Unavailable(format!("sqlite {}: {why}", path.display()));
+    if path.is_dir() {
+        return Err(fail("is a folder, not a database file".into()));
+    }
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() && !folder.exists() => {
+            std::fs::create_dir_all(folder).map_err(|e| {
+                fail(format!(
+                    "cannot create its folder {}: {e}",
+                    folder.display()
+                ))
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it if absent) and migrates the database at `url`.
+    pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(url, SqliteOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        let path = parse_url(url)?;
+        prepare(&path)?;
+        let store = SqliteStore {
+            pool: Arc::new(Pool::new(path, options.busy_timeout, options.pool_size)),
+            policy: options.policy,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.pool.path()
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the store's file and
+    /// commits if it returns `Ok`; an `Err` rolls everything back. Call
+    /// [`emit_in`] inside it to emit with the caller's own writes.
+    pub async fn transaction<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T, E> + Send + 'static,
+    {
+        self.pool.transaction(f).await
+    }
+}
+
+/// Emits events, and one due delivery per subscriber of each, inside the
+/// caller's open transaction on a migrated file: they exist if and only if
+/// that transaction commits. Many events are written with one prepared
+/// statement each for events and deliveries.
+///
+/// # Panics
+/// If `conn` is not inside a transaction (it would commit on its own), or
+/// more than [`MAX_BATCH`] events are given.
+pub fn emit_in(
+    conn: &rusqlite::Connection,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, StoreError> {
+    assert!(
+        !conn.is_autocommit(),
+        "emit_in writes inside the caller's transaction: begin one first"
+    );
+    assert!(
+        events.len() <= MAX_BATCH,
+        "at most {MAX_BATCH} events per emit"
+    );
+    let path = PathBuf::from(conn.path().unwrap_or("?"));
+    ops::emit(conn, events, now).map_err(|f| store_error(&path, Duration::ZERO, f))
+}
+
+impl Store for SqliteStore {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.pool.write(|tx| schema::migrate(tx)).await
+    }
+
+    async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
+        assert!(
+            events.len() <= MAX_BATCH,
+            "at most {MAX_BATCH} events per emit"
+        );
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let events = events.to_vec();
+        self.pool.write(move |tx| ops::emit(tx, &events, now)).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
+        assert!(
+            req.limit <= MAX_BATCH,
+            "a claim takes at most {MAX_BATCH} rows"
+        );
+        let (worker, routes) = (req.worker.to_owned(), req.routes.clone());
+        let (now, limit, lease) = (req.now, req.limit, req.lease);
+        self.pool
+            .write(move |tx| {
+                let req = ClaimRequest {
+                    worker: &worker,
+                    routes: &routes,
+                    now,
+                    limit,
+                    lease,
+                };
+                ops::claim(tx, &req)
+            })
+            .await
+    }
+
+    async fn hold_claimed(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        connection: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let connection = connection.to_owned();
+        self.pool
+            .write(move |tx| ops::hold_claimed(tx, id, token, &connection, now))
+            .await
+    }
+
+    async fn give_back(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.pool
+            .write(move |tx| ops::give_back(tx, id, token, now))
+            .await
+    }
+
+    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
+        let mut results = self.finish_batch(std::slice::from_ref(f)).await?;
+        results.pop().expect("one result per finish")
+    }
+
+    async fn finish_batch(
+        &self,
+        batch: &[Finish],
+    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+        assert!(
+            batch.len() <= MAX_BATCH,
+            "at most {MAX_BATCH} finishes per batch"
+        );
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = batch.to_vec();
+        let policy = self.policy;
+        self.pool
+            .write(move |tx| ops::finish_batch(tx, &batch, &policy))
+            .await
+    }
+
+    async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
+        self.pool
+            .write(move |tx| upkeep::sweep(tx, now, wake_lease))
+            .await
+    }
+
+    async fn retry(
+        &self,
+        due: &[(DeliveryId, Timestamp)],
+        now: Timestamp,
+    ) -> Result<Vec<DeliveryId>, StoreError> {
+        assert!(
+            due.len() <= MAX_BATCH,
+            "at most {MAX_BATCH} retries at once"
+        );
+        let due = due.to_vec();
+        self.pool.write(move |tx| ops::retry(tx, &due, now)).await
+    }
+
+    async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
+        self.pool.read(move |c| upkeep::delivery(c, id)).await
+    }
+
+    async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        let filter = filter.clone();
+        self.pool.read(move |c| upkeep::list(c, &filter)).await
+    }
+
+    async fn attempts(&self, id: DeliveryId) -> Result<Vec<AttemptRecord>, StoreError> {
+        self.pool.read(move |c| upkeep::attempts(c, id)).await
+    }
+
+    async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
+        self.pool.read(move |c| upkeep::event(c, id)).await
+    }
+
+    async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
+        self.pool.read(upkeep::breakers).await
+    }
+
+    async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
+        assert!(
+            batch <= MAX_BATCH,
+            "prune deletes at most {MAX_BATCH} rows a batch"
+        );
+        self.pool
+            .write(move |tx| upkeep::prune(tx, before, batch))
+            .await
+    }
+}

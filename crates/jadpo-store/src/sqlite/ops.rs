@@ -1,0 +1,288 @@
+//! The writes of the interface, each run inside one `BEGIN IMMEDIATE`
+//! transaction: read the rows, let [`plan`] decide, write what it returned.
+
+use super::pool::Fault;
+use super::rows::{self, delivery_columns, Stored, DELIVERY_COLUMNS};
+use crate::plan::{self, Breakers, Candidate};
+use crate::types::*;
+use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use rusqlite::{params, Connection};
+use std::collections::HashMap;
+
+/// Due rows, oldest due first, with what the claim decides from: the event
+/// (for the action) and whether a handled record exists.
+const DUE: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    ", e.name, e.payload, EXISTS (SELECT 1 FROM jadpo_handled h \
+       WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id) \
+     FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
+     WHERE d.state = 'due' AND d.due_at <= ?1 ORDER BY d.due_at, d.id LIMIT ?2"
+);
+
+/// Running rows whose lease ended, the longest lost first.
+const LOST: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    ", e.name, e.payload, EXISTS (SELECT 1 FROM jadpo_handled h \
+       WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id) \
+     FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
+     WHERE d.state = 'running' AND d.lease_until <= ?1 ORDER BY d.lease_until, d.id LIMIT ?2"
+);
+
+struct Row {
+    stored: Stored,
+    candidate: (String, String, bool),
+}
+
+fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Fault> {
+    let rows = c
+        .prepare_cached(sql)?
+        .query_map(params![now.as_millis(), limit as i64], |r| {
+            Ok(Row {
+                stored: rows::delivery(r)?,
+                candidate: (
+                    r.get(DELIVERY_COLUMNS)?,
+                    r.get(DELIVERY_COLUMNS + 1)?,
+                    r.get(DELIVERY_COLUMNS + 2)?,
+                ),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Claims up to `req.limit` rows: due ones and lost ones merged by time, so a
+/// lost run waits no longer than a due one (as the in-memory store does).
+pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimReport, Fault> {
+    let due = candidates(c, DUE, req.now, req.limit)?;
+    let lost = candidates(c, LOST, req.now, req.limit)?;
+    let key = |r: &Row, lost: bool| {
+        let d = &r.stored.delivery;
+        let at = match (&d.lease, lost) {
+            (Some(l), true) => l.until,
+            _ => d.due_at,
+        };
+        (at, d.id)
+    };
+    let mut due = due.into_iter().peekable();
+    let mut lost = lost.into_iter().peekable();
+    let mut picked = Vec::with_capacity(req.limit);
+    while picked.len() < req.limit {
+        let take_lost = match (due.peek(), lost.peek()) {
+            (Some(a), Some(b)) => key(b, true) < key(a, false),
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        match if take_lost { lost.next() } else { due.next() } {
+            Some(r) => picked.push(r),
+            None => break,
+        }
+    }
+    let tokens: HashMap<DeliveryId, i64> = picked
+        .iter()
+        .map(|r| (r.stored.delivery.id, r.stored.token))
+        .collect();
+    let candidates = picked
+        .into_iter()
+        .map(|r| {
+            let (event_name, payload, handled) = r.candidate;
+            Candidate {
+                delivery: r.stored.delivery,
+                handled,
+                event_name,
+                payload,
+            }
+        })
+        .collect();
+    let mut breakers = Breakers::new(rows::all_breakers(c)?);
+    let plan = plan::claim(candidates, &mut breakers, req, |d| {
+        LeaseToken(tokens[&d.id] + 1)
+    });
+    for d in &plan.deliveries {
+        rows::update(c, d, None)?;
+    }
+    rows::write_breakers(c, &plan.breakers)?;
+    Ok(plan.report)
+}
+
+/// Reads a delivery and checks it is still running under `token`.
+fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery, Fault> {
+    let stored = rows::get(c, id)?;
+    let d = plan::check_lease(stored.as_ref().map(|s| &s.delivery), id, token)?;
+    Ok(d.clone())
+}
+
+/// Writes `d` only if it is still running under `token`.
+fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken) -> Result<(), Fault> {
+    match rows::update(c, d, Some(token))? {
+        1 => Ok(()),
+        _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
+    }
+}
+
+/// Gives back the probe places `id` holds: only rows naming it can change.
+fn unprobe(c: &Connection, id: DeliveryId) -> Result<(), Fault> {
+    let rows = c
+        .prepare_cached(concat!(
+            "SELECT ",
+            rows::breaker_columns!(),
+            " FROM jadpo_circuit_breakers WHERE probe_delivery = ?1"
+        ))?
+        .query_map([id.0], rows::breaker)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut breakers = Breakers::new(rows);
+    rows::write_breakers(c, &plan::unprobe(&mut breakers, id))
+}
+
+pub(crate) fn hold_claimed(
+    c: &Connection,
+    id: DeliveryId,
+    token: LeaseToken,
+    connection: &str,
+    now: Timestamp,
+) -> Result<(), Fault> {
+    let mut d = fenced(c, id, token)?;
+    claim::hold_claimed(&mut d, connection, now);
+    write_fenced(c, &d, token)?;
+    unprobe(c, id)
+}
+
+pub(crate) fn give_back(
+    c: &Connection,
+    id: DeliveryId,
+    token: LeaseToken,
+    now: Timestamp,
+) -> Result<(), Fault> {
+    let mut d = fenced(c, id, token)?;
+    claim::give_back(&mut d, now);
+    write_fenced(c, &d, token)?;
+    unprobe(c, id)
+}
+
+/// Each finish fenced on its own lease: a lost one is `Err` in its place and
+/// writes nothing; the others are written. An `Err(Fault)` means the whole
+/// transaction must not commit.
+pub(crate) fn finish_batch(
+    c: &Connection,
+    batch: &[Finish],
+    policy: &BreakerPolicy,
+) -> Result<Vec<Result<FinishReport, StoreError>>, Fault> {
+    let mut out = Vec::with_capacity(batch.len());
+    for f in batch {
+        out.push(match finish(c, f, policy) {
+            Ok(r) => Ok(r),
+            Err(Fault::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
+            Err(fault) => return Err(fault),
+        });
+    }
+    Ok(out)
+}
+
+fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
+    let d = fenced(c, f.id, f.token)?;
+    // Most finishes touch no breaker: read only the rows this one may move.
+    let touched: Vec<&str> = f
+        .calls
+        .iter()
+        .map(|(conn, _)| conn.as_str())
+        .chain(f.probe_for.iter().map(String::as_str))
+        .collect();
+    let rows = if touched.is_empty() {
+        Vec::new()
+    } else {
+        rows::breakers_of(c, touched)?
+    };
+    let mut breakers = Breakers::new(rows);
+    let plan = plan::finish(&d, &mut breakers, f, policy);
+    write_fenced(c, &plan.delivery, f.token)?;
+    rows::insert_attempt(c, &plan.attempt)?;
+    if plan.handled {
+        c.prepare_cached(
+            "INSERT INTO jadpo_handled (subscriber, event_id, handled_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (subscriber, event_id) DO NOTHING",
+        )?
+        .execute(params![
+            plan.delivery.subscriber,
+            plan.delivery.event_id.0,
+            f.now.as_millis()
+        ])?;
+    }
+    rows::write_breakers(c, &plan.breakers)?;
+    let mut released = 0;
+    for conn in &plan.release {
+        released += rows::release_all(c, conn, f.now)?;
+    }
+    Ok(FinishReport {
+        transitions: plan.transitions,
+        released,
+    })
+}
+
+/// An operator's retry: failed and parked rows only. The row keeps its
+/// lease token, so the next claim's token is still new for it.
+pub(crate) fn retry(
+    c: &Connection,
+    due: &[(DeliveryId, Timestamp)],
+    now: Timestamp,
+) -> Result<Vec<DeliveryId>, Fault> {
+    let mut retried = Vec::new();
+    for &(id, due_at) in due {
+        let Some(Stored { mut delivery, .. }) = rows::get(c, id)? else {
+            continue;
+        };
+        if delivery.retryable_by_operator() {
+            delivery.operator_retry(due_at, now);
+            rows::update(c, &delivery, None)?;
+            retried.push(id);
+        }
+    }
+    Ok(retried)
+}
+
+/// Writes the events and one due delivery per subscriber, on `c`, which is
+/// inside a transaction (the store's or the caller's).
+pub(crate) fn emit(
+    c: &Connection,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, Fault> {
+    let mut event = c.prepare_cached(
+        "INSERT INTO jadpo_events (name, payload, emitted_at) VALUES (?1, ?2, ?3)",
+    )?;
+    let mut delivery = c.prepare_cached(
+        "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
+         budget_from, held_for_ms, lease_token, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9)",
+    )?;
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        event.execute(params![e.name, e.payload, now.as_millis()])?;
+        let event_id = EventId(c.last_insert_rowid());
+        let mut ids = Vec::with_capacity(e.subscribers.len());
+        for s in &e.subscribers {
+            // The core says what a new delivery is; this only writes it down.
+            let d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
+            delivery.execute(params![
+                event_id.0,
+                d.subscriber,
+                d.state.as_str(),
+                d.attempts,
+                rows::ts(d.due_at),
+                rows::ts(d.budget_from),
+                rows::ms(d.held_for),
+                rows::ts(d.created_at),
+                rows::ts(d.updated_at),
+            ])?;
+            ids.push(DeliveryId(c.last_insert_rowid()));
+        }
+        out.push(Emitted {
+            event_id,
+            deliveries: ids,
+        });
+    }
+    Ok(out)
+}

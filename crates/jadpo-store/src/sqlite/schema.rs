@@ -1,0 +1,153 @@
+//! The system tables and their versioned migrations
+//! (`docs/system-tables.md` explains each column and index).
+
+use super::pool::Fault;
+use crate::types::StoreError;
+use rusqlite::{params, Connection};
+
+/// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
+/// shipped is never edited, since files out there already ran it.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The newest schema this build knows.
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+// Ids are `INTEGER PRIMARY KEY` (SQLite's rowid, spelled so it is one) with
+// AUTOINCREMENT on events and deliveries: pruning the newest finished row
+// must not let a new delivery reuse its id, which logs and operators quote.
+// Partial indexes keep the hot queries to the rows they want, so a claim costs
+// the same with ten million finished deliveries behind it.
+const V1: &str = "
+CREATE TABLE jadpo_events (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    name        TEXT    NOT NULL,
+    payload     TEXT    NOT NULL,
+    emitted_at  BIGINT  NOT NULL
+);
+
+CREATE TABLE jadpo_deliveries (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id           BIGINT  NOT NULL REFERENCES jadpo_events (id),
+    subscriber         TEXT    NOT NULL,
+    state              TEXT    NOT NULL
+        CHECK (state IN ('due', 'running', 'held', 'succeeded', 'failed', 'parked')),
+    attempts           INT     NOT NULL,
+    due_at             BIGINT  NOT NULL,
+    budget_from        BIGINT  NOT NULL,
+    held_for_ms        BIGINT  NOT NULL,
+    lease_owner        TEXT,
+    lease_token        BIGINT  NOT NULL DEFAULT 0,
+    lease_until        BIGINT,
+    last_failure_code  TEXT,
+    last_failure_kind  TEXT,
+    held_connection    TEXT,
+    held_since         BIGINT,
+    created_at         BIGINT  NOT NULL,
+    updated_at         BIGINT  NOT NULL,
+    finished_at        BIGINT
+);
+
+CREATE INDEX jadpo_deliveries_due ON jadpo_deliveries (due_at, id)
+    WHERE state = 'due';
+CREATE INDEX jadpo_deliveries_lost ON jadpo_deliveries (lease_until, id)
+    WHERE state = 'running';
+CREATE INDEX jadpo_deliveries_held ON jadpo_deliveries (held_connection, held_since, id)
+    WHERE state = 'held';
+CREATE INDEX jadpo_deliveries_event ON jadpo_deliveries (event_id);
+CREATE INDEX jadpo_deliveries_subscriber ON jadpo_deliveries (subscriber, id);
+CREATE INDEX jadpo_deliveries_finished ON jadpo_deliveries (finished_at)
+    WHERE state IN ('succeeded', 'failed', 'parked');
+
+CREATE TABLE jadpo_handled (
+    subscriber  TEXT    NOT NULL,
+    event_id    BIGINT  NOT NULL,
+    handled_at  BIGINT  NOT NULL,
+    PRIMARY KEY (subscriber, event_id)
+);
+
+CREATE TABLE jadpo_attempts (
+    id            INTEGER PRIMARY KEY,
+    delivery_id   BIGINT  NOT NULL,
+    attempt       INT     NOT NULL,
+    started_at    BIGINT  NOT NULL,
+    ended_at      BIGINT  NOT NULL,
+    state         TEXT    NOT NULL,
+    failure_code  TEXT,
+    failure_kind  TEXT
+);
+CREATE INDEX jadpo_attempts_delivery ON jadpo_attempts (delivery_id, id);
+
+CREATE TABLE jadpo_circuit_breakers (
+    connection               TEXT    PRIMARY KEY,
+    state                    TEXT    NOT NULL CHECK (state IN ('closed', 'open', 'probing')),
+    consecutive_unavailable  INT     NOT NULL,
+    opened_at                BIGINT,
+    outage_since             BIGINT,
+    pause_ms                 BIGINT  NOT NULL,
+    probe_delivery           BIGINT,
+    probe_until              BIGINT,
+    alert_raised             BOOLEAN NOT NULL,
+    version                  BIGINT  NOT NULL
+);
+
+CREATE TABLE jadpo_alerts (
+    id          INTEGER PRIMARY KEY,
+    alert       TEXT    NOT NULL,
+    connection  TEXT    NOT NULL,
+    since       BIGINT  NOT NULL,
+    held        BIGINT  NOT NULL,
+    raised_at   BIGINT  NOT NULL
+);
+
+CREATE TABLE jadpo_schedules (
+    name                  TEXT    PRIMARY KEY,
+    next_due              BIGINT  NOT NULL,
+    lease_owner           TEXT,
+    lease_token           BIGINT  NOT NULL DEFAULT 0,
+    lease_until           BIGINT,
+    consecutive_failures  INT     NOT NULL DEFAULT 0,
+    last_failure_code     TEXT,
+    last_failure_kind     TEXT,
+    alert_raised          BOOLEAN NOT NULL DEFAULT 0,
+    version               BIGINT  NOT NULL DEFAULT 0
+);
+";
+
+/// Applies every migration the file has not had, inside the caller's
+/// `BEGIN IMMEDIATE` transaction: two processes migrating at once are
+/// serialised by the write lock, and the second finds nothing to do.
+pub(crate) fn migrate(tx: &Connection) -> Result<(), Fault> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS jadpo_migrations (
+            version     INTEGER PRIMARY KEY,
+            applied_at  BIGINT  NOT NULL
+        )",
+    )?;
+    let current: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM jadpo_migrations",
+        [],
+        |r| r.get(0),
+    )?;
+    if current > LATEST {
+        return Err(Fault::Store(StoreError::Unavailable(format!(
+            "the database is at schema version {current}, newer than this jadpo's {LATEST}: \
+             upgrade jadpo before using it"
+        ))));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO jadpo_migrations (version, applied_at) VALUES (?1, ?2)",
+            params![i as i64 + 1, wall_clock_ms()],
+        )?;
+    }
+    Ok(())
+}
+
+/// `applied_at` is bookkeeping for a person reading the table, not a time
+/// any rule reads, so it is the only column written from the system clock.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

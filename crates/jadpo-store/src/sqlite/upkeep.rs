@@ -1,0 +1,205 @@
+//! The tick's sweep, retention, and the reads behind listing.
+
+use super::pool::Fault;
+use super::rows::{self, delivery_columns};
+use crate::plan::{self, Breakers, HeldSummary};
+use crate::types::*;
+use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The connections holding deliveries, each with its count and the one held
+/// longest. The distinct connections come from a skip scan of the held index
+/// (one seek per connection), not a scan of every held row.
+fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault> {
+    let connections: Vec<String> = c
+        .prepare_cached(
+            "WITH RECURSIVE held (connection) AS ( \
+               SELECT (SELECT MIN(held_connection) FROM jadpo_deliveries WHERE state = 'held') \
+               UNION ALL \
+               SELECT (SELECT MIN(held_connection) FROM jadpo_deliveries \
+                       WHERE state = 'held' AND held_connection > held.connection) \
+               FROM held WHERE held.connection IS NOT NULL \
+             ) SELECT connection FROM held WHERE connection IS NOT NULL",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut count = c.prepare_cached(
+        "SELECT COUNT(*) FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1",
+    )?;
+    let mut longest = c.prepare_cached(
+        "SELECT id FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1 \
+         ORDER BY held_since, id LIMIT 1",
+    )?;
+    let mut out = BTreeMap::new();
+    for conn in connections {
+        let n: i64 = count.query_row([&conn], |r| r.get(0))?;
+        let first: Option<i64> = longest.query_row([&conn], |r| r.get(0)).optional()?;
+        out.insert(
+            conn,
+            HeldSummary {
+                count: n as u64,
+                longest: first.map(DeliveryId),
+            },
+        );
+    }
+    Ok(out)
+}
+
+pub(crate) fn sweep(
+    c: &Connection,
+    now: Timestamp,
+    wake_lease: Duration,
+) -> Result<SweepReport, Fault> {
+    let mut breakers = Breakers::new(rows::all_breakers(c)?);
+    let held = held_summaries(c)?;
+    let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
+    rows::write_breakers(c, &plan.breakers)?;
+    for &id in &plan.wake {
+        let Some(stored) = rows::get(c, id)? else {
+            return Err(Fault::Store(StoreError::NotFound(id)));
+        };
+        let mut d = stored.delivery;
+        d.release(now);
+        rows::update(c, &d, None)?;
+    }
+    let mut released = 0;
+    for conn in &plan.release {
+        released += rows::release_all(c, conn, now)?;
+    }
+    let mut alert = c.prepare_cached(
+        "INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at) \
+         VALUES ('connection_unavailable', ?1, ?2, ?3, ?4)",
+    )?;
+    for a in &plan.alerts {
+        alert.execute(params![
+            a.connection,
+            a.since.as_millis(),
+            a.held as i64,
+            now.as_millis()
+        ])?;
+    }
+    Ok(SweepReport {
+        woken: plan.wake,
+        released,
+        alerts: plan.alerts,
+    })
+}
+
+/// Deletes up to `batch` deliveries finished before `before` (through the
+/// retention index, so it never reads an unfinished row), their attempts and
+/// handled records, then their events if no delivery is left on them.
+pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
+    let old: Vec<(i64, String, i64)> = c
+        .prepare_cached(
+            "SELECT id, subscriber, event_id FROM jadpo_deliveries \
+             WHERE state IN ('succeeded', 'failed', 'parked') AND finished_at < ?1 \
+             ORDER BY finished_at LIMIT ?2",
+        )?
+        .query_map(params![before.as_millis(), batch as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
+    let mut handled =
+        c.prepare_cached("DELETE FROM jadpo_handled WHERE subscriber = ?1 AND event_id = ?2")?;
+    let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
+    let mut event = c.prepare_cached(
+        "DELETE FROM jadpo_events WHERE id = ?1 AND emitted_at < ?2 \
+         AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries WHERE event_id = ?1)",
+    )?;
+    for (id, subscriber, event_id) in &old {
+        attempts.execute([id])?;
+        handled.execute(params![subscriber, event_id])?;
+        delivery.execute([id])?;
+    }
+    for (_, _, event_id) in &old {
+        event.execute(params![event_id, before.as_millis()])?;
+    }
+    Ok(old.len())
+}
+
+pub(crate) fn delivery(c: &Connection, id: DeliveryId) -> Result<Option<Delivery>, Fault> {
+    Ok(rows::get(c, id)?.map(|s| s.delivery))
+}
+
+/// Newest first. Only the filters given become conditions, so each query can
+/// use the index its filter has (subscriber, event, held connection).
+pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Fault> {
+    let mut conds: Vec<String> = Vec::new();
+    let mut args: Vec<Value> = Vec::new();
+    let mut add = |cond: &str, v: Value| {
+        args.push(v);
+        conds.push(format!(" AND {cond} ?{}", args.len()));
+    };
+    if let Some(s) = filter.state {
+        add("d.state =", Value::Text(s.as_str().into()));
+    }
+    if let Some(s) = &filter.subscriber {
+        add("d.subscriber =", Value::Text(s.clone()));
+    }
+    if let Some(e) = filter.event {
+        add("d.event_id =", Value::Integer(e.0));
+    }
+    if let Some(conn) = &filter.connection {
+        add(
+            "d.state = 'held' AND d.held_connection =",
+            Value::Text(conn.clone()),
+        );
+    }
+    // A negative LIMIT is no limit in SQLite.
+    let limit = filter
+        .limit
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    args.push(Value::Integer(limit));
+    let sql = format!(
+        "SELECT {} FROM jadpo_deliveries d WHERE 1 = 1{} ORDER BY d.id DESC LIMIT ?{}",
+        delivery_columns!(),
+        conds.concat(),
+        args.len()
+    );
+    let rows = c
+        .prepare_cached(&sql)?
+        .query_map(params_from_iter(args), rows::delivery)?
+        .map(|r| r.map(|s| s.delivery))
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptRecord>, Fault> {
+    Ok(c.prepare_cached(
+        "SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind \
+         FROM jadpo_attempts WHERE delivery_id = ?1 ORDER BY id",
+    )?
+    .query_map([id.0], rows::attempt)?
+    .collect::<rusqlite::Result<_>>()?)
+}
+
+pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, Fault> {
+    Ok(
+        c.prepare_cached("SELECT id, name, payload, emitted_at FROM jadpo_events WHERE id = ?1")?
+            .query_row([id.0], rows::event)
+            .optional()?,
+    )
+}
+
+pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Fault> {
+    let rows = c
+        .prepare_cached(concat!(
+            "SELECT ",
+            rows::breaker_columns!(),
+            ", (SELECT COUNT(*) FROM jadpo_deliveries d \
+                WHERE d.state = 'held' AND d.held_connection = b.connection) \
+             FROM jadpo_circuit_breakers b ORDER BY b.connection"
+        ))?
+        .query_map([], |r| {
+            Ok(BreakerView {
+                breaker: rows::breaker(r)?,
+                held: r.get::<_, i64>(10)? as u64,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
