@@ -4,16 +4,16 @@ use crate::clock::SharedClock;
 use crate::run::{Catalog, Executor};
 use crate::tick;
 use crate::worker::{self, Shared, WorkerConfig};
-use jadpo_store::{Emitted, NewEvent, Store, StoreError};
+use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-pub struct Engine<S: Store, E: Executor> {
+pub struct Engine<S: ScheduleStore, E: Executor> {
     shared: Arc<Shared<S, E>>,
 }
 
-impl<S: Store, E: Executor> Clone for Engine<S, E> {
+impl<S: ScheduleStore, E: Executor> Clone for Engine<S, E> {
     fn clone(&self) -> Self {
         Engine {
             shared: self.shared.clone(),
@@ -37,14 +37,8 @@ impl Running {
     }
 }
 
-impl<S: Store, E: Executor> Engine<S, E> {
-    pub fn new(
-        store: Arc<S>,
-        executor: Arc<E>,
-        clock: SharedClock,
-        catalog: Catalog,
-        config: WorkerConfig,
-    ) -> Self {
+impl<S: ScheduleStore, E: Executor> Engine<S, E> {
+    pub fn new(store: Arc<S>, executor: Arc<E>, clock: SharedClock, catalog: Catalog, config: WorkerConfig) -> Self {
         Engine {
             shared: Arc::new(Shared {
                 store,
@@ -74,35 +68,18 @@ impl<S: Store, E: Executor> Engine<S, E> {
     pub fn start(&self) -> Running {
         let (shutdown, rx) = watch::channel(false);
         let s = &self.shared;
-        let wake_lease = s
-            .clock
-            .engine_span(s.catalog.longest_timeout() + s.config.lease_margin);
         let tasks = vec![
             tokio::spawn(worker::run(s.clone(), rx.clone())),
-            tokio::spawn(tick::run(
-                s.store.clone(),
-                s.clock.clone(),
-                wake_lease,
-                s.wake.clone(),
-                rx,
-            )),
+            tokio::spawn(tick::run(s.clone(), rx)),
         ];
         Running { shutdown, tasks }
     }
 
     /// Emits events now, and wakes this process's worker.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
-        let emitted = self
-            .shared
-            .store
-            .emit(events, self.shared.clock.now())
-            .await?;
+        let emitted = self.shared.store.emit(events, self.shared.clock.now()).await?;
         for e in &emitted {
-            tracing::info!(
-                event = e.event_id.0,
-                deliveries = e.deliveries.len(),
-                "event.emitted"
-            );
+            tracing::info!(event = e.event_id.0, deliveries = e.deliveries.len(), "event.emitted");
         }
         self.shared.wake.notify_waiters();
         Ok(emitted)

@@ -12,11 +12,12 @@ pub mod emit;
 pub mod engine;
 mod log;
 pub mod run;
+pub mod schedules;
 mod tick;
 mod worker;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SharedClock, SystemClock};
 pub use engine::{Engine, Running};
 pub use log::rfc3339;
-pub use run::{CallLog, Catalog, Executor, FnExecutor, RunContext};
+pub use run::{CallLog, Catalog, Executor, FnExecutor, RunContext, RunKind, ScheduleSpec};
 pub use worker::WorkerConfig;

@@ -7,12 +7,22 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Whether a run is a subscriber's delivery or a schedule's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    Delivery,
+    /// A schedule has no event: `payload` is null, `delivery` is 0.
+    Schedule,
+}
+
 /// Everything an action's run may know.
 #[derive(Clone, Debug)]
 pub struct RunContext {
+    pub kind: RunKind,
     pub delivery: DeliveryId,
     /// This attempt's number, 1 for the first.
     pub attempt: u32,
+    /// The subscriber's name, or the schedule's.
     pub subscriber: String,
     pub event_name: String,
     pub payload: serde_json::Value,
@@ -102,6 +112,15 @@ impl CallLog {
 pub struct Catalog {
     pub routes: jadpo_store::Routes,
     timeouts: BTreeMap<String, Duration>,
+    pub schedules: Vec<ScheduleSpec>,
+}
+
+/// A schedule the engine starts when due.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleSpec {
+    pub name: String,
+    pub trigger: jadpo_lang::Trigger,
+    pub timeout: Duration,
 }
 
 impl Catalog {

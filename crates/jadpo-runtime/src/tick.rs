@@ -1,22 +1,20 @@
 //! The tick: a periodic sweep, every second on every process. Safe on many
 //! at once: each breaker change in it is conditional on the version read.
 
-use crate::clock::SharedClock;
 use crate::log;
-use jadpo_store::Store;
+use crate::run::Executor;
+use crate::schedules;
+use crate::worker::Shared;
+use jadpo_store::ScheduleStore;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run<S: Store>(
-    store: Arc<S>,
-    clock: SharedClock,
-    wake_lease: Duration,
-    wake: Arc<Notify>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
+    let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
+    let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
     while !*shutdown.borrow() {
         let now = clock.now();
         match store.sweep(now, wake_lease).await {
@@ -36,6 +34,15 @@ pub(crate) async fn run<S: Store>(
             }
             Err(e) => tracing::warn!(error = %e, "tick.store_unavailable"),
         }
+        schedules::start_due(
+            store,
+            &shared.executor,
+            clock,
+            &shared.catalog.schedules,
+            &shared.config.name,
+            shared.config.lease_margin,
+        )
+        .await;
         // Under a scaled clock a second of engine time may be a millisecond
         // of real time: never spin faster than every few milliseconds.
         let floor = tokio::time::sleep(Duration::from_millis(5));

@@ -67,14 +67,10 @@ type FinishReply = oneshot::Sender<Result<FinishReport, StoreError>>;
 
 /// Runs the claim loop until `shutdown` turns true, then lets running
 /// deliveries finish (each within its limit) and returns.
-pub(crate) async fn run<S: Store, E: Executor>(
-    shared: Arc<Shared<S, E>>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
     assert!(shared.config.concurrency >= 1 && shared.config.concurrency <= MAX_CONCURRENCY);
     let slots = Arc::new(Semaphore::new(shared.config.concurrency));
-    let (finish_tx, finish_rx) =
-        mpsc::channel::<(Finish, FinishReply)>(shared.config.concurrency * 2);
+    let (finish_tx, finish_rx) = mpsc::channel::<(Finish, FinishReply)>(shared.config.concurrency * 2);
     let completer = tokio::spawn(complete(shared.clone(), finish_rx));
     let mut runs = JoinSet::new();
     let mut store_backoff = Duration::from_millis(100);
@@ -120,11 +116,7 @@ pub(crate) async fn run<S: Store, E: Executor>(
         }
         let claimed_any = !report.claimed.is_empty();
         for claimed in report.claimed {
-            let permit = slots
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("semaphore never closed");
+            let permit = slots.clone().acquire_owned().await.expect("semaphore never closed");
             let shared = shared.clone();
             let finish_tx = finish_tx.clone();
             runs.spawn(async move {
@@ -132,8 +124,7 @@ pub(crate) async fn run<S: Store, E: Executor>(
                 drop(permit);
             });
         }
-        let decided_any =
-            !(report.succeeded.is_empty() && report.gave_up.is_empty() && report.held.is_empty());
+        let decided_any = !(report.succeeded.is_empty() && report.gave_up.is_empty() && report.held.is_empty());
         if !claimed_any && !decided_any {
             let until = now.plus(shared.config.poll);
             tokio::select! {
@@ -155,29 +146,17 @@ async fn refresh_breakers<S: Store, E>(shared: &Shared<S, E>) {
     if let Ok(views) = shared.store.breakers().await {
         let mut cache = shared.breakers.lock().unwrap_or_else(|p| p.into_inner());
         cache.clear();
-        cache.extend(
-            views
-                .into_iter()
-                .map(|v| (v.breaker.connection.clone(), v.breaker)),
-        );
+        cache.extend(views.into_iter().map(|v| (v.breaker.connection.clone(), v.breaker)));
     }
 }
 
 /// The connection whose breaker opened since the claim, if any.
-fn held_before_run<S, E>(
-    shared: &Shared<S, E>,
-    claimed: &Claimed,
-    now: Timestamp,
-) -> Option<String> {
+fn held_before_run<S, E>(shared: &Shared<S, E>, claimed: &Claimed, now: Timestamp) -> Option<String> {
     let cache = shared.breakers.lock().unwrap_or_else(|p| p.into_inner());
     claimed
         .connections
         .iter()
-        .find(|c| {
-            cache
-                .get(*c)
-                .is_some_and(|b| !b.lets_run(claimed.delivery.id, now))
-        })
+        .find(|c| cache.get(*c).is_some_and(|b| !b.lets_run(claimed.delivery.id, now)))
         .cloned()
 }
 
@@ -190,11 +169,7 @@ async fn run_one<S: Store, E: Executor>(
     let token = claimed.token();
     let started_at = shared.clock.now();
     if let Some(connection) = held_before_run(shared, &claimed, started_at) {
-        match shared
-            .store
-            .hold_claimed(id, token, &connection, started_at)
-            .await
-        {
+        match shared.store.hold_claimed(id, token, &connection, started_at).await {
             Ok(()) => log::held(&claimed, &connection),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
         }
@@ -204,6 +179,7 @@ async fn run_one<S: Store, E: Executor>(
     let calls = CallLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
     let ctx = RunContext {
+        kind: crate::run::RunKind::Delivery,
         delivery: id,
         attempt: claimed.delivery.attempts,
         subscriber: claimed.delivery.subscriber.clone(),
@@ -213,14 +189,7 @@ async fn run_one<S: Store, E: Executor>(
         deadline: tokio::time::Instant::now() + timeout,
         calls: calls.clone(),
     };
-    let run = AssertUnwindSafe(shared.executor.run(ctx)).catch_unwind();
-    let (end, stopped) = match tokio::time::timeout(timeout, run).await {
-        Ok(Ok(Ok(()))) => (AttemptEnd::Succeeded, false),
-        Ok(Ok(Err(failure))) => (AttemptEnd::Failed(failure), false),
-        Ok(Err(_panic)) => (AttemptEnd::Failed(Failure::panicked()), false),
-        // Dropping the run's future is what stops it: nothing it did is kept.
-        Err(_elapsed) => (AttemptEnd::Failed(Failure::deadline_exceeded()), true),
-    };
+    let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
     let now = shared.clock.now();
     let outcome = attempt::decide(
         &claimed.delivery,
@@ -272,12 +241,23 @@ async fn run_one<S: Store, E: Executor>(
     }
 }
 
+/// Runs an action under its time limit. A panic is a defect, never a
+/// crashed worker; a run past its limit is `deadline_exceeded`, and `true`
+/// says it was stopped mid-run.
+pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: Duration) -> (AttemptEnd, bool) {
+    let run = AssertUnwindSafe(executor.run(ctx)).catch_unwind();
+    match tokio::time::timeout(limit, run).await {
+        Ok(Ok(Ok(()))) => (AttemptEnd::Succeeded, false),
+        Ok(Ok(Err(failure))) => (AttemptEnd::Failed(failure), false),
+        Ok(Err(_panic)) => (AttemptEnd::Failed(Failure::panicked()), false),
+        // Dropping the run's future is what stops it: nothing it did is kept.
+        Err(_elapsed) => (AttemptEnd::Failed(Failure::deadline_exceeded()), true),
+    }
+}
+
 /// Writes finishes in batches: whatever has arrived, up to the limit, in
 /// one transaction.
-async fn complete<S: Store, E>(
-    shared: Arc<Shared<S, E>>,
-    mut rx: mpsc::Receiver<(Finish, FinishReply)>,
-) {
+async fn complete<S: Store, E>(shared: Arc<Shared<S, E>>, mut rx: mpsc::Receiver<(Finish, FinishReply)>) {
     let limit = shared.config.finish_batch.max(1);
     let mut batch = Vec::with_capacity(limit);
     while rx.recv_many(&mut batch, limit).await > 0 {

@@ -150,19 +150,14 @@ async fn a_panic_is_a_defect_not_a_crashed_worker() {
     })
     .await;
     let list = store.list(&DeliveryFilter::default()).await.unwrap();
-    let failed: Vec<_> = list
-        .iter()
-        .filter(|d| d.state == DeliveryState::Failed)
-        .collect();
+    let failed: Vec<_> = list.iter().filter(|d| d.state == DeliveryState::Failed).collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(
         failed[0].last_failure.as_ref().unwrap().kind,
         FailureKind::InternalFault
     );
     assert_eq!(
-        list.iter()
-            .filter(|d| d.state == DeliveryState::Succeeded)
-            .count(),
+        list.iter().filter(|d| d.state == DeliveryState::Succeeded).count(),
         2,
         "the worker kept going"
     );
@@ -188,13 +183,7 @@ async fn a_run_stopped_by_its_limit_is_deadline_exceeded_counted_at_once() {
     let running = engine.start();
     let ids = engine.emit(&events(1)).await.unwrap()[0].deliveries.clone();
     eventually("stopped by its limit", || async {
-        store
-            .delivery(ids[0])
-            .await
-            .unwrap()
-            .unwrap()
-            .last_failure
-            .is_some()
+        store.delivery(ids[0]).await.unwrap().unwrap().last_failure.is_some()
     })
     .await;
     let d = store.delivery(ids[0]).await.unwrap().unwrap();
@@ -252,13 +241,54 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
     gate.notify_waiters();
     stopping.await.unwrap();
     let s = states(&store).await;
-    assert_eq!(
-        s.iter().filter(|s| **s == DeliveryState::Succeeded).count(),
-        4
-    );
+    assert_eq!(s.iter().filter(|s| **s == DeliveryState::Succeeded).count(), 4);
     assert_eq!(
         s.iter().filter(|s| **s == DeliveryState::Due).count(),
         2,
         "nothing claimed after stop"
     );
+}
+
+#[tokio::test]
+async fn schedules_run_when_due_and_their_next_time_is_their_retry() {
+    use jadpo_runtime::{RunKind, ScheduleSpec};
+    use jadpo_store::ScheduleStore;
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let seen = runs.clone();
+    let exec = FnExecutor(move |ctx: RunContext| {
+        seen.lock().unwrap().push((ctx.kind, ctx.subscriber.clone()));
+        async { Err(Failure::new("http.503", FailureKind::Unavailable)) }
+    });
+    let mut cat = catalog(Duration::from_secs(30));
+    cat.schedules.push(ScheduleSpec {
+        name: "hourly".into(),
+        trigger: jadpo_lang::Trigger::Every(Duration::from_secs(3600)),
+        timeout: Duration::from_secs(60),
+    });
+    let engine = Engine::new(store.clone(), Arc::new(exec), Arc::new(clock.clone()), cat, config());
+    let running = engine.start();
+    eventually("the schedule has a row", || async {
+        !store.schedules().await.unwrap().is_empty()
+    })
+    .await;
+    assert!(runs.lock().unwrap().is_empty(), "not due before its first hour");
+    for hour in 1..=3u32 {
+        clock.advance(Duration::from_secs(3600));
+        eventually("the run finished", || async {
+            store.schedules().await.unwrap()[0].consecutive_failures == hour
+        })
+        .await;
+    }
+    assert_eq!(runs.lock().unwrap().len(), 3, "once per hour, never retried in between");
+    assert!(runs
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|(k, n)| *k == RunKind::Schedule && n == "hourly"));
+    let state = store.schedules().await.unwrap().remove(0);
+    assert!(state.alert_raised, "three failures in a row raise the schedule's alert");
+    assert_eq!(state.next_due, T0.plus(Duration::from_secs(4 * 3600)));
+    running.stop().await;
 }
