@@ -14,6 +14,7 @@
 pub mod conformance;
 pub mod memory;
 pub mod plan;
+pub mod postgres;
 pub mod sqlite;
 mod store;
 mod types;

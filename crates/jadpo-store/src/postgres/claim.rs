@@ -1,0 +1,100 @@
+//! The claim: lock a batch of due rows, decide, write them back.
+
+use super::rows::{self, breaker_columns, delivery_columns, DeliveryWrites, DELIVERY_COLUMNS};
+use super::Abort;
+use crate::plan::{self, Breakers, Candidate};
+use crate::types::*;
+use deadpool_postgres::Transaction;
+use jadpo_core::{DeliveryId, LeaseToken};
+use std::collections::HashMap;
+
+/// One statement takes the batch. Each queue is its own partial-index scan
+/// (`jadpo_deliveries_due`, `jadpo_deliveries_lost`) in key order, locking
+/// as it goes and skipping rows another claimer holds, so the `LIMIT`
+/// counts only rows this transaction got. An `OR` of the two conditions
+/// would defeat both indexes. The two queues are then merged by time, as
+/// the in-memory store does, and the batch joined with its events and
+/// handled records.
+///
+/// The rows' values come from the locking scans themselves: under READ
+/// COMMITTED a locked row is its newest version, while a re-read through a
+/// join would see the statement's older snapshot (an old lease token).
+///
+/// When both queues have rows, up to twice `limit` rows are locked and the
+/// later half left unwritten until commit; lost leases are rare, so this is
+/// the price of claiming exactly what the in-memory store would.
+const CLAIM: &str = concat!(
+    "WITH due AS (
+        SELECT ",
+    delivery_columns!(),
+    ", due_at AS t FROM jadpo_deliveries
+        WHERE state = 'due' AND due_at <= $1
+        ORDER BY due_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ), lost AS (
+        SELECT ",
+    delivery_columns!(),
+    ", lease_until AS t FROM jadpo_deliveries
+        WHERE state = 'running' AND lease_until <= $1
+        ORDER BY lease_until, id LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ), picked AS (
+        SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS c
+        ORDER BY t, id LIMIT $2
+    )
+    SELECT p.*, e.name, e.payload,
+        EXISTS (SELECT 1 FROM jadpo_handled h
+                WHERE h.subscriber = p.subscriber AND h.event_id = p.event_id)
+    FROM picked AS p JOIN jadpo_events AS e ON e.id = p.event_id
+    ORDER BY p.t, p.id"
+);
+
+/// Only breakers that are not closed change a claim: a closed one (or none)
+/// lets everything pass and holds no probe. That set is small, so it is read
+/// whole, in the same round trip as the batch.
+const OPEN_BREAKERS: &str = concat!(
+    "SELECT ",
+    breaker_columns!(),
+    " FROM jadpo_circuit_breakers WHERE state <> 'closed'"
+);
+
+pub(crate) async fn claim(
+    tx: &Transaction<'_>,
+    req: &ClaimRequest<'_>,
+) -> Result<ClaimReport, Abort> {
+    let (claim, open) =
+        tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
+    let now = rows::ms(req.now);
+    let limit = req.limit as i64;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
+    let (rows, open) = tokio::try_join!(tx.query(&claim, &params), tx.query(&open, &[]))?;
+    if rows.is_empty() {
+        return Ok(ClaimReport::default());
+    }
+    let mut tokens: HashMap<DeliveryId, i64> = HashMap::with_capacity(rows.len());
+    let mut candidates = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let (delivery, token) = rows::delivery(row)?;
+        tokens.insert(delivery.id, token);
+        // Columns after the delivery's: t, name, payload, handled.
+        candidates.push(Candidate {
+            delivery,
+            event_name: row.try_get(DELIVERY_COLUMNS + 1)?,
+            payload: row.try_get(DELIVERY_COLUMNS + 2)?,
+            handled: row.try_get(DELIVERY_COLUMNS + 3)?,
+        });
+    }
+    let mut breakers = Breakers::new(rows::breakers(&open)?);
+    // Each claim of a row issues the token after the last one it had, so a
+    // token never repeats for a row.
+    let plan = plan::claim(candidates, &mut breakers, req, |d| {
+        LeaseToken(tokens[&d.id] + 1)
+    });
+    let mut writes = DeliveryWrites::default();
+    for d in &plan.deliveries {
+        writes.push(d, tokens[&d.id]);
+    }
+    writes.write(tx).await?;
+    rows::write_breakers(tx, &plan.breakers).await?;
+    Ok(plan.report)
+}

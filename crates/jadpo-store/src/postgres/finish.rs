@@ -1,0 +1,212 @@
+//! Writes after a claim, each fenced on the lease token: the finish of
+//! attempts (one or a batch), a hold just before the run, a give-back.
+
+use super::rows::{self, breaker_columns, delivery_columns, DeliveryWrites};
+use super::Abort;
+use crate::plan::{self, Breakers};
+use crate::types::*;
+use deadpool_postgres::Transaction;
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
+use std::collections::{BTreeSet, HashMap};
+
+/// Locks the rows to be written, in id order so two transactions locking
+/// overlapping sets cannot deadlock. A finish never skips a locked row: a
+/// claim taking its lease over holds it, and once that commits the fence
+/// below sees the new token.
+const LOCK_BY_ID: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM jadpo_deliveries WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+);
+
+const BREAKERS_BY_CONNECTION: &str = concat!(
+    "SELECT ",
+    breaker_columns!(),
+    " FROM jadpo_circuit_breakers WHERE connection = ANY($1)"
+);
+
+const BREAKERS_BY_PROBE: &str = concat!(
+    "SELECT ",
+    breaker_columns!(),
+    " FROM jadpo_circuit_breakers WHERE probe_delivery = $1"
+);
+
+const INSERT_ATTEMPTS: &str = "
+INSERT INTO jadpo_attempts (delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind)
+SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[])";
+
+/// A handled record may exist already (an operator retried a delivery whose
+/// run committed); the first one stays.
+const INSERT_HANDLED: &str = "
+INSERT INTO jadpo_handled (subscriber, event_id, handled_at)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
+ON CONFLICT (subscriber, event_id) DO NOTHING";
+
+/// Locked rows by id, each with its stored lease token.
+pub(crate) async fn lock(
+    tx: &Transaction<'_>,
+    ids: &[i64],
+) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
+    let stmt = tx.prepare_cached(LOCK_BY_ID).await?;
+    let found = tx.query(&stmt, &[&ids]).await?;
+    found
+        .iter()
+        .map(|r| rows::delivery(r).map(|(d, t)| (d.id, (d, t))))
+        .collect()
+}
+
+/// Finishes a batch in order, as the in-memory store would one by one: each
+/// fenced on its own lease, breakers updated finish after finish.
+pub(crate) async fn finish_batch(
+    tx: &Transaction<'_>,
+    batch: &[Finish],
+    policy: &BreakerPolicy,
+) -> Result<Vec<Result<FinishReport, StoreError>>, Abort> {
+    let ids: Vec<i64> = batch
+        .iter()
+        .map(|f| f.id.0)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let connections: Vec<&str> = batch
+        .iter()
+        .flat_map(|f| {
+            f.calls
+                .iter()
+                .map(|(c, _)| c.as_str())
+                .chain(f.probe_for.iter().map(String::as_str))
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let (locked, read) = if connections.is_empty() {
+        (lock(tx, &ids).await?, Vec::new())
+    } else {
+        let stmt = tx.prepare_cached(BREAKERS_BY_CONNECTION).await?;
+        tokio::try_join!(lock(tx, &ids), async {
+            Ok::<_, Abort>(tx.query(&stmt, &[&connections]).await?)
+        })?
+    };
+    let mut current = locked;
+    let mut breakers = Breakers::new(rows::breakers(&read)?);
+    let mut results = Vec::with_capacity(batch.len());
+    let mut attempts = Vec::new();
+    let mut handled: Vec<(String, i64, i64)> = Vec::new();
+    let mut changed: BTreeSet<DeliveryId> = BTreeSet::new();
+    // Which finish closed each connection, and when: it reports the release.
+    let mut closed: Vec<(String, Timestamp, usize)> = Vec::new();
+    for (i, f) in batch.iter().enumerate() {
+        let d = match plan::check_lease(current.get(&f.id).map(|(d, _)| d), f.id, f.token) {
+            Ok(d) => d,
+            Err(e) => {
+                results.push(Err(e));
+                continue;
+            }
+        };
+        let p = plan::finish(d, &mut breakers, f, policy);
+        if p.handled {
+            handled.push((
+                p.delivery.subscriber.clone(),
+                p.delivery.event_id.0,
+                rows::ms(f.now),
+            ));
+        }
+        for c in p.release {
+            if !closed.iter().any(|(seen, _, _)| *seen == c) {
+                closed.push((c, f.now, i));
+            }
+        }
+        attempts.push(p.attempt);
+        changed.insert(f.id);
+        current.get_mut(&f.id).expect("checked above").0 = p.delivery;
+        results.push(Ok(FinishReport {
+            transitions: p.transitions,
+            released: 0,
+        }));
+    }
+    let mut writes = DeliveryWrites::default();
+    for id in &changed {
+        let (d, token) = &current[id];
+        writes.push(d, *token);
+    }
+    tokio::try_join!(
+        writes.write(tx),
+        insert_attempts(tx, &attempts),
+        insert_handled(tx, &handled)
+    )?;
+    rows::write_breakers(tx, &breakers.writes()).await?;
+    let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
+    for (connection, n) in rows::release(tx, &release).await? {
+        if let Some((_, _, i)) = closed.iter().find(|(c, _, _)| *c == connection) {
+            if let Ok(report) = &mut results[*i] {
+                report.released += n;
+            }
+        }
+    }
+    Ok(results)
+}
+
+async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Result<(), Abort> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let delivery: Vec<i64> = attempts.iter().map(|a| a.delivery.0).collect();
+    let attempt: Vec<i32> = attempts.iter().map(|a| a.attempt as i32).collect();
+    let started: Vec<i64> = attempts.iter().map(|a| rows::ms(a.started_at)).collect();
+    let ended: Vec<i64> = attempts.iter().map(|a| rows::ms(a.ended_at)).collect();
+    let state: Vec<&str> = attempts.iter().map(|a| a.state.as_str()).collect();
+    let code: Vec<Option<&str>> = attempts
+        .iter()
+        .map(|a| a.failure.as_ref().map(|f| f.code.as_str()))
+        .collect();
+    let kind: Vec<Option<&str>> = attempts
+        .iter()
+        .map(|a| a.failure.as_ref().map(|f| f.kind.as_str()))
+        .collect();
+    let stmt = tx.prepare_cached(INSERT_ATTEMPTS).await?;
+    tx.execute(
+        &stmt,
+        &[&delivery, &attempt, &started, &ended, &state, &code, &kind],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn insert_handled(tx: &Transaction<'_>, handled: &[(String, i64, i64)]) -> Result<(), Abort> {
+    if handled.is_empty() {
+        return Ok(());
+    }
+    let subscriber: Vec<&str> = handled.iter().map(|(s, _, _)| s.as_str()).collect();
+    let event: Vec<i64> = handled.iter().map(|(_, e, _)| *e).collect();
+    let at: Vec<i64> = handled.iter().map(|(_, _, t)| *t).collect();
+    let stmt = tx.prepare_cached(INSERT_HANDLED).await?;
+    tx.execute(&stmt, &[&subscriber, &event, &at]).await?;
+    Ok(())
+}
+
+/// A claimed delivery that will not run after all (held just before its
+/// run, or given back at shutdown): fenced on its lease, changed by
+/// `apply`, and any probe place it held given back.
+pub(crate) async fn set_aside(
+    tx: &Transaction<'_>,
+    id: DeliveryId,
+    token: LeaseToken,
+    apply: impl FnOnce(&mut Delivery),
+) -> Result<(), Abort> {
+    let stmt = tx.prepare_cached(BREAKERS_BY_PROBE).await?;
+    let ids = [id.0];
+    let (mut locked, read) = tokio::try_join!(lock(tx, &ids), async {
+        Ok::<_, Abort>(tx.query(&stmt, &[&id.0]).await?)
+    })?;
+    let stored = locked.remove(&id);
+    let mut d = plan::check_lease(stored.as_ref().map(|(d, _)| d), id, token)?.clone();
+    let stored_token = stored.map_or(0, |(_, t)| t);
+    apply(&mut d);
+    let mut breakers = Breakers::new(rows::breakers(&read)?);
+    let breaker_writes = plan::unprobe(&mut breakers, id);
+    let mut writes = DeliveryWrites::default();
+    writes.push(&d, stored_token);
+    writes.write(tx).await?;
+    rows::write_breakers(tx, &breaker_writes).await?;
+    Ok(())
+}

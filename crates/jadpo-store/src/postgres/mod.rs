@@ -1,0 +1,460 @@
+//! The PostgreSQL store (`postgres://...`), for many worker processes on
+//! many machines.
+//!
+//! Every trait method is one READ COMMITTED transaction that reads rows,
+//! asks [`crate::plan`] what to write, and writes it. All the SQL of this
+//! store lives in this folder:
+//!
+//! - [`schema`](self::schema): the versioned migrations.
+//! - `rows`: row to value and back, bulk writes, breaker compare-and-set.
+//! - `claim`, `finish`, `sweep`: the hot paths.
+//! - `read`: emit (also inside the caller's transaction) and the listings.
+//! - [`testing`]: a fresh store in a schema of its own, for tests.
+//!
+//! Why READ COMMITTED is enough: every row a method changes is locked first
+//! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, so two
+//! transactions never write the same delivery from stale reads; and every
+//! breaker write is one statement conditional on the version read, so a
+//! stale breaker read makes the write hit zero rows and the whole method is
+//! redone. SERIALIZABLE would add predicate locks and serialization
+//! failures on the hottest table without protecting anything more.
+//!
+//! Why tokio-postgres with deadpool: tokio-postgres is the async driver the
+//! rest of the stack (tokio) runs on, with binary array parameters for the
+//! `unnest` bulk writes and pipelining of independent statements.
+//! deadpool-postgres is a thin pool over it with per-connection
+//! prepared-statement caches, wait/create/recycle timeouts, and a recycle
+//! check that drops connections the server closed, so the same store value
+//! reconnects by itself after an outage. (bb8 offers the same but no
+//! statement cache; sqlx would bring its own driver and macros.)
+
+mod claim;
+mod finish;
+mod read;
+mod rows;
+pub mod schema;
+mod sweep;
+pub mod testing;
+
+use crate::types::*;
+use crate::Store;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use read::emit_in;
+
+/// The most rows one claim, finish batch or retry touches. A larger request
+/// is a bug in the caller, not something to split silently.
+pub const MAX_BATCH: usize = 10_000;
+
+/// How many times a method is redone when another process changed a
+/// breaker it read, before it gives up as unavailable.
+const MAX_TRIES: u32 = 16;
+
+/// How a store connects.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub policy: BreakerPolicy,
+    /// Connections in the pool: the most transactions in flight at once.
+    pub pool_size: usize,
+    /// Limit for opening one connection (TCP and the startup handshake).
+    pub connect_timeout: Duration,
+    /// Limit for one whole method: waiting for a connection, then its
+    /// transaction. Past it the connection is dropped, not reused.
+    pub op_timeout: Duration,
+    /// Tables live in this schema (`search_path`) instead of the URL's.
+    pub schema: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            policy: BreakerPolicy::DEFAULT,
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+            op_timeout: Duration::from_secs(30),
+            schema: None,
+        }
+    }
+}
+
+/// The PostgreSQL store. Cheap to clone: clones share one pool.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    policy: BreakerPolicy,
+    op_timeout: Duration,
+    /// Whatever must live as long as the store (a test's schema).
+    _guard: Option<Arc<dyn Send + Sync>>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.inner.pool.status();
+        f.debug_struct("PgStore")
+            .field("pool_size", &status.max_size)
+            .field("connections", &status.size)
+            .field("policy", &self.inner.policy)
+            .finish()
+    }
+}
+
+/// Why a transaction did not commit.
+#[derive(Debug)]
+pub(crate) enum Abort {
+    /// Another process changed a breaker (or a held row) since it was read:
+    /// roll back and redo the method from the start.
+    Conflict,
+    /// Refused for a reason of the store's contract (lease lost, not found).
+    Store(StoreError),
+    Db(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for Abort {
+    fn from(e: tokio_postgres::Error) -> Abort {
+        Abort::Db(e)
+    }
+}
+
+impl From<StoreError> for Abort {
+    fn from(e: StoreError) -> Abort {
+        Abort::Store(e)
+    }
+}
+
+/// A driver error as the reason of `StoreError::Unavailable`, with its
+/// causes: tokio-postgres' own text alone is often just "db error".
+pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Deadlocks and serialization failures are worth redoing like a conflict.
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    })
+}
+
+/// Runs `$body` (an expression using the transaction `$tx` and giving
+/// `Result<T, Abort>`) in one transaction on a pooled connection, under the
+/// store's time limit, redone from the start on a conflict. Evaluates to
+/// `Result<T, StoreError>`. A macro rather than a function taking a closure:
+/// the body borrows both the transaction and the caller's arguments, which a
+/// closure returning a `Send` future cannot express on stable Rust.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let store: &$crate::postgres::PgStore = $store;
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let mut client = match store.connection().await {
+                Ok(c) => c,
+                Err(e) => break Err(e),
+            };
+            let result = tokio::time::timeout(store.op_timeout(), async {
+                let $tx = client.transaction().await?;
+                let value = $body?;
+                $tx.commit().await?;
+                Ok::<_, $crate::postgres::Abort>(value)
+            })
+            .await;
+            match store.settle(result, client, tries) {
+                Some(done) => break done,
+                None => $crate::postgres::pause_before_retry(tries).await,
+            }
+        }
+    }};
+}
+
+/// A short random pause before redoing a method, so two processes that
+/// keep colliding on one breaker drift apart.
+pub(crate) async fn pause_before_retry(tries: u32) {
+    let cap_ms = 1u64 << tries.min(6);
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..=cap_ms))).await;
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://` or `postgresql://`) with the default
+    /// options and migrates.
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect(url, Options::default()).await
+    }
+
+    /// Connects to `url` and migrates. A bad URL or an unreachable server is
+    /// `StoreError::Unavailable` with the reason, within `connect_timeout`.
+    pub async fn connect(url: &str, options: Options) -> Result<PgStore, StoreError> {
+        let store = PgStore::lazy(url, options)?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The store without connecting yet: connections open on first use.
+    pub fn lazy(url: &str, options: Options) -> Result<PgStore, StoreError> {
+        let mut config = parse_url(url)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("jadpo");
+        }
+        if let Some(schema) = &options.schema {
+            if !schema
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(StoreError::Unavailable(format!(
+                    "schema name {schema:?}: only letters, digits and _"
+                )));
+            }
+            let search_path = format!("-c search_path={schema}");
+            let all = match config.get_options() {
+                Some(o) => format!("{o} {search_path}"),
+                None => search_path,
+            };
+            config.options(all);
+        }
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                // A closed connection is noticed without a round trip; a
+                // broken one fails its next statement and is then dropped.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.op_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("PostgreSQL pool: {e}")))?;
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                policy: options.policy,
+                op_timeout: options.op_timeout,
+                _guard: None,
+            }),
+        })
+    }
+
+    /// Keeps `guard` alive as long as any clone of this store.
+    pub(crate) fn with_guard(self, guard: Arc<dyn Send + Sync>) -> PgStore {
+        let inner =
+            Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("a fresh store has no clones"));
+        PgStore {
+            inner: Arc::new(Inner {
+                _guard: Some(guard),
+                ..inner
+            }),
+        }
+    }
+
+    pub fn policy(&self) -> &BreakerPolicy {
+        &self.inner.policy
+    }
+
+    /// A pooled connection, for the embedded API: open a transaction on it,
+    /// write your own rows, call [`emit_in`], commit.
+    pub async fn connection(&self) -> Result<Object, StoreError> {
+        self.inner
+            .pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("PostgreSQL connection: {}", reason(&e))))
+    }
+
+    pub(crate) fn op_timeout(&self) -> Duration {
+        self.inner.op_timeout
+    }
+
+    /// What a transaction's attempt came to: `Some` to return it, `None` to
+    /// redo the method.
+    pub(crate) fn settle<T>(
+        &self,
+        result: Result<Result<T, Abort>, tokio::time::error::Elapsed>,
+        client: Object,
+        tries: u32,
+    ) -> Option<Result<T, StoreError>> {
+        let again = |why: &str| {
+            (tries >= MAX_TRIES).then(|| {
+                Err(StoreError::Unavailable(format!(
+                    "{why}: gave up after {tries} tries"
+                )))
+            })
+        };
+        match result {
+            Ok(Ok(value)) => Some(Ok(value)),
+            Ok(Err(Abort::Store(e))) => Some(Err(e)),
+            Ok(Err(Abort::Conflict)) => again("breaker contention"),
+            Ok(Err(Abort::Db(e))) if retryable(&e) => again(&reason(&e)),
+            Ok(Err(Abort::Db(e))) => Some(Err(StoreError::Unavailable(format!(
+                "PostgreSQL: {}",
+                reason(&e)
+            )))),
+            Err(_) => {
+                // The statement may still be running or its answer half
+                // read: this connection is not fit to be reused.
+                drop(Object::take(client));
+                Some(Err(StoreError::Unavailable(format!(
+                    "PostgreSQL did not answer within {:?}",
+                    self.inner.op_timeout
+                ))))
+            }
+        }
+    }
+}
+
+/// Parses a `postgres://` or `postgresql://` URL into the driver's config.
+fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(StoreError::Unavailable(format!(
+            "not a PostgreSQL URL (postgres://user@host:port/database): {url:?}"
+        )));
+    }
+    url.parse::<tokio_postgres::Config>()
+        .map_err(|e| StoreError::Unavailable(format!("bad PostgreSQL URL {url:?}: {}", reason(&e))))
+}
+
+impl Store for PgStore {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| schema::migrate(&tx).await)
+    }
+
+    async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        in_transaction!(self, |tx| read::emit(&tx, events, now).await)
+    }
+
+    async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
+        assert!(
+            req.limit <= MAX_BATCH,
+            "claim of {} rows: at most {MAX_BATCH}",
+            req.limit
+        );
+        if req.limit == 0 {
+            return Ok(ClaimReport::default());
+        }
+        in_transaction!(self, |tx| claim::claim(&tx, req).await)
+    }
+
+    async fn hold_claimed(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        connection: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| {
+            finish::set_aside(&tx, id, token, |d| {
+                jadpo_core::claim::hold_claimed(d, connection, now)
+            })
+            .await
+        })
+    }
+
+    async fn give_back(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| {
+            finish::set_aside(&tx, id, token, |d| jadpo_core::claim::give_back(d, now)).await
+        })
+    }
+
+    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
+        let mut results = self.finish_batch(std::slice::from_ref(f)).await?;
+        results.pop().expect("one result per finish")
+    }
+
+    async fn finish_batch(
+        &self,
+        batch: &[Finish],
+    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+        assert!(
+            batch.len() <= MAX_BATCH,
+            "finish of {} rows: at most {MAX_BATCH}",
+            batch.len()
+        );
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let policy = self.inner.policy;
+        in_transaction!(self, |tx| finish::finish_batch(&tx, batch, &policy).await)
+    }
+
+    async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
+        in_transaction!(self, |tx| sweep::sweep(&tx, now, wake_lease).await)
+    }
+
+    async fn retry(
+        &self,
+        due: &[(DeliveryId, Timestamp)],
+        now: Timestamp,
+    ) -> Result<Vec<DeliveryId>, StoreError> {
+        assert!(
+            due.len() <= MAX_BATCH,
+            "retry of {} rows: at most {MAX_BATCH}",
+            due.len()
+        );
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        in_transaction!(self, |tx| sweep::retry(&tx, due, now).await)
+    }
+
+    async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
+        in_transaction!(self, |tx| read::delivery(&tx, id).await)
+    }
+
+    async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        in_transaction!(self, |tx| read::list(&tx, filter).await)
+    }
+
+    async fn attempts(&self, id: DeliveryId) -> Result<Vec<AttemptRecord>, StoreError> {
+        in_transaction!(self, |tx| read::attempts(&tx, id).await)
+    }
+
+    async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
+        in_transaction!(self, |tx| read::event(&tx, id).await)
+    }
+
+    async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
+        in_transaction!(self, |tx| read::breakers(&tx).await)
+    }
+
+    async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
+        assert!(
+            batch <= MAX_BATCH,
+            "prune of {batch} rows: at most {MAX_BATCH}"
+        );
+        if batch == 0 {
+            return Ok(0);
+        }
+        in_transaction!(self, |tx| sweep::prune(&tx, before, batch).await)
+    }
+}

@@ -1,0 +1,245 @@
+//! Emit (in the store's own transaction or the caller's) and the listings.
+
+use super::rows::{self, breaker_columns, delivery_columns};
+use super::{reason, Abort};
+use crate::types::*;
+use deadpool_postgres::Transaction;
+use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::ToStatement;
+
+/// Ids taken up front, so each event's deliveries can name it and the
+/// caller gets ids in the order of its events. One call's ids increase in
+/// order, so the claim's `(due_at, id)` keeps emit order.
+const NEXT_IDS: &str = "
+SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::int)),
+       ARRAY(SELECT nextval('jadpo_deliveries_id_seq') FROM generate_series(1, $2::int))";
+
+/// Events and their deliveries in one statement (the foreign key is checked
+/// at its end, when both are there).
+const INSERT: &str = "
+WITH events AS (
+    INSERT INTO jadpo_events (id, name, payload, emitted_at)
+    SELECT u.id, u.name, u.payload, $4
+    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, name, payload)
+)
+INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
+    held_for_ms, lease_token, created_at, updated_at)
+SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4
+FROM unnest($5::bigint[], $6::bigint[], $7::text[]) AS u(id, event_id, subscriber)";
+
+/// Rows per statement: a bound on one statement's parameters.
+const EMIT_CHUNK: usize = 10_000;
+
+/// Emits `events` inside the caller's own transaction: they exist if and
+/// only if that transaction commits. The transaction must see the store's
+/// tables (same database, and `search_path` if the store uses a schema).
+/// Many events take two statements per 10,000 rows, not one per event.
+pub async fn emit_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, StoreError> {
+    emit_with(tx, NEXT_IDS, INSERT, events, now)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))
+}
+
+/// The store's own emit, with its statements prepared once per connection.
+pub(crate) async fn emit(
+    tx: &Transaction<'_>,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, Abort> {
+    let (next, insert) = tokio::try_join!(tx.prepare_cached(NEXT_IDS), tx.prepare_cached(INSERT))?;
+    Ok(emit_with(tx, &next, &insert, events, now).await?)
+}
+
+async fn emit_with<S: ?Sized + ToStatement + Sync>(
+    tx: &tokio_postgres::Transaction<'_>,
+    next_ids: &S,
+    insert: &S,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, tokio_postgres::Error> {
+    let now = rows::ms(now);
+    let mut emitted = Vec::with_capacity(events.len());
+    let mut rest = events;
+    while !rest.is_empty() {
+        // At least one event per chunk, however many subscribers it has.
+        let mut take = 0;
+        let mut rows_in_chunk = 0;
+        while take < rest.len()
+            && (take == 0 || rows_in_chunk + rest[take].subscribers.len() + 1 <= EMIT_CHUNK)
+        {
+            rows_in_chunk += rest[take].subscribers.len() + 1;
+            take += 1;
+        }
+        let (chunk, tail) = rest.split_at(take);
+        rest = tail;
+        let n_deliveries: usize = chunk.iter().map(|e| e.subscribers.len()).sum();
+        let ids = tx
+            .query_one(next_ids, &[&(chunk.len() as i32), &(n_deliveries as i32)])
+            .await?;
+        let event_ids: Vec<i64> = ids.try_get(0)?;
+        let delivery_ids: Vec<i64> = ids.try_get(1)?;
+        let names: Vec<&str> = chunk.iter().map(|e| e.name.as_str()).collect();
+        let payloads: Vec<&str> = chunk.iter().map(|e| e.payload.as_str()).collect();
+        let mut of_event = Vec::with_capacity(n_deliveries);
+        let mut subscribers = Vec::with_capacity(n_deliveries);
+        let mut next = delivery_ids.iter();
+        for (e, &event_id) in chunk.iter().zip(&event_ids) {
+            let mut deliveries = Vec::with_capacity(e.subscribers.len());
+            for s in &e.subscribers {
+                let id = *next.next().expect("one id per delivery");
+                deliveries.push(DeliveryId(id));
+                of_event.push(event_id);
+                subscribers.push(s.as_str());
+            }
+            emitted.push(Emitted {
+                event_id: EventId(event_id),
+                deliveries,
+            });
+        }
+        tx.execute(
+            insert,
+            &[
+                &event_ids,
+                &names,
+                &payloads,
+                &now,
+                &delivery_ids,
+                &of_event,
+                &subscribers,
+            ],
+        )
+        .await?;
+    }
+    Ok(emitted)
+}
+
+const DELIVERY: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM jadpo_deliveries WHERE id = $1"
+);
+
+pub(crate) async fn delivery(
+    tx: &Transaction<'_>,
+    id: DeliveryId,
+) -> Result<Option<Delivery>, Abort> {
+    let stmt = tx.prepare_cached(DELIVERY).await?;
+    match tx.query_opt(&stmt, &[&id.0]).await? {
+        Some(row) => Ok(Some(rows::delivery(&row)?.0)),
+        None => Ok(None),
+    }
+}
+
+/// Newest first. Only the filters given become conditions, so each shape of
+/// filter gets a plan of its own (`jadpo_deliveries_subscriber`,
+/// `jadpo_deliveries_event`, `jadpo_deliveries_held`, or the primary key).
+pub(crate) async fn list(
+    tx: &Transaction<'_>,
+    filter: &DeliveryFilter,
+) -> Result<Vec<Delivery>, Abort> {
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        delivery_columns!(),
+        " FROM jadpo_deliveries WHERE true"
+    ));
+    let state = filter.state.map(|s| s.as_str());
+    let event = filter.event.map(|e| e.0);
+    let limit = filter.limit.map(|n| n as i64);
+    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+    if let Some(s) = &state {
+        params.push(s);
+        sql.push_str(&format!(" AND state = ${}", params.len()));
+    }
+    if let Some(s) = &filter.subscriber {
+        params.push(s);
+        sql.push_str(&format!(" AND subscriber = ${}", params.len()));
+    }
+    if let Some(e) = &event {
+        params.push(e);
+        sql.push_str(&format!(" AND event_id = ${}", params.len()));
+    }
+    if let Some(c) = &filter.connection {
+        params.push(c);
+        sql.push_str(&format!(
+            " AND state = 'held' AND held_connection = ${}",
+            params.len()
+        ));
+    }
+    sql.push_str(" ORDER BY id DESC");
+    if let Some(n) = &limit {
+        params.push(n);
+        sql.push_str(&format!(" LIMIT ${}", params.len()));
+    }
+    let stmt = tx.prepare_cached(&sql).await?;
+    let found = tx.query(&stmt, &params).await?;
+    found.iter().map(|r| Ok(rows::delivery(r)?.0)).collect()
+}
+
+const ATTEMPTS: &str = "
+SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind
+FROM jadpo_attempts WHERE delivery_id = $1 ORDER BY id";
+
+pub(crate) async fn attempts(
+    tx: &Transaction<'_>,
+    id: DeliveryId,
+) -> Result<Vec<AttemptRecord>, Abort> {
+    let stmt = tx.prepare_cached(ATTEMPTS).await?;
+    let found = tx.query(&stmt, &[&id.0]).await?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(AttemptRecord {
+                delivery: DeliveryId(r.try_get(0)?),
+                attempt: u32::try_from(r.try_get::<_, i32>(1)?).unwrap_or(0),
+                started_at: Timestamp::from_millis(r.try_get(2)?),
+                ended_at: Timestamp::from_millis(r.try_get(3)?),
+                state: rows::state(r.try_get(4)?)?,
+                failure: rows::failure(r.try_get(5)?, r.try_get(6)?)?,
+            })
+        })
+        .collect()
+}
+
+const EVENT: &str = "SELECT id, name, payload, emitted_at FROM jadpo_events WHERE id = $1";
+
+pub(crate) async fn event(tx: &Transaction<'_>, id: EventId) -> Result<Option<EventRecord>, Abort> {
+    let stmt = tx.prepare_cached(EVENT).await?;
+    let Some(r) = tx.query_opt(&stmt, &[&id.0]).await? else {
+        return Ok(None);
+    };
+    Ok(Some(EventRecord {
+        id: EventId(r.try_get(0)?),
+        name: r.try_get(1)?,
+        payload: r.try_get(2)?,
+        emitted_at: Timestamp::from_millis(r.try_get(3)?),
+    }))
+}
+
+/// In byte order of the name, as the in-memory store lists them, whatever
+/// the database's collation.
+const BREAKERS: &str = concat!(
+    "SELECT ",
+    breaker_columns!(),
+    ", (SELECT count(*) FROM jadpo_deliveries AS d
+        WHERE d.state = 'held' AND d.held_connection = b.connection)
+    FROM jadpo_circuit_breakers AS b ORDER BY connection COLLATE \"C\""
+);
+
+pub(crate) async fn breakers(tx: &Transaction<'_>) -> Result<Vec<BreakerView>, Abort> {
+    let stmt = tx.prepare_cached(BREAKERS).await?;
+    let found = tx.query(&stmt, &[]).await?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(BreakerView {
+                breaker: rows::breaker(r)?,
+                held: r.try_get::<_, i64>(10)? as u64,
+            })
+        })
+        .collect()
+}
