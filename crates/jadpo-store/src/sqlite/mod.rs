@@ -109,13 +109,10 @@ fn prepare(path: &Path) -> Result<(), StoreError> {
         return Err(fail("is a folder, not a database file".into()));
     }
     match path.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() && !folder.exists() => {
-            std::fs::create_dir_all(folder).map_err(|e| {
-                fail(format!(
-                    "cannot create its folder {}: {e}",
-                    folder.display()
-                ))
-            })
+        Some(folder) if !folder.as_os_str().is_empty() && !folder.exists() => std::fs::create_dir_all(folder)
+            .map_err(|e| fail(format!("cannot create its folder {}: {e}", folder.display()))),
+        Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
+            Err(fail(format!("its folder {} is a file, not a folder", folder.display())))
         }
         _ => Ok(()),
     }
@@ -163,19 +160,12 @@ impl SqliteStore {
 /// # Panics
 /// If `conn` is not inside a transaction (it would commit on its own), or
 /// more than [`MAX_BATCH`] events are given.
-pub fn emit_in(
-    conn: &rusqlite::Connection,
-    events: &[NewEvent],
-    now: Timestamp,
-) -> Result<Vec<Emitted>, StoreError> {
+pub fn emit_in(conn: &rusqlite::Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
     assert!(
         !conn.is_autocommit(),
         "emit_in writes inside the caller's transaction: begin one first"
     );
-    assert!(
-        events.len() <= MAX_BATCH,
-        "at most {MAX_BATCH} events per emit"
-    );
+    assert!(events.len() <= MAX_BATCH, "at most {MAX_BATCH} events per emit");
     let path = PathBuf::from(conn.path().unwrap_or("?"));
     ops::emit(conn, events, now).map_err(|f| store_error(&path, Duration::ZERO, f))
 }
@@ -186,10 +176,7 @@ impl Store for SqliteStore {
     }
 
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
-        assert!(
-            events.len() <= MAX_BATCH,
-            "at most {MAX_BATCH} events per emit"
-        );
+        assert!(events.len() <= MAX_BATCH, "at most {MAX_BATCH} events per emit");
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -198,10 +185,7 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
-        assert!(
-            req.limit <= MAX_BATCH,
-            "a claim takes at most {MAX_BATCH} rows"
-        );
+        assert!(req.limit <= MAX_BATCH, "a claim takes at most {MAX_BATCH} rows");
         let (worker, routes) = (req.worker.to_owned(), req.routes.clone());
         let (now, limit, lease) = (req.now, req.limit, req.lease);
         self.pool
@@ -231,15 +215,8 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn give_back(
-        &self,
-        id: DeliveryId,
-        token: LeaseToken,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.pool
-            .write(move |tx| ops::give_back(tx, id, token, now))
-            .await
+    async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
+        self.pool.write(move |tx| ops::give_back(tx, id, token, now)).await
     }
 
     async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
@@ -247,39 +224,22 @@ impl Store for SqliteStore {
         results.pop().expect("one result per finish")
     }
 
-    async fn finish_batch(
-        &self,
-        batch: &[Finish],
-    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
-        assert!(
-            batch.len() <= MAX_BATCH,
-            "at most {MAX_BATCH} finishes per batch"
-        );
+    async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+        assert!(batch.len() <= MAX_BATCH, "at most {MAX_BATCH} finishes per batch");
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         let batch = batch.to_vec();
         let policy = self.policy;
-        self.pool
-            .write(move |tx| ops::finish_batch(tx, &batch, &policy))
-            .await
+        self.pool.write(move |tx| ops::finish_batch(tx, &batch, &policy)).await
     }
 
     async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
-        self.pool
-            .write(move |tx| upkeep::sweep(tx, now, wake_lease))
-            .await
+        self.pool.write(move |tx| upkeep::sweep(tx, now, wake_lease)).await
     }
 
-    async fn retry(
-        &self,
-        due: &[(DeliveryId, Timestamp)],
-        now: Timestamp,
-    ) -> Result<Vec<DeliveryId>, StoreError> {
-        assert!(
-            due.len() <= MAX_BATCH,
-            "at most {MAX_BATCH} retries at once"
-        );
+    async fn retry(&self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        assert!(due.len() <= MAX_BATCH, "at most {MAX_BATCH} retries at once");
         let due = due.to_vec();
         self.pool.write(move |tx| ops::retry(tx, &due, now)).await
     }
@@ -306,12 +266,7 @@ impl Store for SqliteStore {
     }
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
-        assert!(
-            batch <= MAX_BATCH,
-            "prune deletes at most {MAX_BATCH} rows a batch"
-        );
-        self.pool
-            .write(move |tx| upkeep::prune(tx, before, batch))
-            .await
+        assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
+        self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await
     }
 }

@@ -79,10 +79,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
             None => break,
         }
     }
-    let tokens: HashMap<DeliveryId, i64> = picked
-        .iter()
-        .map(|r| (r.stored.delivery.id, r.stored.token))
-        .collect();
+    let tokens: HashMap<DeliveryId, i64> = picked.iter().map(|r| (r.stored.delivery.id, r.stored.token)).collect();
     let candidates = picked
         .into_iter()
         .map(|r| {
@@ -96,9 +93,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         })
         .collect();
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
-    let plan = plan::claim(candidates, &mut breakers, req, |d| {
-        LeaseToken(tokens[&d.id] + 1)
-    });
+    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
     for d in &plan.deliveries {
         rows::update(c, d, None)?;
     }
@@ -151,12 +146,7 @@ pub(crate) fn hold_claimed(
     unprobe(c, id)
 }
 
-pub(crate) fn give_back(
-    c: &Connection,
-    id: DeliveryId,
-    token: LeaseToken,
-    now: Timestamp,
-) -> Result<(), Fault> {
+pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
     let mut d = fenced(c, id, token)?;
     claim::give_back(&mut d, now);
     write_fenced(c, &d, token)?;
@@ -224,11 +214,7 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
 
 /// An operator's retry: failed and parked rows only. The row keeps its
 /// lease token, so the next claim's token is still new for it.
-pub(crate) fn retry(
-    c: &Connection,
-    due: &[(DeliveryId, Timestamp)],
-    now: Timestamp,
-) -> Result<Vec<DeliveryId>, Fault> {
+pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, Fault> {
     let mut retried = Vec::new();
     for &(id, due_at) in due {
         let Some(Stored { mut delivery, .. }) = rows::get(c, id)? else {
@@ -245,14 +231,8 @@ pub(crate) fn retry(
 
 /// Writes the events and one due delivery per subscriber, on `c`, which is
 /// inside a transaction (the store's or the caller's).
-pub(crate) fn emit(
-    c: &Connection,
-    events: &[NewEvent],
-    now: Timestamp,
-) -> Result<Vec<Emitted>, Fault> {
-    let mut event = c.prepare_cached(
-        "INSERT INTO jadpo_events (name, payload, emitted_at) VALUES (?1, ?2, ?3)",
-    )?;
+pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+    let mut event = c.prepare_cached("INSERT INTO jadpo_events (name, payload, emitted_at) VALUES (?1, ?2, ?3)")?;
     let mut delivery = c.prepare_cached(
         "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
          budget_from, held_for_ms, lease_token, created_at, updated_at) \

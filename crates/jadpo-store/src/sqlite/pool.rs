@@ -140,9 +140,7 @@ impl Pool {
     /// Opens a connection with the PRAGMAs every connection needs: they are
     /// per connection, except journal_mode, which sticks to the file.
     fn connect(&self) -> Result<Connection, Fault> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags)?;
         conn.busy_timeout(self.busy)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -163,16 +161,11 @@ impl Pool {
     /// reason but a busy lock is closed, not returned: the next call opens a
     /// fresh one, which is how the store recovers from a file that went
     /// away or a connection left in a bad state.
-    fn with_conn<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, Fault>,
-    ) -> Result<T, StoreError> {
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, Fault>) -> Result<T, StoreError> {
         let pooled = lock(&self.idle).pop();
         let mut conn = match pooled {
             Some(c) => c,
-            None => self
-                .connect()
-                .map_err(|e| store_error(&self.path, self.busy, e))?,
+            None => self.connect().map_err(|e| store_error(&self.path, self.busy, e))?,
         };
         let result = f(&mut conn);
         let healthy = match &result {

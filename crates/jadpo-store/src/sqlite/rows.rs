@@ -5,8 +5,7 @@ use crate::plan::BreakerWrite;
 use crate::types::*;
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
 use jadpo_core::{
-    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease,
-    LeaseToken, Timestamp,
+    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
 };
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -61,8 +60,8 @@ fn failure(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<FailureRecord>>
     let kind: Option<String> = row.get(col + 1)?;
     match (code, kind) {
         (Some(code), Some(kind)) => {
-            let kind = FailureKind::parse(&kind)
-                .ok_or_else(|| bad(col + 1, format!("unknown failure kind {kind:?}")))?;
+            let kind =
+                FailureKind::parse(&kind).ok_or_else(|| bad(col + 1, format!("unknown failure kind {kind:?}")))?;
             Ok(Some(FailureRecord { code, kind }))
         }
         _ => Ok(None),
@@ -116,11 +115,7 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
 /// new lease: the row keeps the last one issued. `fence`: only if the row is
 /// still running under that token (every write after a claim). Returns the
 /// rows changed: 0 when the fence refused it.
-pub(crate) fn update(
-    c: &Connection,
-    d: &Delivery,
-    fence: Option<LeaseToken>,
-) -> rusqlite::Result<usize> {
+pub(crate) fn update(c: &Connection, d: &Delivery, fence: Option<LeaseToken>) -> rusqlite::Result<usize> {
     let lease = d.lease.as_ref();
     let failure = d.last_failure.as_ref();
     let held = d.held.as_ref();
@@ -154,11 +149,7 @@ pub(crate) fn update(
 
 /// Held deliveries of `connection` become due now, each through the core's
 /// `Delivery::release`. Returns how many.
-pub(crate) fn release_all(
-    c: &Connection,
-    connection: &str,
-    now: Timestamp,
-) -> Result<usize, Fault> {
+pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> Result<usize, Fault> {
     let held: Vec<Stored> = c
         .prepare_cached(concat!(
             "SELECT ",

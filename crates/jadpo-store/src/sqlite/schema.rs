@@ -123,11 +123,9 @@ pub(crate) fn migrate(tx: &Connection) -> Result<(), Fault> {
             applied_at  BIGINT  NOT NULL
         )",
     )?;
-    let current: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM jadpo_migrations",
-        [],
-        |r| r.get(0),
-    )?;
+    let current: i64 = tx.query_row("SELECT COALESCE(MAX(version), 0) FROM jadpo_migrations", [], |r| {
+        r.get(0)
+    })?;
     if current > LATEST {
         return Err(Fault::Store(StoreError::Unavailable(format!(
             "the database is at schema version {current}, newer than this jadpo's {LATEST}: \

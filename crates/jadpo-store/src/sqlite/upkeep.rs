@@ -26,9 +26,8 @@ fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault
         )?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut count = c.prepare_cached(
-        "SELECT COUNT(*) FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1",
-    )?;
+    let mut count =
+        c.prepare_cached("SELECT COUNT(*) FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1")?;
     let mut longest = c.prepare_cached(
         "SELECT id FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1 \
          ORDER BY held_since, id LIMIT 1",
@@ -48,11 +47,7 @@ fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault
     Ok(out)
 }
 
-pub(crate) fn sweep(
-    c: &Connection,
-    now: Timestamp,
-    wake_lease: Duration,
-) -> Result<SweepReport, Fault> {
+pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Fault> {
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
     let held = held_summaries(c)?;
     let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
@@ -103,8 +98,7 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
-    let mut handled =
-        c.prepare_cached("DELETE FROM jadpo_handled WHERE subscriber = ?1 AND event_id = ?2")?;
+    let mut handled = c.prepare_cached("DELETE FROM jadpo_handled WHERE subscriber = ?1 AND event_id = ?2")?;
     let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
     let mut event = c.prepare_cached(
         "DELETE FROM jadpo_events WHERE id = ?1 AND emitted_at < ?2 \
@@ -144,15 +138,10 @@ pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delive
         add("d.event_id =", Value::Integer(e.0));
     }
     if let Some(conn) = &filter.connection {
-        add(
-            "d.state = 'held' AND d.held_connection =",
-            Value::Text(conn.clone()),
-        );
+        add("d.state = 'held' AND d.held_connection =", Value::Text(conn.clone()));
     }
     // A negative LIMIT is no limit in SQLite.
-    let limit = filter
-        .limit
-        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
     args.push(Value::Integer(limit));
     let sql = format!(
         "SELECT {} FROM jadpo_deliveries d WHERE 1 = 1{} ORDER BY d.id DESC LIMIT ?{}",
