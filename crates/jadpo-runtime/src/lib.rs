@@ -8,9 +8,11 @@
 //! - [`engine`]: workers and the tick, started together.
 
 pub mod clock;
+pub mod connection;
 pub mod emit;
 pub mod engine;
 mod log;
+pub mod provider;
 pub mod run;
 pub mod schedules;
 mod tick;

@@ -1,0 +1,214 @@
+//! One call: sends, classification, the call's own retries, the log line.
+
+use super::double::{Answer, Double, Received};
+use super::http::{self, Prepared};
+use super::wire::{method_name, parse_retry_after};
+use super::{CallOutcome, CallRequest, Connections, Endpoint, Response, Sent};
+use jadpo_core::call::{classify, is_idempotent, CallEnd};
+use jadpo_core::{Backoff, CallVerdict, Failure, FailureKind};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use reqwest::header::{HeaderValue, DATE, RETRY_AFTER};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+
+impl Connections {
+    /// Sends a call through its connection and classifies how it ended.
+    ///
+    /// A send that ends `unavailable` or `rate_limited` is sent again while
+    /// the connection's `retry: { attempts }` allows, after
+    /// `Backoff::CALL.draw(sends, retry_after, rng)`, the random source
+    /// seeded by `seed`. A wait that would reach `deadline` is not taken:
+    /// the last failure is returned and the wait kept in `skipped_wait`. A
+    /// send is cut at `deadline` too, and then the call fails with
+    /// `deadline_exceeded`.
+    pub async fn call(&self, req: CallRequest, deadline: Instant, seed: u64) -> CallOutcome {
+        let outcome = self.call_inner(&req, deadline, seed).await;
+        log(&req, &outcome, self.is_double(&req.connection));
+        outcome
+    }
+
+    async fn call_inner(&self, req: &CallRequest, deadline: Instant, seed: u64) -> CallOutcome {
+        let Some(endpoint) = self.endpoints.get(&req.connection) else {
+            return CallOutcome::failed(
+                Failure::new("connection.unknown", FailureKind::InternalFault)
+                    .with_field("connection", req.connection.clone()),
+            );
+        };
+        let prepared = match prepare(req) {
+            Ok(prepared) => prepared,
+            Err(failure) => return CallOutcome::failed(failure),
+        };
+        let idempotent = is_idempotent(method_name(req.method), req.idempotency_key.is_some());
+        let attempts = endpoint.attempts().max(1);
+        let mut rng: Option<StdRng> = None;
+        let mut out = CallOutcome::failed(Failure::deadline_exceeded());
+        loop {
+            if Instant::now() >= deadline {
+                out.result = Err(Failure::deadline_exceeded());
+                return out;
+            }
+            out.sends += 1;
+            let (sent, real) = match endpoint {
+                Endpoint::Http(conn) => (http::send(&self.client, conn, req, &prepared, deadline).await, true),
+                Endpoint::Double { double, .. } => (answer_double(double, req), false),
+            };
+            let (result, verdict, status) = judge(sent, idempotent, req);
+            if real && verdict.is_some() {
+                out.verdict = verdict;
+            }
+            out.status = status;
+            let failure = match result {
+                Ok(response) => {
+                    out.result = Ok(response);
+                    return out;
+                }
+                Err(failure) => failure,
+            };
+            let again =
+                matches!(failure.kind, FailureKind::Unavailable | FailureKind::RateLimited) && out.sends < attempts;
+            if !again {
+                out.result = Err(failure);
+                return out;
+            }
+            let rng = rng.get_or_insert_with(|| StdRng::seed_from_u64(seed));
+            let wait = Backoff::CALL.draw(out.sends, failure.retry_after, rng);
+            match Instant::now().checked_add(wait) {
+                Some(resume) if resume < deadline => {
+                    out.waits.push(wait);
+                    tokio::time::sleep_until(resume).await;
+                }
+                _ => {
+                    out.skipped_wait = Some(wait);
+                    out.result = Err(failure);
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+fn prepare(req: &CallRequest) -> Result<Prepared, Failure> {
+    let invalid = |code: &str| Failure::new(code, FailureKind::InternalFault);
+    if !req.path.starts_with('/') || url::Url::parse(&format!("http://h{}", req.path)).is_err() {
+        return Err(invalid("call.path_invalid"));
+    }
+    let idempotency_key = match &req.idempotency_key {
+        None => None,
+        Some(key) => {
+            let mut value = HeaderValue::from_str(key).map_err(|_| invalid("call.idempotency_key_invalid"))?;
+            value.set_sensitive(true);
+            Some(value)
+        }
+    };
+    let message_id = HeaderValue::from_str(&req.message_id).map_err(|_| invalid("call.message_id_invalid"))?;
+    let body = match &req.body {
+        None => None,
+        Some(value) => Some(serde_json::to_vec(value).map_err(|_| invalid("call.body_invalid"))?),
+    };
+    Ok(Prepared {
+        body,
+        idempotency_key,
+        message_id,
+    })
+}
+
+fn answer_double(double: &Double, req: &CallRequest) -> Sent {
+    let method = method_name(req.method);
+    let answer = match double {
+        Double::Fake(fake) => fake.answer(Received {
+            method,
+            path: req.path.clone(),
+            body: req.body.clone(),
+            idempotency_key: req.idempotency_key.clone(),
+        }),
+        Double::Recording(recording) => match recording.answer(method, &req.path) {
+            Ok(answer) => answer,
+            Err(failure) => return Sent::Defect(failure),
+        },
+    };
+    match answer {
+        Answer::Http { status, headers, body } => Sent::Answered(Response {
+            status,
+            headers: Answer::header_map(&headers),
+            body,
+        }),
+        Answer::NeverLeft => Sent::NeverLeft,
+        Answer::TimedOut => Sent::NoAnswer,
+    }
+}
+
+/// One send's ending, through the core's outcome table.
+fn judge(
+    sent: Sent,
+    idempotent: bool,
+    req: &CallRequest,
+) -> (Result<Response, Failure>, Option<CallVerdict>, Option<u16>) {
+    let (result, verdict) = match sent {
+        Sent::Answered(response) => {
+            let status = response.status;
+            let now = response
+                .headers
+                .get(DATE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| httpdate::parse_http_date(v).ok())
+                .unwrap_or_else(|| caller_now(req));
+            let retry_after = response
+                .headers
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            let (result, verdict) = classify(CallEnd::Status { status, retry_after });
+            return (result.map(|()| response), Some(verdict), Some(status));
+        }
+        Sent::NeverLeft => classify(CallEnd::NeverLeft),
+        Sent::NoAnswer => classify(CallEnd::TimedOut { idempotent }),
+        Sent::Lost => {
+            let (result, verdict) = classify(CallEnd::TimedOut { idempotent });
+            let result = result.map_err(|mut f| {
+                f.code = "http.connection_lost".to_owned();
+                f
+            });
+            (result, verdict)
+        }
+        Sent::CutByDeadline => return (Err(Failure::deadline_exceeded()), None, None),
+        Sent::Defect(failure) => return (Err(failure), None, None),
+    };
+    // Without an answer there is no success: these endings are all failures.
+    let failure = result.expect_err("only an answer succeeds");
+    (Err(failure), Some(verdict), None)
+}
+
+fn caller_now(req: &CallRequest) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(u64::try_from(req.timestamp_s).unwrap_or(0))
+}
+
+/// One event a call: connection, method, path template, status, sends and,
+/// when it failed, kind and code. Never a body, a header or the path sent.
+fn log(req: &CallRequest, out: &CallOutcome, double: bool) {
+    let method = method_name(req.method);
+    match &out.result {
+        Ok(_) => tracing::debug!(
+            target: "jadpo::connection",
+            connection = %req.connection,
+            method,
+            path = %req.path_template,
+            status = out.status,
+            sends = out.sends,
+            double,
+            "call answered"
+        ),
+        Err(failure) => tracing::info!(
+            target: "jadpo::connection",
+            connection = %req.connection,
+            method,
+            path = %req.path_template,
+            status = out.status,
+            sends = out.sends,
+            double,
+            kind = failure.kind.as_str(),
+            code = %failure.code,
+            "call failed"
+        ),
+    }
+}

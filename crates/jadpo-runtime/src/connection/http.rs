@@ -1,0 +1,97 @@
+//! The real driver: one send over the shared `reqwest::Client`.
+
+use super::resolve::HttpConnection;
+use super::signing::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
+use super::wire::reqwest_method;
+use super::{CallRequest, Response, Sent};
+use jadpo_core::{Failure, FailureKind};
+use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The client every connection shares: rustls, no redirects followed (a
+/// redirect is an answer, `rejected`), connections pooled per host.
+pub(crate) fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("jadpo/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// What a call carries on every send, checked once before the first.
+pub(crate) struct Prepared {
+    pub(crate) body: Option<Vec<u8>>,
+    pub(crate) idempotency_key: Option<HeaderValue>,
+    pub(crate) message_id: HeaderValue,
+}
+
+/// Sends once. The send's time limit is the connection's timeout, cut to
+/// what is left before `deadline`.
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    conn: &HttpConnection,
+    req: &CallRequest,
+    prepared: &Prepared,
+    deadline: Instant,
+) -> Sent {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let limit = conn.timeout.min(left);
+    let cut_by_deadline = limit < conn.timeout;
+    if limit == Duration::ZERO {
+        return Sent::CutByDeadline;
+    }
+    let url = format!("{}{}", conn.base_url, req.path);
+    let mut request = client.request(reqwest_method(req.method), url).timeout(limit);
+    for (name, value) in &conn.headers {
+        request = request.header(name, value);
+    }
+    if let Some(key) = &prepared.idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    if let Some(signing) = &conn.signing {
+        let body: &[u8] = prepared.body.as_deref().unwrap_or_default();
+        let mut signature = HeaderValue::from_str(&signing.sign(&req.message_id, req.timestamp_s, body))
+            .expect("base64 is a valid header value");
+        signature.set_sensitive(true);
+        request = request
+            .header(WEBHOOK_ID, &prepared.message_id)
+            .header(WEBHOOK_TIMESTAMP, req.timestamp_s)
+            .header(WEBHOOK_SIGNATURE, signature);
+    }
+    if let Some(body) = &prepared.body {
+        request = request.header(CONTENT_TYPE, "application/json").body(body.clone());
+    }
+
+    let lost = |e: reqwest::Error| {
+        if e.is_timeout() && cut_by_deadline {
+            Sent::CutByDeadline
+        } else if e.is_connect() {
+            Sent::NeverLeft
+        } else if e.is_timeout() {
+            Sent::NoAnswer
+        } else if e.is_builder() {
+            Sent::Defect(Failure::new("http.request_invalid", FailureKind::InternalFault))
+        } else {
+            // Reset or closed after the request may have gone out: no
+            // answer came back, and the provider may have acted on it.
+            Sent::Lost
+        }
+    };
+    let answer = match request.send().await {
+        Ok(answer) => answer,
+        Err(e) => return lost(e),
+    };
+    let status = answer.status().as_u16();
+    let headers = answer.headers().clone();
+    match answer.bytes().await {
+        Ok(body) => Sent::Answered(Response {
+            status,
+            headers,
+            body: body.to_vec(),
+        }),
+        // The status came but not the whole answer: treated as no answer,
+        // since the action can't read what the provider said.
+        Err(e) => lost(e),
+    }
+}

@@ -1,0 +1,287 @@
+//! HTTP connections (DESIGN.md section 4): resolved once at start, called by
+//! actions, each ending classified by `jadpo_core::call::classify`.
+//!
+//! - [`Connections::resolve`] reads every connection's `env()` and
+//!   `secret()` settings, reporting every missing or invalid one at once.
+//! - [`Connections::call`] sends a call with the connection's timeout and
+//!   its own `retry:` (resending `unavailable` and `rate_limited` endings
+//!   after a jittered wait that honours `Retry-After`, never past the run's
+//!   deadline), signs it when the connection has a `signing_secret:`, and
+//!   returns the action's result with the breaker's verdict, taken from the
+//!   last send.
+//! - A connection may be replaced by a [`Fake`] or a [`Recording`]: their
+//!   answers are classified the same way but carry no verdict, so they never
+//!   reach a breaker.
+//!
+//! Nothing here logs or prints a header value, a secret, a body or an
+//! interpolated path.
+
+mod call;
+mod double;
+mod http;
+mod resolve;
+pub mod signing;
+pub mod wire;
+
+pub use double::{Answer, Double, Fake, Received, Recording, RecordingError};
+pub use resolve::{HttpConnection, StartupError};
+pub use wire::{method_name, parse_retry_after, render_path, template_text};
+
+use jadpo_core::{CallVerdict, Failure};
+use jadpo_lang::{App, Method};
+use reqwest::header::HeaderMap;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// One call an action makes.
+#[derive(Clone)]
+pub struct CallRequest {
+    pub connection: String,
+    pub method: Method,
+    /// Interpolated and percent-encoded ([`render_path`]); appended to the
+    /// connection's base URL. Never logged.
+    pub path: String,
+    /// As written ([`template_text`]); what logs show.
+    pub path_template: String,
+    /// Sent as JSON.
+    pub body: Option<serde_json::Value>,
+    /// Sent as `Idempotency-Key`; makes a POST or PATCH safe to resend.
+    pub idempotency_key: Option<String>,
+    /// `webhook-id` when the connection signs: the same on every resend.
+    pub message_id: String,
+    /// `webhook-timestamp` when the connection signs, in unix seconds; also
+    /// "now" for a `Retry-After` date when the answer has no `Date`.
+    pub timestamp_s: i64,
+}
+
+impl fmt::Debug for CallRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallRequest")
+            .field("connection", &self.connection)
+            .field("method", &method_name(self.method))
+            .field("path_template", &self.path_template)
+            .field("body", &self.body.as_ref().map(|_| "<redacted>"))
+            .field("idempotency_key", &self.idempotency_key.as_ref().map(|_| "<redacted>"))
+            .field("message_id", &self.message_id)
+            .field("timestamp_s", &self.timestamp_s)
+            .finish()
+    }
+}
+
+/// A provider's answer. `Debug` shows the status, header names and the
+/// body's length only.
+#[derive(Clone, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_slice(&self.body)
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.keys().map(|k| k.as_str()).collect();
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("headers", &names)
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
+}
+
+/// How a call ended, with everything its sends did.
+#[derive(Clone, Debug)]
+pub struct CallOutcome {
+    /// A 2xx answer, or the failure for the action (its `retry_after` set
+    /// from the last answer's `Retry-After` for 429, 408 and 5xx).
+    pub result: Result<Response, Failure>,
+    /// For the connection's breaker: how the last send that ended on its own
+    /// ended. `None` when a fake or a recording answered, when nothing was
+    /// sent, or when the run's deadline cut the only send short.
+    pub verdict: Option<CallVerdict>,
+    /// Requests sent, the first included.
+    pub sends: u32,
+    /// The last answer's status, if one came.
+    pub status: Option<u16>,
+    /// The waits taken between sends, in order.
+    pub waits: Vec<Duration>,
+    /// The wait the call's retry drew and did not take because it would have
+    /// passed the run's deadline.
+    pub skipped_wait: Option<Duration>,
+}
+
+impl CallOutcome {
+    fn failed(failure: Failure) -> CallOutcome {
+        CallOutcome {
+            result: Err(failure),
+            verdict: None,
+            sends: 0,
+            status: None,
+            waits: Vec::new(),
+            skipped_wait: None,
+        }
+    }
+}
+
+/// How one send ended, before classification.
+pub(crate) enum Sent {
+    Answered(Response),
+    /// Never left: DNS, refused, reset before sending.
+    NeverLeft,
+    /// Sent, and no answer within the connection's timeout.
+    NoAnswer,
+    /// Sent, and the connection broke before a whole answer came.
+    Lost,
+    /// The run's deadline came first.
+    CutByDeadline,
+    /// A defect: the request couldn't be built, or a recording has no
+    /// answer for it.
+    Defect(Failure),
+}
+
+enum Endpoint {
+    Http(HttpConnection),
+    Double { double: Double, attempts: u32 },
+}
+
+impl Endpoint {
+    fn attempts(&self) -> u32 {
+        match self {
+            Endpoint::Http(conn) => conn.attempts,
+            Endpoint::Double { attempts, .. } => *attempts,
+        }
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Http(conn) => conn.fmt(f),
+            Endpoint::Double { double, .. } => double.fmt(f),
+        }
+    }
+}
+
+/// Every connection of an app, resolved, sharing one HTTP client. Cheap to
+/// share behind an `Arc`; `call` takes `&self`.
+pub struct Connections {
+    client: reqwest::Client,
+    endpoints: BTreeMap<String, Endpoint>,
+}
+
+impl fmt::Debug for Connections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.endpoints.iter()).finish()
+    }
+}
+
+/// [`Connections::replace`] was given a name the app doesn't declare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownConnection(pub String);
+
+impl fmt::Display for UnknownConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no connection is named `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownConnection {}
+
+impl Connections {
+    /// Resolves every connection of `app`, reading `env("X")` and
+    /// `secret("X")` through `env`. Every problem is reported at once.
+    pub fn resolve(app: &App, env: impl Fn(&str) -> Option<String>) -> Result<Connections, Vec<StartupError>> {
+        Connections::resolve_with_doubles(app, env, Vec::<(String, Double)>::new())
+    }
+
+    /// As [`Connections::resolve`], with some connections replaced by
+    /// doubles from the start: their settings are not read, so a test needs
+    /// no environment for a connection it fakes.
+    pub fn resolve_with_doubles(
+        app: &App,
+        env: impl Fn(&str) -> Option<String>,
+        doubles: impl IntoIterator<Item = (String, Double)>,
+    ) -> Result<Connections, Vec<StartupError>> {
+        let mut doubles: BTreeMap<String, Double> = doubles.into_iter().collect();
+        let mut errors = Vec::new();
+        for name in doubles.keys() {
+            if !app.connections.contains_key(name) {
+                errors.push(StartupError::new(
+                    "connection.double_unknown",
+                    name,
+                    format!("a double replaces `{name}`, but the app declares no such connection"),
+                ));
+            }
+        }
+        let mut endpoints = BTreeMap::new();
+        for (name, conn) in &app.connections {
+            let endpoint = match doubles.remove(name) {
+                Some(double) => Endpoint::Double {
+                    double,
+                    attempts: conn.attempts.max(1),
+                },
+                None => match resolve::resolve_http(conn, &env, &mut errors) {
+                    Some(resolved) => Endpoint::Http(resolved),
+                    None => continue,
+                },
+            };
+            endpoints.insert(name.clone(), endpoint);
+        }
+        let client = match http::client() {
+            Ok(client) => Some(client),
+            Err(e) => {
+                errors.push(StartupError::new(
+                    "connection.client_failed",
+                    "",
+                    format!("the HTTP client could not start: {e}"),
+                ));
+                None
+            }
+        };
+        match client {
+            Some(client) if errors.is_empty() => Ok(Connections { client, endpoints }),
+            _ => Err(errors),
+        }
+    }
+
+    /// Replaces a connection's driver with a fake or a recording, for a
+    /// user's tests and the embedded API. The connection keeps its
+    /// `retry:`; its calls no longer reach any breaker.
+    pub fn replace(&mut self, name: &str, double: impl Into<Double>) -> Result<(), UnknownConnection> {
+        let endpoint = self
+            .endpoints
+            .get_mut(name)
+            .ok_or_else(|| UnknownConnection(name.to_owned()))?;
+        let attempts = endpoint.attempts();
+        *endpoint = Endpoint::Double {
+            double: double.into(),
+            attempts,
+        };
+        Ok(())
+    }
+
+    /// The connections' names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.endpoints.keys().map(String::as_str)
+    }
+
+    /// The resolved connection, when its real driver answers its calls.
+    pub fn http(&self, name: &str) -> Option<&HttpConnection> {
+        match self.endpoints.get(name)? {
+            Endpoint::Http(conn) => Some(conn),
+            Endpoint::Double { .. } => None,
+        }
+    }
+
+    /// Whether a fake or a recording answers this connection's calls.
+    pub fn is_double(&self, name: &str) -> bool {
+        matches!(self.endpoints.get(name), Some(Endpoint::Double { .. }))
+    }
+}
