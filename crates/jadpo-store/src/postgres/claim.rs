@@ -58,12 +58,8 @@ const OPEN_BREAKERS: &str = concat!(
     " FROM jadpo_circuit_breakers WHERE state <> 'closed'"
 );
 
-pub(crate) async fn claim(
-    tx: &Transaction<'_>,
-    req: &ClaimRequest<'_>,
-) -> Result<ClaimReport, Abort> {
-    let (claim, open) =
-        tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
+pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
+    let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
     let now = rows::ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
@@ -87,9 +83,7 @@ pub(crate) async fn claim(
     let mut breakers = Breakers::new(rows::breakers(&open)?);
     // Each claim of a row issues the token after the last one it had, so a
     // token never repeats for a row.
-    let plan = plan::claim(candidates, &mut breakers, req, |d| {
-        LeaseToken(tokens[&d.id] + 1)
-    });
+    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
     let mut writes = DeliveryWrites::default();
     for d in &plan.deliveries {
         writes.push(d, tokens[&d.id]);

@@ -43,10 +43,7 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
 ON CONFLICT (subscriber, event_id) DO NOTHING";
 
 /// Locked rows by id, each with its stored lease token.
-pub(crate) async fn lock(
-    tx: &Transaction<'_>,
-    ids: &[i64],
-) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
+pub(crate) async fn lock(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
     let stmt = tx.prepare_cached(LOCK_BY_ID).await?;
     let found = tx.query(&stmt, &[&ids]).await?;
     found
@@ -105,11 +102,7 @@ pub(crate) async fn finish_batch(
         };
         let p = plan::finish(d, &mut breakers, f, policy);
         if p.handled {
-            handled.push((
-                p.delivery.subscriber.clone(),
-                p.delivery.event_id.0,
-                rows::ms(f.now),
-            ));
+            handled.push((p.delivery.subscriber.clone(), p.delivery.event_id.0, rows::ms(f.now)));
         }
         for c in p.release {
             if !closed.iter().any(|(seen, _, _)| *seen == c) {
@@ -164,11 +157,8 @@ async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Re
         .map(|a| a.failure.as_ref().map(|f| f.kind.as_str()))
         .collect();
     let stmt = tx.prepare_cached(INSERT_ATTEMPTS).await?;
-    tx.execute(
-        &stmt,
-        &[&delivery, &attempt, &started, &ended, &state, &code, &kind],
-    )
-    .await?;
+    tx.execute(&stmt, &[&delivery, &attempt, &started, &ended, &state, &code, &kind])
+        .await?;
     Ok(())
 }
 

@@ -41,6 +41,7 @@ use crate::Store;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,6 +92,8 @@ struct Inner {
     pool: Pool,
     policy: BreakerPolicy,
     op_timeout: Duration,
+    /// Transactions redone because another process moved a breaker.
+    redone: AtomicU64,
     /// Whatever must live as long as the store (a test's schema).
     _guard: Option<Arc<dyn Send + Sync>>,
 }
@@ -148,9 +151,8 @@ pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> String {
 /// Deadlocks and serialization failures are worth redoing like a conflict.
 fn retryable(e: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
-        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-    })
+    e.code()
+        .is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
 }
 
 /// Runs `$body` (an expression using the transaction `$tx` and giving
@@ -216,10 +218,7 @@ impl PgStore {
             config.application_name("jadpo");
         }
         if let Some(schema) = &options.schema {
-            if !schema
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
+            if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(StoreError::Unavailable(format!(
                     "schema name {schema:?}: only letters, digits and _"
                 )));
@@ -253,6 +252,7 @@ impl PgStore {
                 pool,
                 policy: options.policy,
                 op_timeout: options.op_timeout,
+                redone: AtomicU64::new(0),
                 _guard: None,
             }),
         })
@@ -260,8 +260,7 @@ impl PgStore {
 
     /// Keeps `guard` alive as long as any clone of this store.
     pub(crate) fn with_guard(self, guard: Arc<dyn Send + Sync>) -> PgStore {
-        let inner =
-            Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("a fresh store has no clones"));
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("a fresh store has no clones"));
         PgStore {
             inner: Arc::new(Inner {
                 _guard: Some(guard),
@@ -284,6 +283,13 @@ impl PgStore {
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL connection: {}", reason(&e))))
     }
 
+    /// How many transactions this store redid from the start because
+    /// another process changed a breaker (or a deadlock) meanwhile: a
+    /// measure of contention.
+    pub fn redone(&self) -> u64 {
+        self.inner.redone.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn op_timeout(&self) -> Duration {
         self.inner.op_timeout
     }
@@ -297,21 +303,15 @@ impl PgStore {
         tries: u32,
     ) -> Option<Result<T, StoreError>> {
         let again = |why: &str| {
-            (tries >= MAX_TRIES).then(|| {
-                Err(StoreError::Unavailable(format!(
-                    "{why}: gave up after {tries} tries"
-                )))
-            })
+            self.inner.redone.fetch_add(1, Ordering::Relaxed);
+            (tries >= MAX_TRIES).then(|| Err(StoreError::Unavailable(format!("{why}: gave up after {tries} tries"))))
         };
         match result {
             Ok(Ok(value)) => Some(Ok(value)),
             Ok(Err(Abort::Store(e))) => Some(Err(e)),
             Ok(Err(Abort::Conflict)) => again("breaker contention"),
             Ok(Err(Abort::Db(e))) if retryable(&e) => again(&reason(&e)),
-            Ok(Err(Abort::Db(e))) => Some(Err(StoreError::Unavailable(format!(
-                "PostgreSQL: {}",
-                reason(&e)
-            )))),
+            Ok(Err(Abort::Db(e))) => Some(Err(StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))),
             Err(_) => {
                 // The statement may still be running or its answer half
                 // read: this connection is not fit to be reused.
@@ -368,19 +368,11 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         in_transaction!(self, |tx| {
-            finish::set_aside(&tx, id, token, |d| {
-                jadpo_core::claim::hold_claimed(d, connection, now)
-            })
-            .await
+            finish::set_aside(&tx, id, token, |d| jadpo_core::claim::hold_claimed(d, connection, now)).await
         })
     }
 
-    async fn give_back(
-        &self,
-        id: DeliveryId,
-        token: LeaseToken,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
+    async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
         in_transaction!(self, |tx| {
             finish::set_aside(&tx, id, token, |d| jadpo_core::claim::give_back(d, now)).await
         })
@@ -391,10 +383,7 @@ impl Store for PgStore {
         results.pop().expect("one result per finish")
     }
 
-    async fn finish_batch(
-        &self,
-        batch: &[Finish],
-    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+    async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         assert!(
             batch.len() <= MAX_BATCH,
             "finish of {} rows: at most {MAX_BATCH}",
@@ -411,11 +400,7 @@ impl Store for PgStore {
         in_transaction!(self, |tx| sweep::sweep(&tx, now, wake_lease).await)
     }
 
-    async fn retry(
-        &self,
-        due: &[(DeliveryId, Timestamp)],
-        now: Timestamp,
-    ) -> Result<Vec<DeliveryId>, StoreError> {
+    async fn retry(&self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
         assert!(
             due.len() <= MAX_BATCH,
             "retry of {} rows: at most {MAX_BATCH}",
@@ -448,10 +433,7 @@ impl Store for PgStore {
     }
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
-        assert!(
-            batch <= MAX_BATCH,
-            "prune of {batch} rows: at most {MAX_BATCH}"
-        );
+        assert!(batch <= MAX_BATCH, "prune of {batch} rows: at most {MAX_BATCH}");
         if batch == 0 {
             return Ok(0);
         }

@@ -46,11 +46,7 @@ pub async fn emit_in(
 }
 
 /// The store's own emit, with its statements prepared once per connection.
-pub(crate) async fn emit(
-    tx: &Transaction<'_>,
-    events: &[NewEvent],
-    now: Timestamp,
-) -> Result<Vec<Emitted>, Abort> {
+pub(crate) async fn emit(tx: &Transaction<'_>, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
     let (next, insert) = tokio::try_join!(tx.prepare_cached(NEXT_IDS), tx.prepare_cached(INSERT))?;
     Ok(emit_with(tx, &next, &insert, events, now).await?)
 }
@@ -69,9 +65,7 @@ async fn emit_with<S: ?Sized + ToStatement + Sync>(
         // At least one event per chunk, however many subscribers it has.
         let mut take = 0;
         let mut rows_in_chunk = 0;
-        while take < rest.len()
-            && (take == 0 || rows_in_chunk + rest[take].subscribers.len() + 1 <= EMIT_CHUNK)
-        {
+        while take < rest.len() && (take == 0 || rows_in_chunk + rest[take].subscribers.len() + 1 <= EMIT_CHUNK) {
             rows_in_chunk += rest[take].subscribers.len() + 1;
             take += 1;
         }
@@ -118,16 +112,9 @@ async fn emit_with<S: ?Sized + ToStatement + Sync>(
     Ok(emitted)
 }
 
-const DELIVERY: &str = concat!(
-    "SELECT ",
-    delivery_columns!(),
-    " FROM jadpo_deliveries WHERE id = $1"
-);
+const DELIVERY: &str = concat!("SELECT ", delivery_columns!(), " FROM jadpo_deliveries WHERE id = $1");
 
-pub(crate) async fn delivery(
-    tx: &Transaction<'_>,
-    id: DeliveryId,
-) -> Result<Option<Delivery>, Abort> {
+pub(crate) async fn delivery(tx: &Transaction<'_>, id: DeliveryId) -> Result<Option<Delivery>, Abort> {
     let stmt = tx.prepare_cached(DELIVERY).await?;
     match tx.query_opt(&stmt, &[&id.0]).await? {
         Some(row) => Ok(Some(rows::delivery(&row)?.0)),
@@ -138,10 +125,7 @@ pub(crate) async fn delivery(
 /// Newest first. Only the filters given become conditions, so each shape of
 /// filter gets a plan of its own (`jadpo_deliveries_subscriber`,
 /// `jadpo_deliveries_event`, `jadpo_deliveries_held`, or the primary key).
-pub(crate) async fn list(
-    tx: &Transaction<'_>,
-    filter: &DeliveryFilter,
-) -> Result<Vec<Delivery>, Abort> {
+pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut sql = String::from(concat!(
         "SELECT ",
         delivery_columns!(),
@@ -165,10 +149,7 @@ pub(crate) async fn list(
     }
     if let Some(c) = &filter.connection {
         params.push(c);
-        sql.push_str(&format!(
-            " AND state = 'held' AND held_connection = ${}",
-            params.len()
-        ));
+        sql.push_str(&format!(" AND state = 'held' AND held_connection = ${}", params.len()));
     }
     sql.push_str(" ORDER BY id DESC");
     if let Some(n) = &limit {
@@ -184,10 +165,7 @@ const ATTEMPTS: &str = "
 SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind
 FROM jadpo_attempts WHERE delivery_id = $1 ORDER BY id";
 
-pub(crate) async fn attempts(
-    tx: &Transaction<'_>,
-    id: DeliveryId,
-) -> Result<Vec<AttemptRecord>, Abort> {
+pub(crate) async fn attempts(tx: &Transaction<'_>, id: DeliveryId) -> Result<Vec<AttemptRecord>, Abort> {
     let stmt = tx.prepare_cached(ATTEMPTS).await?;
     let found = tx.query(&stmt, &[&id.0]).await?;
     found

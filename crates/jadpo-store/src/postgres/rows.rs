@@ -8,8 +8,7 @@ use crate::types::*;
 use deadpool_postgres::Transaction;
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
 use jadpo_core::{
-    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease,
-    LeaseToken, Timestamp,
+    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
 };
 use std::time::Duration;
 use tokio_postgres::Row;
@@ -37,9 +36,7 @@ macro_rules! breaker_columns {
 pub(crate) use breaker_columns;
 
 fn corrupt(what: &str, value: &str) -> Abort {
-    Abort::Store(StoreError::Unavailable(format!(
-        "unreadable row: {what} {value:?}"
-    )))
+    Abort::Store(StoreError::Unavailable(format!("unreadable row: {what} {value:?}")))
 }
 
 pub(crate) fn ms(t: Timestamp) -> i64 {
@@ -58,10 +55,7 @@ fn at(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
 }
 
-pub(crate) fn failure(
-    code: Option<String>,
-    kind: Option<String>,
-) -> Result<Option<FailureRecord>, Abort> {
+pub(crate) fn failure(code: Option<String>, kind: Option<String>) -> Result<Option<FailureRecord>, Abort> {
     match (code, kind) {
         (Some(code), Some(kind)) => {
             let kind = FailureKind::parse(&kind).ok_or_else(|| corrupt("failure kind", &kind))?;
@@ -80,10 +74,7 @@ pub(crate) fn state(s: &str) -> Result<DeliveryState, Abort> {
 /// issue the one after it.
 pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
     let token: i64 = row.try_get(9)?;
-    let lease = match (
-        row.try_get::<_, Option<String>>(8)?,
-        row.try_get::<_, Option<i64>>(10)?,
-    ) {
+    let lease = match (row.try_get::<_, Option<String>>(8)?, row.try_get::<_, Option<i64>>(10)?) {
         (Some(owner), Some(until)) => Some(Lease {
             owner,
             token: LeaseToken(token),
@@ -122,10 +113,7 @@ pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
 
 pub(crate) fn breaker(row: &Row) -> Result<Breaker, Abort> {
     let state_text: &str = row.try_get(1)?;
-    let probe = match (
-        row.try_get::<_, Option<i64>>(6)?,
-        row.try_get::<_, Option<i64>>(7)?,
-    ) {
+    let probe = match (row.try_get::<_, Option<i64>>(6)?, row.try_get::<_, Option<i64>>(7)?) {
         (Some(delivery), Some(until)) => Some(Probe {
             delivery: DeliveryId(delivery),
             until: Timestamp::from_millis(until),
@@ -134,8 +122,7 @@ pub(crate) fn breaker(row: &Row) -> Result<Breaker, Abort> {
     };
     Ok(Breaker {
         connection: row.try_get(0)?,
-        state: BreakerState::parse(state_text)
-            .ok_or_else(|| corrupt("breaker state", state_text))?,
+        state: BreakerState::parse(state_text).ok_or_else(|| corrupt("breaker state", state_text))?,
         consecutive_unavailable: u32::try_from(row.try_get::<_, i32>(2)?).unwrap_or(0),
         opened_at: at(row.try_get(3)?),
         outage_since: at(row.try_get(4)?),
@@ -191,20 +178,15 @@ impl<'a> DeliveryWrites<'a> {
     pub fn push(&mut self, d: &'a Delivery, token: i64) {
         self.id.push(d.id.0);
         self.state.push(d.state.as_str());
-        self.attempts
-            .push(i32::try_from(d.attempts).unwrap_or(i32::MAX));
+        self.attempts.push(i32::try_from(d.attempts).unwrap_or(i32::MAX));
         self.due_at.push(ms(d.due_at));
         self.budget_from.push(ms(d.budget_from));
         self.held_for_ms.push(duration_ms(d.held_for));
-        self.lease_owner
-            .push(d.lease.as_ref().map(|l| l.owner.as_str()));
-        self.lease_token
-            .push(d.lease.as_ref().map_or(token, |l| l.token.0));
+        self.lease_owner.push(d.lease.as_ref().map(|l| l.owner.as_str()));
+        self.lease_token.push(d.lease.as_ref().map_or(token, |l| l.token.0));
         self.lease_until.push(d.lease.as_ref().map(|l| ms(l.until)));
-        self.code
-            .push(d.last_failure.as_ref().map(|f| f.code.as_str()));
-        self.kind
-            .push(d.last_failure.as_ref().map(|f| f.kind.as_str()));
+        self.code.push(d.last_failure.as_ref().map(|f| f.code.as_str()));
+        self.kind.push(d.last_failure.as_ref().map(|f| f.kind.as_str()));
         self.held_connection
             .push(d.held.as_ref().map(|h| h.connection.as_str()));
         self.held_since.push(d.held.as_ref().map(|h| ms(h.since)));
@@ -267,10 +249,7 @@ WHERE connection = $1 AND version = $11";
 /// still absent). Any that moved meanwhile: [`Abort::Conflict`], so the
 /// caller rolls back and redoes the whole method. The writes come sorted by
 /// connection, so two transactions lock breaker rows in the same order.
-pub(crate) async fn write_breakers(
-    tx: &Transaction<'_>,
-    writes: &[BreakerWrite],
-) -> Result<(), Abort> {
+pub(crate) async fn write_breakers(tx: &Transaction<'_>, writes: &[BreakerWrite]) -> Result<(), Abort> {
     for w in writes {
         let b = &w.breaker;
         let consecutive = i32::try_from(b.consecutive_unavailable).unwrap_or(i32::MAX);

@@ -10,11 +10,7 @@ use jadpo_core::{DeliveryId, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-const ALL_BREAKERS: &str = concat!(
-    "SELECT ",
-    breaker_columns!(),
-    " FROM jadpo_circuit_breakers"
-);
+const ALL_BREAKERS: &str = concat!("SELECT ", breaker_columns!(), " FROM jadpo_circuit_breakers");
 
 /// For each connection holding deliveries: how many, and the one held
 /// longest (the next probe), both from `jadpo_deliveries_held`.
@@ -40,15 +36,8 @@ const INSERT_ALERTS: &str = "
 INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
 SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])";
 
-pub(crate) async fn sweep(
-    tx: &Transaction<'_>,
-    now: Timestamp,
-    wake_lease: Duration,
-) -> Result<SweepReport, Abort> {
-    let (all, summary) = tokio::try_join!(
-        tx.prepare_cached(ALL_BREAKERS),
-        tx.prepare_cached(HELD_SUMMARY)
-    )?;
+pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Abort> {
+    let (all, summary) = tokio::try_join!(tx.prepare_cached(ALL_BREAKERS), tx.prepare_cached(HELD_SUMMARY))?;
     let (read, summary) = tokio::try_join!(tx.query(&all, &[]), tx.query(&summary, &[]))?;
     let mut held = BTreeMap::new();
     for r in &summary {
@@ -77,28 +66,15 @@ pub(crate) async fn sweep(
         }
     }
     let release: Vec<(&str, Timestamp)> = plan.release.iter().map(|c| (c.as_str(), now)).collect();
-    let released = rows::release(tx, &release)
-        .await?
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
+    let released = rows::release(tx, &release).await?.iter().map(|(_, n)| n).sum();
     if !plan.alerts.is_empty() {
         let connection: Vec<&str> = plan.alerts.iter().map(|a| a.connection.as_str()).collect();
         let since: Vec<i64> = plan.alerts.iter().map(|a| rows::ms(a.since)).collect();
         let count: Vec<i64> = plan.alerts.iter().map(|a| a.held as i64).collect();
         let raised: Vec<i64> = vec![rows::ms(now); plan.alerts.len()];
         let stmt = tx.prepare_cached(INSERT_ALERTS).await?;
-        tx.execute(
-            &stmt,
-            &[
-                &jadpo_core::Alert::NAME,
-                &connection,
-                &since,
-                &count,
-                &raised,
-            ],
-        )
-        .await?;
+        tx.execute(&stmt, &[&jadpo_core::Alert::NAME, &connection, &since, &count, &raised])
+            .await?;
     }
     Ok(SweepReport {
         woken: plan.wake,
@@ -119,10 +95,7 @@ pub(crate) async fn retry(
     let mut current = lock(tx, &ids).await?;
     let mut retried = Vec::new();
     for &(id, due_at) in due {
-        if let Some((d, _)) = current
-            .get_mut(&id)
-            .filter(|(d, _)| d.retryable_by_operator())
-        {
+        if let Some((d, _)) = current.get_mut(&id).filter(|(d, _)| d.retryable_by_operator()) {
             d.operator_retry(due_at, now);
             retried.push(id);
         }
@@ -164,15 +137,9 @@ DELETE FROM jadpo_events AS e
 WHERE e.id = ANY($1) AND e.emitted_at < $2
   AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d WHERE d.event_id = e.id)";
 
-pub(crate) async fn prune(
-    tx: &Transaction<'_>,
-    before: Timestamp,
-    batch: usize,
-) -> Result<usize, Abort> {
+pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let stmt = tx.prepare_cached(PRUNE).await?;
-    let row = tx
-        .query_one(&stmt, &[&rows::ms(before), &(batch as i64)])
-        .await?;
+    let row = tx.query_one(&stmt, &[&rows::ms(before), &(batch as i64)]).await?;
     let deleted: i64 = row.try_get(0)?;
     let events: Vec<i64> = row.try_get(1)?;
     if !events.is_empty() {

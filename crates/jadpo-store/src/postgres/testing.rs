@@ -70,9 +70,7 @@ impl TestSchema {
             }
         };
         drop_stale(&client).await;
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let name = format!("jadpo_t_{secs}_{:08x}", rand::random::<u32>());
         client
             .batch_execute(&format!("CREATE SCHEMA {name}"))
@@ -99,11 +97,7 @@ impl TestSchema {
     }
 
     /// A migrated store on this schema through another URL (a proxy).
-    pub async fn store_at(
-        self: &Arc<Self>,
-        url: &str,
-        options: Options,
-    ) -> Result<PgStore, crate::StoreError> {
+    pub async fn store_at(self: &Arc<Self>, url: &str, options: Options) -> Result<PgStore, crate::StoreError> {
         let options = Options {
             schema: Some(self.name.clone()),
             ..options
@@ -112,9 +106,7 @@ impl TestSchema {
         let sep = if url.contains('?') { '&' } else { '?' };
         let url = format!("{url}{sep}application_name={}", self.name);
         let guard: Arc<dyn Send + Sync> = self.clone();
-        PgStore::connect(&url, options)
-            .await
-            .map(|s| s.with_guard(guard))
+        PgStore::connect(&url, options).await.map(|s| s.with_guard(guard))
     }
 
     /// A plain connection with this schema first on its `search_path`, for
@@ -194,9 +186,7 @@ async fn drop_stale(client: &tokio_postgres::Client) {
     else {
         return;
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     for row in rows {
         let name: String = row.get(0);
         let secs = name

@@ -1,0 +1,304 @@
+//! Store faults for real: a TCP proxy between the store and PostgreSQL is
+//! cut (every connection dropped, new ones closed at once), stalled, or cut
+//! just as a transaction's COMMIT goes out. The store answers
+//! `Unavailable`, nothing is half-written, and once the proxy is back the
+//! same store value works again.
+
+use jadpo_core::{DeliveryState, Outcome};
+use jadpo_store::conformance::{at, routes, LEASE};
+use jadpo_store::postgres::testing::TestSchema;
+use jadpo_store::postgres::{Options, PgStore};
+use jadpo_store::{ClaimRequest, Finish, NewEvent, Store, StoreError};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+const UP: u8 = 0;
+/// Connections dropped; new ones accepted and closed at once.
+const DOWN: u8 = 1;
+/// Bytes stop flowing both ways; nothing is closed.
+const STALLED: u8 = 2;
+/// Up, but the first client message carrying COMMIT cuts everything
+/// instead of going through.
+const CUT_AT_COMMIT: u8 = 3;
+
+struct Proxy {
+    port: u16,
+    mode: Arc<AtomicU8>,
+    relays: Arc<Mutex<Vec<AbortHandle>>>,
+    upstream: String,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = Proxy {
+            port: listener.local_addr().unwrap().port(),
+            mode: Arc::new(AtomicU8::new(UP)),
+            relays: Arc::new(Mutex::new(Vec::new())),
+            upstream,
+        };
+        let (mode, relays, upstream) = (proxy.mode.clone(), proxy.relays.clone(), proxy.upstream.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if mode.load(Ordering::SeqCst) == DOWN {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                let up = tokio::spawn(pump(cr, sw, mode.clone(), relays.clone(), true));
+                let down = tokio::spawn(pump(sr, cw, mode.clone(), relays.clone(), false));
+                relays.lock().unwrap().extend([up.abort_handle(), down.abort_handle()]);
+            }
+        });
+        proxy
+    }
+
+    fn url(&self, schema: &TestSchema) -> String {
+        let base: tokio_postgres::Config = schema.url().parse().unwrap();
+        let user = base.get_user().unwrap_or("postgres");
+        let db = base.get_dbname().unwrap_or("test");
+        format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+        if mode == DOWN {
+            cut(&self.relays);
+        }
+    }
+}
+
+fn cut(relays: &Mutex<Vec<AbortHandle>>) {
+    for r in relays.lock().unwrap().drain(..) {
+        r.abort();
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mode: Arc<AtomicU8>,
+    relays: Arc<Mutex<Vec<AbortHandle>>>,
+    client_to_server: bool,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        while mode.load(Ordering::SeqCst) == STALLED {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let Ok(n) = from.read(&mut buf).await else { return };
+        if n == 0 {
+            return;
+        }
+        while mode.load(Ordering::SeqCst) == STALLED {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if client_to_server
+            && mode.load(Ordering::SeqCst) == CUT_AT_COMMIT
+            && buf[..n].windows(6).any(|w| w == b"COMMIT")
+        {
+            mode.store(DOWN, Ordering::SeqCst);
+            cut(&relays);
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+struct Setup {
+    schema: Arc<TestSchema>,
+    proxy: Proxy,
+    store: PgStore,
+}
+
+async fn setup(op_timeout: Duration) -> Option<Setup> {
+    let schema = TestSchema::create().await?;
+    let upstream = {
+        let c: tokio_postgres::Config = schema.url().parse().unwrap();
+        let host = match &c.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            other => panic!("the fault tests need a TCP server, not {other:?}"),
+        };
+        format!("{host}:{}", c.get_ports().first().copied().unwrap_or(5432))
+    };
+    let proxy = Proxy::start(upstream).await;
+    let options = Options {
+        op_timeout,
+        connect_timeout: Duration::from_secs(2),
+        pool_size: 4,
+        ..Options::default()
+    };
+    let store = schema.store_at(&proxy.url(&schema), options).await.unwrap();
+    Some(Setup { schema, proxy, store })
+}
+
+fn events(n: usize) -> Vec<NewEvent> {
+    (0..n)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{i}"),
+            subscribers: vec!["log".into()],
+        })
+        .collect()
+}
+
+fn is_unavailable<T: std::fmt::Debug>(r: Result<T, StoreError>) -> String {
+    match r {
+        Err(StoreError::Unavailable(why)) => why,
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+/// Counts rows behind the proxy's back.
+async fn count(schema: &TestSchema, sql: &str) -> i64 {
+    schema.client().await.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
+    let Some(Setup { schema, proxy, store }) = setup(Duration::from_secs(10)).await else {
+        return;
+    };
+    let routes = routes();
+    let req = |now| ClaimRequest {
+        worker: "w",
+        routes: &routes,
+        now: at(now),
+        limit: 100,
+        lease: LEASE,
+    };
+
+    proxy.set(CUT_AT_COMMIT);
+    is_unavailable(store.emit(&events(100), at(0)).await);
+    assert_eq!(count(&schema, "SELECT count(*) FROM jadpo_events").await, 0);
+    proxy.set(UP);
+    store.emit(&events(100), at(0)).await.unwrap();
+
+    proxy.set(CUT_AT_COMMIT);
+    is_unavailable(store.claim(&req(1)).await);
+    let untouched = "SELECT count(*) FROM jadpo_deliveries WHERE state = 'due' AND attempts = 0 AND lease_token = 0";
+    assert_eq!(count(&schema, untouched).await, 100, "the claim left nothing behind");
+    proxy.set(UP);
+    let claimed = store.claim(&req(1)).await.unwrap().claimed;
+    assert_eq!(claimed.len(), 100);
+
+    let batch: Vec<Finish> = claimed
+        .iter()
+        .map(|c| Finish {
+            id: c.delivery.id,
+            token: c.token(),
+            outcome: Outcome::Succeeded,
+            calls: vec![],
+            probe_for: vec![],
+            started_at: at(1),
+            now: at(2),
+        })
+        .collect();
+    proxy.set(CUT_AT_COMMIT);
+    is_unavailable(store.finish_batch(&batch).await);
+    assert_eq!(
+        count(&schema, "SELECT count(*) FROM jadpo_deliveries WHERE state = 'running'").await,
+        100
+    );
+    assert_eq!(count(&schema, "SELECT count(*) FROM jadpo_attempts").await, 0);
+    assert_eq!(count(&schema, "SELECT count(*) FROM jadpo_handled").await, 0);
+    proxy.set(UP);
+    let results = store.finish_batch(&batch).await.unwrap();
+    assert!(results.iter().all(|r| r.is_ok()));
+    let d = store.delivery(claimed[0].delivery.id).await.unwrap().unwrap();
+    assert_eq!(d.state, DeliveryState::Succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_returns() {
+    let Some(Setup { proxy, store, .. }) = setup(Duration::from_secs(10)).await else {
+        return;
+    };
+    let routes = routes();
+    let req = ClaimRequest {
+        worker: "w",
+        routes: &routes,
+        now: at(1),
+        limit: 10,
+        lease: LEASE,
+    };
+    store.emit(&events(5), at(0)).await.unwrap();
+    proxy.set(DOWN);
+    let started = Instant::now();
+    let why = is_unavailable(store.claim(&req).await);
+    eprintln!("claim with the server gone: {why}");
+    is_unavailable(store.emit(&events(1), at(1)).await);
+    is_unavailable(store.sweep(at(1), LEASE).await);
+    is_unavailable(
+        store
+            .finish_batch(&[Finish {
+                id: jadpo_core::DeliveryId(1),
+                token: jadpo_core::LeaseToken(1),
+                outcome: Outcome::Succeeded,
+                calls: vec![],
+                probe_for: vec![],
+                started_at: at(1),
+                now: at(1),
+            }])
+            .await,
+    );
+    is_unavailable(store.delivery(jadpo_core::DeliveryId(1)).await);
+    is_unavailable(store.migrate().await);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no hang: {:?}",
+        started.elapsed()
+    );
+    proxy.set(UP);
+    assert_eq!(store.claim(&req).await.unwrap().claimed.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_answering_times_out_as_unavailable() {
+    let Some(Setup { schema, proxy, store }) = setup(Duration::from_millis(800)).await else {
+        return;
+    };
+    let routes = routes();
+    let req = ClaimRequest {
+        worker: "w",
+        routes: &routes,
+        now: at(1),
+        limit: 10,
+        lease: LEASE,
+    };
+    store.emit(&events(5), at(0)).await.unwrap();
+    proxy.set(STALLED);
+    let started = Instant::now();
+    let why = is_unavailable(store.claim(&req).await);
+    assert!(why.contains("did not answer"), "{why}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    proxy.set(UP);
+    // The stalled claim's connection was dropped; its transaction rolls back
+    // when the server notices. The next claim gets all five once it has.
+    let mut claimed = 0;
+    for _ in 0..50 {
+        claimed += store.claim(&req).await.unwrap().claimed.len();
+        if claimed == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(claimed, 5);
+    assert_eq!(
+        count(&schema, "SELECT count(*) FROM jadpo_deliveries WHERE attempts = 1").await,
+        5
+    );
+}

@@ -1,0 +1,394 @@
+//! What the PostgreSQL store adds to the conformance suite: URLs, racing
+//! migrations, emit inside the caller's transaction, and two processes
+//! (two pools) racing on one lease or one breaker.
+
+use jadpo_core::breaker::{BreakerState, CallVerdict};
+use jadpo_core::{DeliveryState, FailureKind, FailureRecord, Outcome};
+use jadpo_store::conformance::{at, emit, open_breaker, routes, LEASE};
+use jadpo_store::postgres::testing::TestSchema;
+use jadpo_store::postgres::{emit_in, Options, PgStore};
+use jadpo_store::{ClaimReport, ClaimRequest, DeliveryFilter, Finish, NewEvent, Store, StoreError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Barrier;
+
+fn unavailable(r: Result<PgStore, StoreError>) -> String {
+    match r {
+        Err(StoreError::Unavailable(why)) => why,
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+async fn claim(s: &PgStore, worker: &str, now: i64, limit: usize) -> ClaimReport {
+    let routes = routes();
+    let req = ClaimRequest {
+        worker,
+        routes: &routes,
+        now: at(now),
+        limit,
+        lease: LEASE,
+    };
+    s.claim(&req).await.unwrap()
+}
+
+fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
+    Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome,
+        calls: vec![],
+        probe_for: c.probe_for.clone(),
+        started_at: at(now),
+        now: at(now),
+    }
+}
+
+#[tokio::test]
+async fn bad_urls_and_unreachable_servers_are_unavailable_with_the_reason() {
+    let why = unavailable(PgStore::open("mysql://root@localhost/db").await);
+    assert!(why.contains("not a PostgreSQL URL"), "{why}");
+    let why = unavailable(PgStore::open("postgres://postgres@127.0.0.1:notaport/test").await);
+    assert!(why.contains("bad PostgreSQL URL"), "{why}");
+    let why = unavailable(
+        PgStore::lazy(
+            "postgres://x@y/z",
+            Options {
+                schema: Some("no; DROP".into()),
+                ..Options::default()
+            },
+        )
+        .map(|_| unreachable!()),
+    );
+    assert!(why.contains("schema name"), "{why}");
+    // Nothing listens on port 1: refused at once, well within the timeout.
+    let started = Instant::now();
+    let options = Options {
+        connect_timeout: Duration::from_secs(2),
+        ..Options::default()
+    };
+    let why = unavailable(PgStore::connect("postgresql://postgres@127.0.0.1:1/test", options).await);
+    assert!(why.contains("connection") || why.contains("refused"), "{why}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_migrating_at_once_apply_each_migration_once() {
+    for _ in 0..5 {
+        let Some(schema) = TestSchema::create().await else {
+            return;
+        };
+        let (a, b) = tokio::join!(schema.store(Options::default()), schema.store(Options::default()));
+        // And again, on a store already migrated: nothing to do.
+        let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+        ra.unwrap();
+        rb.unwrap();
+        let client = schema.client().await;
+        let rows = client
+            .query("SELECT version FROM jadpo_migrations ORDER BY version", &[])
+            .await
+            .unwrap();
+        let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(
+            versions,
+            (1..=jadpo_store::postgres::schema::LATEST).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_store_newer_than_this_build_is_refused() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let _store = schema.store(Options::default()).await;
+    let client = schema.client().await;
+    client
+        .execute("INSERT INTO jadpo_migrations VALUES (9999, 0)", &[])
+        .await
+        .unwrap();
+    let why = unavailable(schema.store_at(schema.url(), Options::default()).await);
+    assert!(why.contains("newer than this build"), "{why}");
+}
+
+#[tokio::test]
+async fn emit_in_the_callers_transaction_exists_only_if_it_commits() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let mut conn = store.connection().await.unwrap();
+    conn.batch_execute("CREATE TABLE app_orders (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let events = |n: usize| -> Vec<NewEvent> {
+        (0..n)
+            .map(|i| NewEvent {
+                name: "OrderPlaced".into(),
+                payload: format!("{{\"order\":{i}}}"),
+                subscribers: vec!["log".into(), "pay".into()],
+            })
+            .collect()
+    };
+
+    let tx = conn.transaction().await.unwrap();
+    tx.execute("INSERT INTO app_orders VALUES (1)", &[]).await.unwrap();
+    let rolled_back = emit_in(&tx, &events(3), at(0)).await.unwrap();
+    tx.rollback().await.unwrap();
+    for e in &rolled_back {
+        assert_eq!(store.event(e.event_id).await.unwrap(), None);
+        for id in &e.deliveries {
+            assert_eq!(store.delivery(*id).await.unwrap(), None);
+        }
+    }
+    assert!(claim(&store, "w", 0, 100).await.claimed.is_empty());
+
+    let tx = conn.transaction().await.unwrap();
+    tx.execute("INSERT INTO app_orders VALUES (2)", &[]).await.unwrap();
+    let committed = emit_in(&tx, &events(3), at(0)).await.unwrap();
+    tx.commit().await.unwrap();
+    let orders: i64 = conn
+        .query_one("SELECT count(*) FROM app_orders", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(orders, 1, "only the committed order");
+    assert_eq!(committed.len(), 3);
+    for e in &committed {
+        assert_eq!(e.deliveries.len(), 2);
+        assert!(store.event(e.event_id).await.unwrap().is_some());
+    }
+    assert_eq!(claim(&store, "w", 0, 100).await.claimed.len(), 6);
+}
+
+#[tokio::test]
+async fn a_large_emit_keeps_emit_order_across_statements() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    // 12,000 events of two deliveries: three statements' worth.
+    let events: Vec<NewEvent> = (0..12_000)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{i}"),
+            subscribers: vec!["log".into(), "log2".into()],
+        })
+        .collect();
+    let emitted = store.emit(&events, at(0)).await.unwrap();
+    let ids: Vec<i64> = emitted.iter().flat_map(|e| e.deliveries.iter().map(|d| d.0)).collect();
+    assert_eq!(ids.len(), 24_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase in emit order");
+    let last = store.event(emitted[11_999].event_id).await.unwrap().unwrap();
+    assert_eq!(last.payload, "11999");
+}
+
+/// A worker paused past its lease finishes at the very moment another
+/// worker's claim takes the delivery over, on two pools: exactly one of
+/// them wins, and the record shows that one's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_finish_racing_a_takeover_lets_exactly_one_win() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let a = schema.store(Options::default()).await;
+    let b = schema.store(Options::default()).await;
+    let failed = Outcome::Failed(FailureRecord::new("crm.rejected", FailureKind::Rejected));
+    let (mut late_won, mut takeover_won) = (0, 0);
+    for round in 0..40 {
+        let t = round * 1000;
+        let ids = emit(&a, "log", 1, t).await;
+        let first = claim(&a, "late", t, 1).await.claimed.remove(0);
+        let barrier = Arc::new(Barrier::new(2));
+        let (finished, taken) = tokio::join!(
+            async {
+                barrier.wait().await;
+                a.finish(&finish_of(&first, Outcome::Succeeded, t + 61)).await
+            },
+            async {
+                barrier.wait().await;
+                claim(&b, "new", t + 61, 1).await
+            }
+        );
+        let d = a.delivery(ids[0]).await.unwrap().unwrap();
+        match finished {
+            Ok(_) => {
+                late_won += 1;
+                assert!(taken.claimed.is_empty(), "round {round}: both won");
+                assert_eq!(d.state, DeliveryState::Succeeded);
+            }
+            Err(StoreError::LeaseLost(id)) => {
+                takeover_won += 1;
+                assert_eq!(id, ids[0]);
+                let second = &taken.claimed[0];
+                assert_eq!(second.delivery.attempts, 2);
+                assert_ne!(second.token(), first.token());
+                b.finish(&finish_of(second, failed.clone(), t + 62)).await.unwrap();
+                let d = a.delivery(ids[0]).await.unwrap().unwrap();
+                assert_eq!(d.state, DeliveryState::Failed, "the newer run's outcome");
+                assert_eq!(d.last_failure, failed.failure().cloned());
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    eprintln!("late finish won {late_won}, takeover won {takeover_won}");
+    assert_eq!(late_won + takeover_won, 40);
+}
+
+/// Two processes claim right after the pause: one probe between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_claiming_after_the_pause_send_one_probe() {
+    let mut redone = 0;
+    for round in 0..15 {
+        let Some(schema) = TestSchema::create().await else {
+            return;
+        };
+        let a = schema.store(Options::default()).await;
+        let b = schema.store(Options::default()).await;
+        open_breaker(&a, 0).await;
+        emit(&a, "pay", 10, 1).await;
+        let barrier = Arc::new(Barrier::new(2));
+        let (ra, rb) = tokio::join!(
+            async {
+                barrier.wait().await;
+                claim(&a, "a", 61, 4).await
+            },
+            async {
+                barrier.wait().await;
+                claim(&b, "b", 61, 4).await
+            }
+        );
+        let probes: Vec<_> = ra.claimed.iter().chain(&rb.claimed).collect();
+        assert_eq!(probes.len(), 1, "round {round}: {ra:?} {rb:?}");
+        assert_eq!(probes[0].probe_for, vec!["payments".to_string()]);
+        assert_eq!(ra.held.len() + rb.held.len(), 7);
+        let view = a.breakers().await.unwrap().remove(0);
+        redone += a.redone() + b.redone();
+        assert_eq!(view.breaker.state, BreakerState::Probing);
+        assert_eq!(view.breaker.probe.unwrap().delivery, probes[0].delivery.id);
+    }
+    eprintln!("claims redone after losing the probe race: {redone} of 15 rounds");
+}
+
+/// Two processes sweeping at once raise one alert, and wake one probe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_sweeping_at_once_raise_one_alert_and_wake_one_probe() {
+    let mut redone = 0;
+    for round in 0..15 {
+        let Some(schema) = TestSchema::create().await else {
+            return;
+        };
+        let a = schema.store(Options::default()).await;
+        let b = schema.store(Options::default()).await;
+        open_breaker(&a, 0).await;
+        emit(&a, "pay", 4, 0).await;
+        assert_eq!(claim(&a, "a", 0, 10).await.held.len(), 4);
+        for (now, what) in [(1, "alert"), (60, "wake")] {
+            let barrier = Arc::new(Barrier::new(2));
+            let (ra, rb) = tokio::join!(
+                async {
+                    barrier.wait().await;
+                    a.sweep(at(now), LEASE).await.unwrap()
+                },
+                async {
+                    barrier.wait().await;
+                    b.sweep(at(now), LEASE).await.unwrap()
+                }
+            );
+            match what {
+                "alert" => assert_eq!(ra.alerts.len() + rb.alerts.len(), 1, "round {round}"),
+                _ => assert_eq!(ra.woken.len() + rb.woken.len(), 1, "round {round}"),
+            }
+        }
+        let client = schema.client().await;
+        let alerts: i64 = client
+            .query_one("SELECT count(*) FROM jadpo_alerts", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(alerts, 1);
+        redone += a.redone() + b.redone();
+        let due = a
+            .list(&DeliveryFilter {
+                state: Some(DeliveryState::Due),
+                subscriber: Some("pay".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // The five that opened it are due again at 30 s; one held woke.
+        assert_eq!(due.len(), 6);
+    }
+    eprintln!("sweeps redone after losing the race: {redone} of 30 races");
+}
+
+/// Two processes record an unavailable call on the same closed breaker at
+/// once: both counts land (a lost update would leave one), because the
+/// second write finds the version moved and redoes its finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_finishes_on_one_breaker_both_count() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let a = schema.store(Options::default()).await;
+    let b = schema.store(Options::default()).await;
+    let gone = Outcome::Failed(FailureRecord::new("http.503", FailureKind::Rejected));
+    let mut redone = 0;
+    for round in 0..20 {
+        let t = round * 10;
+        emit(&a, "pay", 3, t).await;
+        let r = claim(&a, "w", t, 3).await;
+        assert_eq!(r.claimed.len(), 3, "round {round}");
+        let unavailable = |c, s: &PgStore| {
+            let mut f = finish_of(c, gone.clone(), t + 1);
+            f.calls = vec![("payments".to_string(), CallVerdict::Unavailable)];
+            let s = s.clone();
+            async move { s.finish(&f).await }
+        };
+        let barrier = Arc::new(Barrier::new(2));
+        let (fa, fb) = tokio::join!(
+            async {
+                barrier.wait().await;
+                unavailable(&r.claimed[0], &a).await
+            },
+            async {
+                barrier.wait().await;
+                unavailable(&r.claimed[1], &b).await
+            }
+        );
+        fa.unwrap();
+        fb.unwrap();
+        redone = a.redone() + b.redone();
+        let after = a.breakers().await.unwrap().remove(0).breaker;
+        assert_eq!(after.consecutive_unavailable, 2, "round {round}: both counted");
+        let mut f = finish_of(&r.claimed[2], Outcome::Succeeded, t + 2);
+        f.calls = vec![("payments".to_string(), CallVerdict::Answered)];
+        a.finish(&f).await.unwrap();
+        assert_eq!(a.breakers().await.unwrap()[0].breaker.consecutive_unavailable, 0);
+    }
+    eprintln!("finishes redone after losing the race: {redone} in 20 rounds");
+}
+
+#[tokio::test]
+async fn prune_deletes_the_events_left_without_deliveries() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let ids = emit(&store, "log", 3, 0).await;
+    let r = claim(&store, "w", 0, 3).await;
+    for c in &r.claimed {
+        store.finish(&finish_of(c, Outcome::Succeeded, 1)).await.unwrap();
+    }
+    let event = store.delivery(ids[0]).await.unwrap().unwrap().event_id;
+    assert_eq!(store.prune(at(100), 10).await.unwrap(), 3);
+    assert_eq!(store.event(event).await.unwrap(), None);
+    let client = schema.client().await;
+    for table in ["jadpo_events", "jadpo_deliveries", "jadpo_attempts", "jadpo_handled"] {
+        let n: i64 = client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "{table}");
+    }
+}
