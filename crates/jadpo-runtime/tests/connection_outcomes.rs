@@ -119,6 +119,23 @@ async fn refused_never_left() {
 }
 
 #[tokio::test]
+async fn a_connect_that_hangs_never_left() {
+    // A port that takes the TCP connection and never answers the TLS
+    // handshake: the connect hangs, and the POST never left, so it is
+    // `unavailable`, not `outcome_unknown`.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", silent.local_addr().unwrap());
+    let connections = resolve(&one_connection("    timeout: 400ms"), &url, &[]);
+    let started = tokio::time::Instant::now();
+    let out = call(&connections, post(json!({}))).await;
+    assert_eq!(code(&out), "http.never_left", "{out:?}");
+    assert_eq!(kind(&out), "unavailable");
+    assert_eq!(out.verdict, Some(Unavailable));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    drop(silent);
+}
+
+#[tokio::test]
 async fn timeout_after_sending_depends_on_idempotency() {
     let provider = TestProvider::start().await;
     let connections = resolve(&one_connection("    timeout: 300ms"), &provider.url(), &[]);

@@ -11,9 +11,16 @@ use tokio::time::Instant;
 
 /// The client every connection shares: rustls, no redirects followed (a
 /// redirect is an answer, `rejected`), connections pooled per host.
-pub(crate) fn client() -> reqwest::Result<reqwest::Client> {
+///
+/// Connecting (DNS, TCP, TLS) is cut at half the shortest connection
+/// timeout, before any send's own limit, so a connect that hangs ends as
+/// "never left" (`unavailable`, safe to resend) rather than as a timeout
+/// after sending, which for a POST would be `outcome_unknown`.
+pub(crate) fn client(shortest_timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    let connect = (shortest_timeout / 2).max(Duration::from_millis(50));
     reqwest::Client::builder()
         .use_rustls_tls()
+        .connect_timeout(connect)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("jadpo/", env!("CARGO_PKG_VERSION")))
         .build()

@@ -234,7 +234,15 @@ impl Connections {
             };
             endpoints.insert(name.clone(), endpoint);
         }
-        let client = match http::client() {
+        let shortest = endpoints
+            .values()
+            .filter_map(|e| match e {
+                Endpoint::Http(conn) => Some(conn.timeout),
+                Endpoint::Double { .. } => None,
+            })
+            .min()
+            .unwrap_or(jadpo_lang::Connection::DEFAULT_TIMEOUT);
+        let client = match http::client(shortest) {
             Ok(client) => Some(client),
             Err(e) => {
                 errors.push(StartupError::new(
