@@ -11,6 +11,7 @@ pub mod clock;
 pub mod connection;
 pub mod emit;
 pub mod engine;
+pub mod interpreter;
 mod log;
 pub mod provider;
 pub mod run;

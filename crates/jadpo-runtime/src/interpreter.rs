@@ -1,0 +1,374 @@
+//! Runs an app's actions: `call` and `run` statements in order, the first
+//! failure ending the run, and actions Rust code registered by name.
+//!
+//! An action may only call the connections it declares, itself or through
+//! the actions it runs; calling another is a defect (`internal_fault`). Every
+//! call through a real driver is written to the run's [`CallLog`] so the
+//! breakers count it; a fake's or a recording's answer is not.
+
+use crate::connection::{render_path, template_text, CallRequest, Connections, Response, StartupError};
+use crate::run::{Executor, RunContext, RunKind};
+use futures::future::BoxFuture;
+use jadpo_core::{Failure, FailureKind};
+use jadpo_lang::{ActionBody, App, Expr, Method, Run, Statement};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// A Rust action: its arguments by parameter name, and a handle to call the
+/// connections it `uses`.
+pub type RustAction =
+    Arc<dyn Fn(ActionArgs, ConnectionHandle) -> BoxFuture<'static, Result<(), Failure>> + Send + Sync>;
+
+/// The arguments of a Rust action's run.
+#[derive(Clone, Debug)]
+pub struct ActionArgs {
+    pub action: String,
+    pub args: BTreeMap<String, Value>,
+    pub ctx: RunContext,
+}
+
+/// Calls through the connections an action may use, counted for breakers.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    connections: Arc<Connections>,
+    allowed: BTreeSet<String>,
+    ctx: RunContext,
+    seq: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl ConnectionHandle {
+    /// Sends one call; a 2xx answer is `Ok`, anything else the failure the
+    /// outcome table gives it.
+    pub async fn call(
+        &self,
+        connection: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        idempotency_key: Option<String>,
+    ) -> Result<Response, Failure> {
+        self.send(
+            connection,
+            method,
+            path.to_owned(),
+            path.to_owned(),
+            body,
+            idempotency_key,
+        )
+        .await
+    }
+
+    async fn send(
+        &self,
+        connection: &str,
+        method: Method,
+        path: String,
+        path_template: String,
+        body: Option<Value>,
+        idempotency_key: Option<String>,
+    ) -> Result<Response, Failure> {
+        if !self.allowed.contains(connection) {
+            return Err(Failure::new("action.connection_undeclared", FailureKind::InternalFault)
+                .with_field("connection", connection));
+        }
+        let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The same on every resend and every attempt of this delivery's
+        // n-th call, so a receiver can drop duplicates.
+        let message_id = match self.ctx.kind {
+            RunKind::Delivery => format!("msg_{}_{n}", self.ctx.delivery.0),
+            RunKind::Schedule => format!("msg_{}_{}_{n}", self.ctx.subscriber, self.ctx.started_at.as_millis()),
+        };
+        let req = CallRequest {
+            connection: connection.to_owned(),
+            method,
+            path,
+            path_template,
+            body,
+            idempotency_key,
+            message_id,
+            // Receivers compare it with their wall clock: real time even
+            // under `--time-scale`.
+            timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
+        };
+        let counts = self.ctx.kind == RunKind::Delivery && !self.connections.is_double(connection);
+        if counts {
+            self.ctx.calls.started(connection);
+        }
+        let outcome = self.connections.call(req, self.ctx.deadline, rand::random()).await;
+        if counts {
+            // A send the run's limit cut short got no answer in the time it
+            // had: for the breaker, the provider was unavailable.
+            let cut = outcome.sends > 0 && matches!(&outcome.result, Err(f) if f.kind == FailureKind::DeadlineExceeded);
+            let verdict = if cut {
+                Some(jadpo_core::CallVerdict::Unavailable)
+            } else {
+                outcome.verdict
+            };
+            self.ctx.calls.ended(connection, verdict);
+        } else {
+            self.ctx.calls.ended(connection, None);
+        }
+        outcome.result
+    }
+}
+
+/// The executor of an app: its actions, with Rust actions registered by name.
+pub struct AppExecutor {
+    app: Arc<App>,
+    connections: Arc<Connections>,
+    rust: BTreeMap<String, RustAction>,
+    /// `env("X")` and `secret("X")` used in action bodies, read at start.
+    env: BTreeMap<String, String>,
+}
+
+impl AppExecutor {
+    /// Reads every `env()` and `secret()` the actions use; a missing one is
+    /// a start-up error, all reported at once.
+    pub fn new(
+        app: Arc<App>,
+        connections: Arc<Connections>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<AppExecutor, Vec<StartupError>> {
+        let mut names = BTreeSet::new();
+        for a in app.actions.values() {
+            if let ActionBody::Statements(stmts) = &a.body {
+                for s in stmts {
+                    match s {
+                        Statement::Call(c) => {
+                            c.body
+                                .iter()
+                                .chain(&c.idempotency_key)
+                                .for_each(|e| env_names(e, &mut names));
+                        }
+                        Statement::Run(r) => r.args.iter().for_each(|e| env_names(e, &mut names)),
+                    }
+                }
+            }
+        }
+        for r in app
+            .subscribers
+            .values()
+            .map(|s| &s.run)
+            .chain(app.schedules.values().map(|s| &s.run))
+        {
+            r.args.iter().for_each(|e| env_names(e, &mut names));
+        }
+        let mut values = BTreeMap::new();
+        let mut errors = Vec::new();
+        for n in names {
+            match env(&n) {
+                Some(v) => {
+                    values.insert(n, v);
+                }
+                None => errors.push(StartupError::new(
+                    "action.env_missing",
+                    "",
+                    format!("an action reads the environment variable `{n}`, which is not set"),
+                )),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(AppExecutor {
+            app,
+            connections,
+            rust: BTreeMap::new(),
+            env: values,
+        })
+    }
+
+    /// Supplies the body of an action declared with `uses` in the app.
+    pub fn register(&mut self, action: &str, f: RustAction) -> Result<(), String> {
+        match self.app.actions.get(action).map(|a| &a.body) {
+            Some(ActionBody::Uses(_)) => {
+                self.rust.insert(action.to_owned(), f);
+                Ok(())
+            }
+            Some(ActionBody::Statements(_)) => Err(format!(
+                "action `{action}` has a body in the app; only `uses` actions are supplied by Rust"
+            )),
+            None => Err(format!("the app declares no action `{action}`")),
+        }
+    }
+
+    /// The `uses` actions some subscriber or schedule runs that no Rust code
+    /// supplies: each would fail as a defect. Checked at start.
+    pub fn unregistered(&self) -> Vec<String> {
+        let mut missing = BTreeSet::new();
+        let roots = self
+            .app
+            .subscribers
+            .values()
+            .map(|s| &s.run)
+            .chain(self.app.schedules.values().map(|s| &s.run));
+        let mut stack: Vec<&str> = roots.map(|r| r.action.as_str()).collect();
+        let mut seen = BTreeSet::new();
+        while let Some(name) = stack.pop() {
+            if !seen.insert(name) {
+                continue;
+            }
+            match self.app.actions.get(name).map(|a| &a.body) {
+                Some(ActionBody::Uses(_)) if !self.rust.contains_key(name) => {
+                    missing.insert(name.to_owned());
+                }
+                Some(ActionBody::Statements(stmts)) => {
+                    for s in stmts {
+                        if let Statement::Run(r) = s {
+                            stack.push(&r.action);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        missing.into_iter().collect()
+    }
+
+    fn target(&self, ctx: &RunContext) -> Result<&Run, Failure> {
+        let run = match ctx.kind {
+            RunKind::Delivery => self.app.subscribers.get(&ctx.subscriber).map(|s| &s.run),
+            RunKind::Schedule => self.app.schedules.get(&ctx.subscriber).map(|s| &s.run),
+        };
+        run.ok_or_else(|| Failure::new("subscriber.unknown", FailureKind::InternalFault))
+    }
+
+    fn bind(
+        &self,
+        run: &Run,
+        event: &Value,
+        params: &BTreeMap<String, Value>,
+    ) -> Result<BTreeMap<String, Value>, Failure> {
+        let action = self
+            .app
+            .actions
+            .get(&run.action)
+            .ok_or_else(|| Failure::new("action.unknown", FailureKind::InternalFault))?;
+        Ok(action
+            .params
+            .iter()
+            .zip(&run.args)
+            .map(|(p, e)| (p.name.clone(), self.eval(e, event, params)))
+            .collect())
+    }
+
+    fn eval(&self, e: &Expr, event: &Value, params: &BTreeMap<String, Value>) -> Value {
+        match e {
+            Expr::String(s) => Value::String(s.clone()),
+            Expr::Int(i) => Value::from(*i),
+            Expr::Float(f) => Value::from(*f),
+            Expr::Bool(b) => Value::Bool(*b),
+            Expr::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), self.eval(v, event, params)))
+                    .collect(),
+            ),
+            Expr::List(items) => Value::Array(items.iter().map(|v| self.eval(v, event, params)).collect()),
+            Expr::Event => event.clone(),
+            Expr::EventField(path) => path.iter().fold(event, |v, k| v.get(k).unwrap_or(&Value::Null)).clone(),
+            Expr::Param(p) => params.get(p).cloned().unwrap_or(Value::Null),
+            Expr::Env(n) | Expr::Secret(n) => Value::String(self.env.get(n).cloned().unwrap_or_default()),
+        }
+    }
+
+    fn exec<'a>(
+        &'a self,
+        action: &'a str,
+        args: BTreeMap<String, Value>,
+        ctx: &'a RunContext,
+        handle: &'a ConnectionHandle,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let a = self
+                .app
+                .actions
+                .get(action)
+                .ok_or_else(|| Failure::new("action.unknown", FailureKind::InternalFault))?;
+            match &a.body {
+                ActionBody::Uses(_) => {
+                    let f = self
+                        .rust
+                        .get(action)
+                        .ok_or_else(|| Failure::new("action.unregistered", FailureKind::InternalFault))?;
+                    let scoped = ConnectionHandle {
+                        allowed: a.connections().clone(),
+                        ..handle.clone()
+                    };
+                    f(
+                        ActionArgs {
+                            action: action.to_owned(),
+                            args,
+                            ctx: ctx.clone(),
+                        },
+                        scoped,
+                    )
+                    .await
+                }
+                ActionBody::Statements(stmts) => {
+                    for s in stmts {
+                        match s {
+                            Statement::Call(c) => {
+                                let path = render_path(&c.path, |p| args.get(p).map(text))?;
+                                let body = c.body.as_ref().map(|e| self.eval(e, &ctx.payload, &args));
+                                let key = c
+                                    .idempotency_key
+                                    .as_ref()
+                                    .map(|e| text(&self.eval(e, &ctx.payload, &args)));
+                                handle
+                                    .send(&c.connection, c.method, path, template_text(&c.path), body, key)
+                                    .await?;
+                            }
+                            Statement::Run(r) => {
+                                let inner = self.bind(r, &ctx.payload, &args)?;
+                                self.exec(&r.action, inner, ctx, handle).await?;
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        })
+    }
+}
+
+/// A value as it goes into a path or a header: strings as they are, the
+/// rest as JSON.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn env_names(e: &Expr, out: &mut BTreeSet<String>) {
+    match e {
+        Expr::Env(n) | Expr::Secret(n) => {
+            out.insert(n.clone());
+        }
+        Expr::Object(fields) => fields.iter().for_each(|(_, v)| env_names(v, out)),
+        Expr::List(items) => items.iter().for_each(|v| env_names(v, out)),
+        _ => {}
+    }
+}
+
+impl Executor for AppExecutor {
+    async fn run(&self, ctx: RunContext) -> Result<(), Failure> {
+        let run = self.target(&ctx)?;
+        let args = self.bind(run, &ctx.payload, &BTreeMap::new())?;
+        let allowed = self
+            .app
+            .actions
+            .get(&run.action)
+            .map(|a| a.connections().clone())
+            .unwrap_or_default();
+        let handle = ConnectionHandle {
+            connections: self.connections.clone(),
+            allowed,
+            ctx: ctx.clone(),
+            seq: Arc::default(),
+        };
+        self.exec(&run.action, args, &ctx, &handle).await
+    }
+}

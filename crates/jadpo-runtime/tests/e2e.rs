@@ -1,0 +1,287 @@
+//! End to end: an app file, real HTTP to a local provider, the real
+//! worker and tick, and a clock the test moves. The seed's outage, a probe
+//! that no longer calls the provider, a 429 with `Retry-After`.
+
+use jadpo_core::{BreakerPolicy, BreakerState, DeliveryState, FailureKind, Timestamp};
+use jadpo_runtime::connection::Connections;
+use jadpo_runtime::interpreter::AppExecutor;
+use jadpo_runtime::provider::{Behaviour, TestProvider};
+use jadpo_runtime::{Catalog, Engine, ManualClock, WorkerConfig};
+use jadpo_store::{DeliveryFilter, SharedMemoryStore, Store};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+const APP: &str = r#"
+event Paid { id: string  amount: int }
+event Ping { id: string }
+
+connection payments {
+    base_url: env("PAYMENTS_URL")
+    timeout: 2s
+}
+
+action record(id: string) {
+    call payments.post("/payments/{id}", body: event, idempotency_key: id)
+}
+
+action maybe_record(id: string) {
+    call payments.get("/ping/{id}")
+}
+
+subscriber record_payment { on: Paid  run: record(event.id) }
+"#;
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..1000 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+struct World {
+    store: Arc<SharedMemoryStore>,
+    clock: ManualClock,
+    provider: TestProvider,
+    engine: Engine<SharedMemoryStore, AppExecutor>,
+}
+
+async fn world(app_text: &str) -> World {
+    let checked = jadpo_lang::check("app.jadpo", app_text);
+    let rendered = checked.render(app_text);
+    let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
+    let provider = TestProvider::start().await;
+    let url = provider.url();
+    let env = move |k: &str| (k == "PAYMENTS_URL").then(|| url.clone());
+    let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
+    let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let config = WorkerConfig {
+        name: "e2e".into(),
+        concurrency: 4,
+        ..WorkerConfig::default()
+    };
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(executor),
+        Arc::new(clock.clone()),
+        Catalog::from_app(&app),
+        config,
+    );
+    World {
+        store,
+        clock,
+        provider,
+        engine,
+    }
+}
+
+fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
+    (0..n)
+        .map(|i| jadpo_store::NewEvent {
+            name: "Paid".into(),
+            payload: format!(r#"{{"id":"p{i}","amount":{i}}}"#),
+            subscribers: vec!["record_payment".into()],
+        })
+        .collect()
+}
+
+async fn count(store: &SharedMemoryStore, state: DeliveryState) -> usize {
+    store
+        .list(&DeliveryFilter {
+            state: Some(state),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len()
+}
+
+async fn breaker(store: &SharedMemoryStore) -> Option<jadpo_store::BreakerView> {
+    store
+        .breakers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.breaker.connection == "payments")
+}
+
+#[tokio::test]
+async fn the_seeds_outage_through_real_http() {
+    let w = world(APP).await;
+    w.provider.set(Behaviour::Down);
+    let running = w.engine.start();
+    w.engine.emit(&paid(40)).await.unwrap();
+
+    // Five unavailable attempts open the breaker; the rest are held at their
+    // claim or just before their run. Only runs already under way called.
+    eventually("breaker open, all 40 held or waiting", || async {
+        breaker(&w.store)
+            .await
+            .is_some_and(|b| b.breaker.state == BreakerState::Open)
+            && count(&w.store, DeliveryState::Held).await + count(&w.store, DeliveryState::Due).await == 40
+    })
+    .await;
+    let b = breaker(&w.store).await.unwrap();
+    assert_eq!(b.breaker.state, BreakerState::Open);
+    let opened_with = w.provider.calls();
+    assert!((5..=5 + 4).contains(&opened_with), "{opened_with} calls opened it");
+
+    // The tick raises one alert.
+    w.clock.advance(Duration::from_secs(1));
+    eventually("alert raised", || async {
+        breaker(&w.store).await.unwrap().breaker.alert_raised
+    })
+    .await;
+
+    // After the pause a probe goes, finds it down, and the pause doubles.
+    w.clock.advance(Duration::from_secs(60));
+    eventually("probe reopened it", || async {
+        breaker(&w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
+    })
+    .await;
+    assert_eq!(w.provider.calls(), opened_with + 1, "one probe, nothing else");
+
+    // The provider recovers; the next probe closes the breaker and releases
+    // every held delivery, due at once.
+    w.provider.set(Behaviour::Up);
+    w.clock.advance(Duration::from_secs(120));
+    eventually("all succeeded", || async {
+        count(&w.store, DeliveryState::Succeeded).await == 40
+    })
+    .await;
+    assert_eq!(breaker(&w.store).await.unwrap().breaker.state, BreakerState::Closed);
+    assert!(w.provider.calls() <= opened_with + 1 + 40);
+    for d in w.store.list(&DeliveryFilter::default()).await.unwrap() {
+        assert!(d.attempts <= 3, "held deliveries spend no attempts: {d:?}");
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_not_retried_before_it() {
+    let w = world(APP).await;
+    w.provider.set(Behaviour::RateLimited { retry_after_s: 120 });
+    let running = w.engine.start();
+    let id = w.engine.emit(&paid(1)).await.unwrap()[0].deliveries[0];
+    eventually("first attempt failed", || async {
+        w.store.delivery(id).await.unwrap().unwrap().last_failure.is_some()
+    })
+    .await;
+    let d = w.store.delivery(id).await.unwrap().unwrap();
+    assert_eq!(d.last_failure.as_ref().unwrap().kind, FailureKind::RateLimited);
+    assert!(
+        d.due_at >= T0.plus(Duration::from_secs(120)),
+        "due {:?}",
+        d.due_at.since(T0)
+    );
+    w.provider.set(Behaviour::Up);
+    w.clock.advance(Duration::from_secs(119));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(w.provider.calls(), 1, "not retried before 120 s");
+    w.clock
+        .advance(Duration::from_secs(1) + d.due_at.since(T0.plus(Duration::from_secs(120))));
+    eventually("succeeded", || async {
+        w.store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    assert_eq!(w.provider.calls(), 2);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
+    // `skip` calls nothing unless asked: the probe runs without calling.
+    // `once` opens the breaker and is not retried, so when the pause ends
+    // the held skipper is the only candidate probe.
+    let app = format!(
+        "{APP}\naction skip(id: string) uses payments\nsubscriber skipper {{ on: Ping  run: skip(event.id) }}\n\
+         subscriber once {{ on: Paid  run: record(event.id)  retry: {{ attempts: 1 }} }}\n"
+    );
+    let mut w = world(&app).await;
+    // Replace the engine's executor with one that supplies `skip` as a Rust
+    // action that returns at once.
+    let checked = jadpo_lang::check("app.jadpo", &app);
+    let app = Arc::new(checked.app.unwrap());
+    let url = w.provider.url();
+    let env = move |k: &str| (k == "PAYMENTS_URL").then(|| url.clone());
+    let connections = Arc::new(Connections::resolve(&app, &env).unwrap());
+    let mut executor = AppExecutor::new(app.clone(), connections, &env).unwrap();
+    executor
+        .register("skip", Arc::new(|_args, _conns| Box::pin(async { Ok(()) })))
+        .unwrap();
+    assert!(executor.unregistered().is_empty());
+    let config = WorkerConfig {
+        name: "e2e".into(),
+        concurrency: 4,
+        ..WorkerConfig::default()
+    };
+    w.engine = Engine::new(
+        w.store.clone(),
+        Arc::new(executor),
+        Arc::new(w.clock.clone()),
+        Catalog::from_app(&app),
+        config,
+    );
+
+    w.provider.set(Behaviour::Down);
+    let running = w.engine.start();
+    let once: Vec<_> = paid(5)
+        .into_iter()
+        .map(|e| jadpo_store::NewEvent {
+            subscribers: vec!["once".into()],
+            ..e
+        })
+        .collect();
+    w.engine.emit(&once).await.unwrap();
+    eventually("breaker open", || async {
+        breaker(&w.store)
+            .await
+            .is_some_and(|b| b.breaker.state == BreakerState::Open)
+    })
+    .await;
+    let ping = jadpo_store::NewEvent {
+        name: "Ping".into(),
+        payload: r#"{"id":"x"}"#.into(),
+        subscribers: vec!["skipper".into()],
+    };
+    let skip_id = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
+    eventually("skip held", || async {
+        w.store.delivery(skip_id).await.unwrap().unwrap().state == DeliveryState::Held
+    })
+    .await;
+    // The skipper was held first among those due at t0+0: it is woken as the
+    // probe, runs without calling, and gives the probe back.
+    let calls = w.provider.calls();
+    w.clock.advance(Duration::from_secs(61));
+    eventually("skip succeeded", || async {
+        w.store.delivery(skip_id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    let b = breaker(&w.store).await.unwrap().breaker;
+    assert_eq!(
+        (b.state, b.probe),
+        (BreakerState::Open, None),
+        "a run that did not call proves nothing"
+    );
+    assert_eq!(w.provider.calls(), calls);
+    // The probe's place is free: the next delivery claimed for the
+    // connection probes it.
+    w.engine.emit(&paid(1)).await.unwrap();
+    eventually("the next delivery probed", || async { w.provider.calls() == calls + 1 }).await;
+    eventually("the probe found it down", || async {
+        breaker(&w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
+    })
+    .await;
+    running.stop().await;
+}
