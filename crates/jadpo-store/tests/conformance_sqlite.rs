@@ -1,4 +1,5 @@
-//! The conformance suite against the SQLite store: a fresh file per test.
+//! The conformance suites (deliveries and schedules) against the SQLite
+//! store: a fresh file per test.
 
 use jadpo_store::sqlite::SqliteStore;
 use std::path::PathBuf;
@@ -7,11 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 async fn fresh() -> SqliteStore {
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance_sqlite");
-    let name = format!(
-        "{}-{}.db",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
+    let name = format!("{}-{}.db", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
     let path = dir.join(name);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -22,3 +19,4 @@ async fn fresh() -> SqliteStore {
 }
 
 jadpo_store::conformance_tests!(async { fresh().await });
+jadpo_store::schedule_conformance_tests!(async { fresh().await });

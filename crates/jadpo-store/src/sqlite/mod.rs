@@ -18,6 +18,7 @@
 mod ops;
 mod pool;
 mod rows;
+mod schedules;
 mod schema;
 mod upkeep;
 
@@ -25,8 +26,9 @@ pub use rusqlite;
 pub use schema::LATEST as SCHEMA_VERSION;
 
 use crate::types::*;
-use crate::Store;
-use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use crate::{ScheduleStore, Store};
+use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use pool::{store_error, Pool};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -268,5 +270,38 @@ impl Store for SqliteStore {
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
         self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await
+    }
+}
+
+impl ScheduleStore for SqliteStore {
+    async fn claim_schedules(
+        &self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> Result<Vec<ScheduleClaim>, StoreError> {
+        assert!(schedules.len() <= MAX_BATCH, "at most {MAX_BATCH} schedules at once");
+        let (schedules, worker) = (schedules.to_vec(), worker.to_owned());
+        self.pool
+            .write(move |tx| schedules::claim(tx, &schedules, &worker, now, lease))
+            .await
+    }
+
+    async fn finish_schedule(
+        &self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+    ) -> Result<Option<ScheduleAlert>, StoreError> {
+        let name = name.to_owned();
+        self.pool
+            .write(move |tx| schedules::finish(tx, &name, token, failure.clone(), next_due))
+            .await
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleState>, StoreError> {
+        self.pool.read(schedules::all).await
     }
 }

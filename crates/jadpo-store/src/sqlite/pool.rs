@@ -178,6 +178,18 @@ impl Pool {
         result.map_err(|e| store_error(&self.path, self.busy, e))
     }
 
+    /// This process's turn to write, waited for no longer than the busy
+    /// bound, as SQLite waits for another process's.
+    fn turn(&self) -> Result<Turn<'_>, StoreError> {
+        self.gate.enter(self.busy).ok_or_else(|| {
+            StoreError::Unavailable(format!(
+                "database is locked: {} had another write of this process under way past {} ms",
+                self.path.display(),
+                self.busy.as_millis()
+            ))
+        })
+    }
+
     /// A read: one statement, or a deferred transaction opened by `f`.
     pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
     where
@@ -216,13 +228,7 @@ impl Pool {
         let pool = self.clone();
         blocking(move || {
             let _permit = permit;
-            let _turn = pool.gate.enter(pool.busy).ok_or_else(|| {
-                StoreError::Unavailable(format!(
-                    "database is locked: {} had another write of this process under way past {} ms",
-                    pool.path.display(),
-                    pool.busy.as_millis()
-                ))
-            })?;
+            let _turn = pool.turn()?;
             pool.with_conn(|conn| {
                 for _ in 0..MAX_TRIES {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -259,13 +265,7 @@ impl Pool {
         let pool = self.clone();
         let out = blocking(move || {
             let _permit = permit;
-            let _turn = pool.gate.enter(pool.busy).ok_or_else(|| {
-                StoreError::Unavailable(format!(
-                    "database is locked: {} had another write of this process under way past {} ms",
-                    pool.path.display(),
-                    pool.busy.as_millis()
-                ))
-            })?;
+            let _turn = pool.turn()?;
             pool.with_conn(|conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 match f(&tx) {
