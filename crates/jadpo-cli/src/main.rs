@@ -7,12 +7,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "jadpo",
-    version,
-    about = "Durable event delivery",
-    propagate_version = true
-)]
+#[command(name = "jadpo", version, about = "Durable event delivery", propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,10 +17,16 @@ struct Cli {
 enum Command {
     /// Check an app file and report every error in it.
     Check(cmd::check::Args),
+    /// Run Jadpo locally: SQLite store, workers, the tick and the HTTP API.
+    Dev(cmd::dev::Args),
+    /// Run Jadpo in production: a shared store, JSON logs, a token-guarded API.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Check(args) => cmd::check::run(args),
+        Command::Dev(args) => cmd::dev::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     }
 }

@@ -1,2 +1,323 @@
-//! Jadpo embedded in a Rust program (issue 5).
+//! Jadpo embedded in a Rust program.
+//!
+//! Load an app file (or its text), open a store, supply the actions Rust
+//! code provides, emit events, and run the workers and the tick in your own
+//! tokio runtime:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use jadpo::{Jadpo, store::sqlite::SqliteStore};
+//! let store = SqliteStore::open("sqlite:.jadpo/jadpo.db").await?;
+//! let jadpo = Jadpo::builder().app_file("app.jadpo")?.build(store).await?;
+//! let running = jadpo.start();
+//! jadpo.emit("PaymentReceived", &serde_json::json!({"payment_id": "p1", "amount_cents": 100})).await?;
+//! running.stop().await;
+//! # Ok(()) }
+//! ```
+//!
+//! To emit inside your own transaction (the transactional outbox: the event
+//! exists if and only if your transaction commits), check the payload with
+//! [`Jadpo::prepare`] and write it with the store's own function, such as
+//! `jadpo_store::sqlite::emit_in` on your `rusqlite` transaction.
+
 pub use jadpo_core as core;
+pub use jadpo_lang as lang;
+pub use jadpo_runtime as runtime;
+pub use jadpo_store as store;
+
+use jadpo_core::{DeliveryId, Timestamp};
+use jadpo_lang::App;
+use jadpo_runtime::connection::{Connections, Double, StartupError};
+use jadpo_runtime::emit::{self, EventError};
+use jadpo_runtime::interpreter::{AppExecutor, RustAction};
+use jadpo_runtime::{Catalog, Engine, Running, SharedClock, SystemClock, WorkerConfig};
+use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
+use rand::Rng;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why Jadpo could not start. Each has a stable code and says what to fix.
+#[derive(Debug)]
+pub enum StartError {
+    /// `app.unreadable`: the app file could not be read.
+    Unreadable {
+        path: String,
+        reason: String,
+    },
+    /// The app file has errors; `rendered` shows each with its source line.
+    Invalid {
+        rendered: String,
+        count: usize,
+    },
+    /// A connection or action setting could not be resolved (missing
+    /// environment variable, bad URL); every one is listed.
+    Startup(Vec<StartupError>),
+    /// `action.unregistered`: an action declared with `uses` that a
+    /// subscriber or schedule runs has no Rust code.
+    Unregistered(Vec<String>),
+    /// `action.register_invalid`
+    Register(String),
+    Store(StoreError),
+}
+
+impl StartError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            StartError::Unreadable { .. } => "app.unreadable",
+            StartError::Invalid { .. } => "app.invalid",
+            StartError::Startup(e) => e.first().map_or("connection.invalid", |e| e.code),
+            StartError::Unregistered(_) => "action.unregistered",
+            StartError::Register(_) => "action.register_invalid",
+            StartError::Store(StoreError::Unavailable(_)) => "store.unavailable",
+            StartError::Store(_) => "store.failed",
+        }
+    }
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Unreadable { path, reason } => {
+                write!(f, "error[app.unreadable]: cannot read the app file {path}: {reason}")
+            }
+            StartError::Invalid { rendered, count } => {
+                write!(
+                    f,
+                    "{rendered}\nerror: the app file has {count} error{}",
+                    if *count == 1 { "" } else { "s" }
+                )
+            }
+            StartError::Startup(errors) => {
+                let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                f.write_str(&lines.join("\n"))
+            }
+            StartError::Unregistered(names) => write!(
+                f,
+                "error[action.unregistered]: no Rust code supplies {}: register {} with `Builder::action`",
+                names.join(", "),
+                if names.len() == 1 { "it" } else { "them" }
+            ),
+            StartError::Register(why) => write!(f, "error[action.register_invalid]: {why}"),
+            StartError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Why an emit was refused.
+#[derive(Debug)]
+pub enum EmitError {
+    Event(EventError),
+    Store(StoreError),
+}
+
+impl fmt::Display for EmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmitError::Event(e) => e.fmt(f),
+            EmitError::Store(e) => write!(f, "error[store.unavailable]: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}
+
+type EnvFn = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Sets Jadpo up; [`Builder::build`] checks everything before anything runs.
+pub struct Builder {
+    app: Option<App>,
+    env: EnvFn,
+    clock: SharedClock,
+    worker: WorkerConfig,
+    doubles: Vec<(String, Double)>,
+    actions: Vec<(String, RustAction)>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            app: None,
+            env: Box::new(|k| std::env::var(k).ok()),
+            clock: Arc::new(SystemClock),
+            worker: WorkerConfig::default(),
+            doubles: Vec::new(),
+            actions: Vec::new(),
+        }
+    }
+}
+
+/// Reads and checks an app file.
+pub fn load_app(path: impl AsRef<Path>) -> Result<App, StartError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| StartError::Unreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    check_app(&path.display().to_string(), &text)
+}
+
+/// Checks an app's text.
+pub fn check_app(name: &str, text: &str) -> Result<App, StartError> {
+    let checked = jadpo_lang::check(name, text);
+    let count = checked.diagnostics.len();
+    let rendered = checked.render(text);
+    checked.app.ok_or(StartError::Invalid { rendered, count })
+}
+
+impl Builder {
+    pub fn app(mut self, app: App) -> Self {
+        self.app = Some(app);
+        self
+    }
+
+    pub fn app_file(self, path: impl AsRef<Path>) -> Result<Self, StartError> {
+        Ok(self.app(load_app(path)?))
+    }
+
+    pub fn app_source(self, name: &str, text: &str) -> Result<Self, StartError> {
+        Ok(self.app(check_app(name, text)?))
+    }
+
+    /// Where `env("X")` and `secret("X")` are read; the process environment
+    /// by default.
+    pub fn env(mut self, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.env = Box::new(env);
+        self
+    }
+
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn worker(mut self, config: WorkerConfig) -> Self {
+        self.worker = config;
+        self
+    }
+
+    /// Replaces a connection with a fake or a recording (for your tests):
+    /// its calls never reach a breaker.
+    pub fn double(mut self, connection: &str, double: impl Into<Double>) -> Self {
+        self.doubles.push((connection.to_owned(), double.into()));
+        self
+    }
+
+    /// Supplies an action declared with `uses` in the app.
+    pub fn action(mut self, name: &str, f: RustAction) -> Self {
+        self.actions.push((name.to_owned(), f));
+        self
+    }
+
+    /// Migrates the store and checks every setting. Nothing runs yet.
+    pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
+        let app = Arc::new(
+            self.app
+                .ok_or_else(|| StartError::Register("no app given: call `app_file` or `app_source`".into()))?,
+        );
+        let env = &self.env;
+        let connections = Connections::resolve_with_doubles(&app, env, self.doubles).map_err(StartError::Startup)?;
+        let mut executor = AppExecutor::new(app.clone(), Arc::new(connections), env).map_err(StartError::Startup)?;
+        for (name, f) in self.actions {
+            executor.register(&name, f).map_err(StartError::Register)?;
+        }
+        let missing = executor.unregistered();
+        if !missing.is_empty() {
+            return Err(StartError::Unregistered(missing));
+        }
+        store.migrate().await.map_err(StartError::Store)?;
+        let store = Arc::new(store);
+        let engine = Engine::new(
+            store.clone(),
+            Arc::new(executor),
+            self.clock.clone(),
+            Catalog::from_app(&app),
+            self.worker,
+        );
+        Ok(Jadpo {
+            app,
+            store,
+            engine,
+            clock: self.clock,
+        })
+    }
+}
+
+/// A ready Jadpo: emit events, start workers, ask the store.
+pub struct Jadpo<S: ScheduleStore> {
+    app: Arc<App>,
+    store: Arc<S>,
+    engine: Engine<S, AppExecutor>,
+    clock: SharedClock,
+}
+
+impl<S: ScheduleStore> Clone for Jadpo<S> {
+    fn clone(&self) -> Self {
+        Jadpo {
+            app: self.app.clone(),
+            store: self.store.clone(),
+            engine: self.engine.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+/// The window an operator's bulk retry is spread over, so retried
+/// deliveries don't all reach the provider at once.
+pub const RETRY_SPREAD: Duration = Duration::from_secs(30);
+
+impl<S: ScheduleStore> Jadpo<S> {
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Starts the workers and the tick on the current tokio runtime.
+    pub fn start(&self) -> Running {
+        self.engine.start()
+    }
+
+    /// Checks a payload against its event and returns what to write, for
+    /// emitting inside your own transaction.
+    pub fn prepare(&self, event: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
+        emit::prepare(&self.app, event, payload)
+    }
+
+    /// Checks and emits one event now, in its own transaction.
+    pub async fn emit(&self, event: &str, payload: &serde_json::Value) -> Result<Emitted, EmitError> {
+        let e = self.prepare(event, payload).map_err(EmitError::Event)?;
+        let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
+        Ok(emitted.remove(0))
+    }
+
+    /// An operator's retry of failed and parked deliveries: a fresh budget
+    /// from now. More than one is spread evenly at random over `spread`.
+    pub async fn retry(&self, ids: &[DeliveryId], spread: Duration) -> Result<Vec<DeliveryId>, StoreError> {
+        let now = self.clock.now();
+        let spread_ms = if ids.len() > 1 {
+            u64::try_from(spread.as_millis()).unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        let mut rng = rand::rng();
+        let due: Vec<(DeliveryId, Timestamp)> = ids
+            .iter()
+            .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=spread_ms)))))
+            .collect();
+        self.store.retry(&due, now).await
+    }
+}

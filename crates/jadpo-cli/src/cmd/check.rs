@@ -65,10 +65,7 @@ pub fn run(args: Args) -> ExitCode {
             None => {
                 let mut text = checked.render(&source);
                 let n = checked.diagnostics.len();
-                text.push_str(&format!(
-                    "\n{file}: {n} error{}\n",
-                    if n == 1 { "" } else { "s" }
-                ));
+                text.push_str(&format!("\n{file}: {n} error{}\n", if n == 1 { "" } else { "s" }));
                 let stderr = std::io::stderr();
                 if stderr.is_terminal() && std::env::var_os("NO_COLOR").is_none() {
                     text = colour(&text);
