@@ -1,9 +1,11 @@
 //! End-to-end drain on the SQLite store: emit a backlog, then workers claim
-//! batches, run a no-op action and finish each batch in one transaction.
+//! batches, run a no-op action and finish each batch in one transaction;
+//! then the same backlog drained by hand-written SQL, the reference.
 //!
-//! `cargo bench -p jadpo-store --bench sqlite_drain` runs the 10,000 backlog;
-//! with `JADPO_BENCH_1M=1` it also runs the 1,000,000 one (a few minutes,
-//! most of it emitting).
+//! `cargo bench -p jadpo-store --bench sqlite_drain` runs the 10,000 backlog
+//! with batches of 1,000 and 1 or 4 workers. `JADPO_BENCH_1M=1` adds the
+//! 1,000,000 backlog (about two minutes, a third of it emitting);
+//! `JADPO_BENCH_SHAPES=all` adds 2 workers, batches of 100 and of 10,000.
 
 mod common;
 
