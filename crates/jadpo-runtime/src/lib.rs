@@ -12,6 +12,7 @@ pub mod connection;
 pub mod emit;
 pub mod engine;
 pub mod interpreter;
+pub mod logfmt;
 mod log;
 pub mod provider;
 pub mod run;

@@ -1,0 +1,226 @@
+//! Log lines: readable under `jadpo dev`, one JSON object per line under
+//! `jadpo serve`. An embedded program may install the same with [`init`].
+//!
+//! The runtime's events name themselves in their message (`delivery.retry`,
+//! `breaker.opened`, `delivery.alert`). Both formats print that name first
+//! and the event's fields after it, in the order the event recorded them, so
+//! the seed's alert line comes out exactly as written:
+//! `{"event": "delivery.alert", "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`
+//! with `level` and `time` after it.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Mutex;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+/// Installs the process's logger. `RUST_LOG` overrides the default level
+/// (info for Jadpo's own events, warn for libraries).
+pub fn init(format: Format) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,jadpo=info,jadpo_runtime=info,jadpo_cli=info"));
+    let layer = Lines {
+        format,
+        out: Mutex::new(Box::new(std::io::stderr())),
+    };
+    let _ = tracing_subscriber::registry().with(filter).with(layer).try_init();
+}
+
+/// Formats events as lines into a writer.
+pub struct Lines {
+    pub format: Format,
+    pub out: Mutex<Box<dyn std::io::Write + Send>>,
+}
+
+#[derive(Default)]
+struct Fields {
+    message: Option<String>,
+    fields: Vec<(String, serde_json::Value)>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, serde_json::Value::from(value));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, serde_json::Value::from(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, serde_json::Value::from(value));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, serde_json::Value::from(value));
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, serde_json::Value::from(value));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.put(field, serde_json::Value::from(format!("{value:?}")));
+    }
+}
+
+impl Fields {
+    fn put(&mut self, field: &Field, value: serde_json::Value) {
+        if field.name() == "message" {
+            self.message = Some(match value {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            });
+        } else {
+            self.fields.push((field.name().to_owned(), value));
+        }
+    }
+}
+
+fn level_name(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warn",
+        Level::INFO => "info",
+        Level::DEBUG => "debug",
+        Level::TRACE => "trace",
+    }
+}
+
+/// `{"event": "x", "k": v, ...}`: JSON with a space after each `:` and `,`,
+/// as the seed writes its alert line.
+pub fn json_line(event: &str, fields: &[(String, serde_json::Value)]) -> String {
+    let mut line = String::from("{");
+    let _ = write!(line, "\"event\": {}", serde_json::Value::from(event));
+    for (k, v) in fields {
+        let _ = write!(line, ", {}: {}", serde_json::Value::from(k.as_str()), v);
+    }
+    line.push('}');
+    line
+}
+
+/// `12:00:01.250 WARN  delivery.retry delivery=42 code=http.503`
+pub fn human_line(time: &str, level: &Level, event: &str, fields: &[(String, serde_json::Value)]) -> String {
+    let mut line = format!("{time} {:<5} {event}", level_name(level).to_uppercase());
+    for (k, v) in fields {
+        match v {
+            serde_json::Value::String(s) => {
+                let _ = write!(line, " {k}={s}");
+            }
+            other => {
+                let _ = write!(line, " {k}={other}");
+            }
+        }
+    }
+    line
+}
+
+impl<S: Subscriber> Layer<S> for Lines {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let name = f
+            .message
+            .clone()
+            .unwrap_or_else(|| event.metadata().target().to_owned());
+        let now = jiff::Timestamp::now();
+        let line = match self.format {
+            Format::Json => {
+                let mut fields = f.fields;
+                fields.push((
+                    "level".into(),
+                    serde_json::Value::from(level_name(event.metadata().level())),
+                ));
+                fields.push(("time".into(), serde_json::Value::from(now.to_string())));
+                json_line(&name, &fields)
+            }
+            Format::Human => {
+                let time = now.strftime("%H:%M:%S%.3f").to_string();
+                human_line(&time, event.metadata().level(), &name, &f.fields)
+            }
+        };
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_alert_line_is_exactly_the_seeds() {
+        let fields = vec![
+            ("alert".to_string(), json!("connection_unavailable")),
+            ("connection".to_string(), json!("payments")),
+            ("since".to_string(), json!("2026-11-30T03:00:00Z")),
+            ("held".to_string(), json!(12)),
+        ];
+        assert_eq!(
+            json_line("delivery.alert", &fields),
+            r#"{"event": "delivery.alert", "alert": "connection_unavailable", "connection": "payments", "since": "2026-11-30T03:00:00Z", "held": 12}"#
+        );
+    }
+
+    #[test]
+    fn json_lines_escape_what_they_print() {
+        let line = json_line("x", &[("code".into(), json!("a\"b\nc"))]);
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["code"], "a\"b\nc");
+    }
+
+    #[test]
+    fn human_lines_read_as_key_value_pairs() {
+        let line = human_line(
+            "12:00:01.250",
+            &Level::WARN,
+            "delivery.retry",
+            &[("delivery".into(), json!(42)), ("code".into(), json!("http.503"))],
+        );
+        assert_eq!(line, "12:00:01.250 WARN  delivery.retry delivery=42 code=http.503");
+    }
+
+    #[test]
+    fn events_are_formatted_through_the_layer_in_recorded_order() {
+        let buf: std::sync::Arc<Mutex<Vec<u8>>> = Default::default();
+        struct W(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let layer = Lines {
+            format: Format::Json,
+            out: Mutex::new(Box::new(W(buf.clone()))),
+        };
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(
+                alert = "connection_unavailable",
+                connection = "payments",
+                since = "t",
+                held = 3u64,
+                "delivery.alert"
+            );
+        });
+        let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert!(
+            out.starts_with(r#"{"event": "delivery.alert", "alert": "connection_unavailable", "connection": "payments", "since": "t", "held": 3, "level": "error", "time": ""#),
+            "{out}"
+        );
+    }
+}
