@@ -7,3 +7,12 @@ jadpo_store::conformance_tests!({
     };
     std::future::ready(store)
 });
+
+mod schedules {
+    jadpo_store::schedule_conformance_tests!({
+        let Some(store) = jadpo_store::postgres::testing::fresh_store().await else {
+            return;
+        };
+        std::future::ready(store)
+    });
+}

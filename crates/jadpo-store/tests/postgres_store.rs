@@ -392,3 +392,41 @@ async fn prune_deletes_the_events_left_without_deliveries() {
         assert_eq!(n, 0, "{table}");
     }
 }
+
+/// Two processes' ticks claim the same due schedule at once: one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_claiming_one_schedule_start_one_run() {
+    use jadpo_store::ScheduleStore;
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let a = schema.store(Options::default()).await;
+    let b = schema.store(Options::default()).await;
+    let all = [("nightly".to_string(), at(0)), ("hourly".to_string(), at(0))];
+    for round in 0..20 {
+        let now = round * 100;
+        let barrier = Arc::new(Barrier::new(2));
+        let (ra, rb) = tokio::join!(
+            async {
+                barrier.wait().await;
+                a.claim_schedules(&all, "a", at(now), LEASE).await.unwrap()
+            },
+            async {
+                barrier.wait().await;
+                b.claim_schedules(&all, "b", at(now), LEASE).await.unwrap()
+            }
+        );
+        let mut names: Vec<&str> = ra.iter().chain(&rb).map(|c| c.state.name.as_str()).collect();
+        names.sort_unstable();
+        // A claim that found a row locked by the other skipped it; the
+        // other claimed it. Each schedule runs once per round.
+        assert_eq!(names, ["hourly", "nightly"], "round {round}");
+        for c in ra.iter().chain(&rb) {
+            let token = c.state.lease.as_ref().unwrap().token;
+            let s = if ra.contains(c) { &a } else { &b };
+            s.finish_schedule(&c.state.name, token, None, at(now + 100))
+                .await
+                .unwrap();
+        }
+    }
+}

@@ -5,7 +5,7 @@ use super::Abort;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
 use deadpool_postgres::Transaction;
-use jadpo_core::{DeliveryId, LeaseToken};
+use jadpo_core::{DeliveryId, LeaseToken, Timestamp};
 use std::collections::HashMap;
 
 /// One statement takes the batch. Each queue is its own partial-index scan
@@ -49,6 +49,14 @@ const CLAIM: &str = concat!(
     ORDER BY p.t, p.id"
 );
 
+/// The claim must walk its partial indexes in key order and stop at
+/// `limit`, whatever the planner believes: on a table never analyzed (a
+/// burst of emits before autovacuum's analyze, or a server without
+/// autovacuum) it otherwise sorts every due row first, a second per claim at
+/// a million due. Without sorts, bitmap scans and sequential scans, the
+/// ordered index scans are the cheapest plan left. For this transaction only.
+const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
+
 /// Only breakers that are not closed change a claim: a closed one (or none)
 /// lets everything pass and holds no probe. That set is small, so it is read
 /// whole, in the same round trip as the batch.
@@ -59,6 +67,7 @@ const OPEN_BREAKERS: &str = concat!(
 );
 
 pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
+    tx.batch_execute(PIN_PLAN).await?;
     let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
     let now = rows::ms(req.now);
     let limit = req.limit as i64;
@@ -91,4 +100,26 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     writes.write(tx).await?;
     rows::write_breakers(tx, &plan.breakers).await?;
     Ok(plan.report)
+}
+
+/// The claim's plan as it runs now (`EXPLAIN (ANALYZE, BUFFERS)`), both as
+/// planned for these values and as the generic plan a connection's cached
+/// statement may switch to, in a transaction the caller rolls back: the
+/// rows it locks stay as they were.
+pub(crate) async fn explain(tx: &Transaction<'_>, now: Timestamp, limit: usize) -> Result<String, Abort> {
+    let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {CLAIM}");
+    let now = rows::ms(now);
+    let limit = limit.min(super::MAX_BATCH) as i64;
+    let mut out = String::new();
+    tx.batch_execute(PIN_PLAN).await?;
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}")).await?;
+        let lines = tx.query(sql.as_str(), &[&now, &limit]).await?;
+        out.push_str(&format!("-- {mode}\n"));
+        for line in &lines {
+            out.push_str(line.try_get(0)?);
+            out.push('\n');
+        }
+    }
+    Ok(out)
 }
