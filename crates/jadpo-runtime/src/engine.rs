@@ -75,6 +75,11 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
         Running { shutdown, tasks }
     }
 
+    /// Wakes this process's worker: something may be due.
+    pub fn wake(&self) {
+        self.shared.wake.notify_waiters();
+    }
+
     /// Emits events now, and wakes this process's worker.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
         let emitted = self.shared.store.emit(events, self.shared.clock.now()).await?;

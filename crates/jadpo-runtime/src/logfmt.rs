@@ -23,11 +23,13 @@ pub enum Format {
     Json,
 }
 
-/// Installs the process's logger. `RUST_LOG` overrides the default level
-/// (info for Jadpo's own events, warn for libraries).
-pub fn init(format: Format) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,jadpo=info,jadpo_runtime=info,jadpo_cli=info"));
+/// What `init` shows unless `RUST_LOG` says otherwise: every Jadpo event
+/// from info up, libraries' warnings.
+pub const DEFAULT_FILTER: &str = "warn,jadpo=info,jadpo_runtime=info,jadpo_cli=info";
+
+/// Installs the process's logger. `RUST_LOG` overrides `default_filter`.
+pub fn init(format: Format, default_filter: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let layer = Lines {
         format,
         out: Mutex::new(Box::new(std::io::stderr())),

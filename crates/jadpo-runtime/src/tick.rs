@@ -44,8 +44,8 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
         )
         .await;
         // Under a scaled clock a second of engine time may be a millisecond
-        // of real time: never spin faster than every few milliseconds.
-        let floor = tokio::time::sleep(Duration::from_millis(5));
+        // of real time: never sweep more often than every 20 ms of real time.
+        let floor = tokio::time::sleep(Duration::from_millis(20));
         tokio::select! {
             _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
             _ = shutdown.changed() => {}

@@ -6,9 +6,9 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! use jadpo::{Jadpo, store::sqlite::SqliteStore};
+//! use jadpo::store::sqlite::SqliteStore;
 //! let store = SqliteStore::open("sqlite:.jadpo/jadpo.db").await?;
-//! let jadpo = Jadpo::builder().app_file("app.jadpo")?.build(store).await?;
+//! let jadpo = jadpo::builder().app_file("app.jadpo")?.build(store).await?;
 //! let running = jadpo.start();
 //! jadpo.emit("PaymentReceived", &serde_json::json!({"payment_id": "p1", "amount_cents": 100})).await?;
 //! running.stop().await;
@@ -150,6 +150,11 @@ impl Default for Builder {
     }
 }
 
+/// Starts setting Jadpo up.
+pub fn builder() -> Builder {
+    Builder::default()
+}
+
 /// Reads and checks an app file.
 pub fn load_app(path: impl AsRef<Path>) -> Result<App, StartError> {
     let path = path.as_ref();
@@ -270,10 +275,6 @@ impl<S: ScheduleStore> Clone for Jadpo<S> {
 pub const RETRY_SPREAD: Duration = Duration::from_secs(30);
 
 impl<S: ScheduleStore> Jadpo<S> {
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
     pub fn app(&self) -> &App {
         &self.app
     }
@@ -302,6 +303,21 @@ impl<S: ScheduleStore> Jadpo<S> {
         let e = self.prepare(event, payload).map_err(EmitError::Event)?;
         let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
         Ok(emitted.remove(0))
+    }
+
+    /// Checks and emits many events in one transaction: all or none.
+    pub async fn emit_many(&self, events: &[(&str, serde_json::Value)]) -> Result<Vec<Emitted>, EmitError> {
+        let prepared = events
+            .iter()
+            .map(|(name, payload)| self.prepare(name, payload))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(EmitError::Event)?;
+        self.engine.emit(&prepared).await.map_err(EmitError::Store)
+    }
+
+    /// Wakes this process's workers, after emitting in your own transaction.
+    pub fn wake(&self) {
+        self.engine.wake();
     }
 
     /// An operator's retry of failed and parked deliveries: a fresh budget
