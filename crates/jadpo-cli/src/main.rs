@@ -1,9 +1,18 @@
-//! `jadpo`: the command line (DESIGN.md section 8). Each subcommand lives in
-//! its own module under `cmd/` and returns the process's exit code.
+//! `jadpo`: the command line (DESIGN.md section 8, docs/cli.md). Each
+//! subcommand lives in its own module under `cmd/` and returns the
+//! process's exit code: 0 done, 1 input refused, 2 the command could not
+//! run (usage, store, app file).
 
+// Served by `jadpo dev` and `jadpo serve`.
+#[allow(dead_code)]
+mod api;
 mod cmd;
+mod operator;
+mod output;
+mod store_url;
+mod views;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -19,17 +28,33 @@ enum Command {
     Check(cmd::check::Args),
     /// Run Jadpo locally: SQLite store, workers, the tick and the HTTP API.
     Dev(cmd::dev::Args),
-    /// The seed's outage, for real: a provider goes down and comes back.
-    Demo(cmd::demo::Args),
     /// Run Jadpo in production: a shared store, JSON logs, a token-guarded API.
     Serve(cmd::serve::Args),
+    /// Emit an event: check its payload against the app, store it and one
+    /// delivery per subscriber.
+    Emit(cmd::emit::Args),
+    /// List deliveries, or show one with its attempts (`deliveries show ID`).
+    Deliveries(cmd::deliveries::Args),
+    /// Retry failed and parked deliveries with a fresh budget.
+    Retry(cmd::retry::Args),
+    /// Show each connection's circuit breaker.
+    Breakers(cmd::breakers::Args),
+    /// Create or upgrade the store's tables.
+    Migrate(cmd::migrate::Args),
+    /// Print a shell completion script.
+    Completions(cmd::completions::Args),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Check(args) => cmd::check::run(args),
         Command::Dev(args) => cmd::dev::run(args),
-        Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Emit(args) => cmd::emit::run(args),
+        Command::Deliveries(args) => cmd::deliveries::run(args),
+        Command::Retry(args) => cmd::retry::run(args),
+        Command::Breakers(args) => cmd::breakers::run(args),
+        Command::Migrate(args) => cmd::migrate::run(args),
+        Command::Completions(args) => cmd::completions::run(args, Cli::command()),
     }
 }

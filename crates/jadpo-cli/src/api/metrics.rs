@@ -1,0 +1,285 @@
+//! `GET /metrics`, in Prometheus' text format.
+//!
+//! Two sources:
+//! - **The store**, read at each scrape (every process on one store shows
+//!   the same): deliveries by state, and each connection's breaker (state,
+//!   consecutive unavailable attempts, pause, held deliveries, alert).
+//!   The store offers listings, not counts, so each state is counted by a
+//!   listing bounded at [`STATE_CAP`]; a count at the cap means "at least".
+//!   `succeeded` is not counted: it grows without bound (use
+//!   `jadpo_attempts_total{outcome="succeeded"}`).
+//! - **This process**, counted from the runtime's log events by
+//!   [`CountingLayer`] (attempts by outcome, failures by kind, holds,
+//!   breaker changes, alerts, events emitted). The layer must be part of the
+//!   process's `tracing` subscriber; without it these counters stay at 0.
+
+use jadpo_core::{BreakerState, DeliveryState, FailureKind};
+use jadpo_lang::App;
+use jadpo_store::{DeliveryFilter, Store, StoreError};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::Layer;
+
+/// The most deliveries of one state a scrape counts.
+pub const STATE_CAP: usize = 10_000;
+
+/// States counted from the store at each scrape.
+const GAUGED: [DeliveryState; 5] = [
+    DeliveryState::Due,
+    DeliveryState::Running,
+    DeliveryState::Held,
+    DeliveryState::Failed,
+    DeliveryState::Parked,
+];
+
+/// Counters of this process, by series (`name{labels}`). Labels come only
+/// from fixed sets (outcomes, failure kinds, transitions), never from
+/// names or payloads.
+static COUNTERS: Mutex<BTreeMap<&'static str, BTreeMap<String, u64>>> = Mutex::new(BTreeMap::new());
+
+fn count(name: &'static str, labels: String) {
+    let mut all = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    *all.entry(name).or_default().entry(labels).or_default() += 1;
+}
+
+/// Counts the runtime's log events (`delivery.succeeded`,
+/// `delivery.retry`, `delivery.failed`, `delivery.parked`,
+/// `delivery.held`, `delivery.gave_up`, `delivery.lease_expired`,
+/// `breaker.opened`, `breaker.reopened`, `breaker.closed`,
+/// `delivery.alert`, `event.emitted`) into the `/metrics` counters. Add it
+/// to the process's subscriber: `registry().with(filter).with(logs).with(CountingLayer)`.
+/// It reads only the event's name and its `kind` field.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountingLayer;
+
+#[derive(Default)]
+struct Seen {
+    message: String,
+    kind: Option<String>,
+}
+
+impl Visit for Seen {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "kind" => self.kind = Some(format!("{value:?}")),
+            _ => {}
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.message = value.to_owned(),
+            "kind" => self.kind = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for CountingLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut seen = Seen::default();
+        event.record(&mut seen);
+        record(&seen.message, seen.kind.as_deref());
+    }
+}
+
+/// Counts one event by its name (and failure kind).
+pub fn record(name: &str, kind: Option<&str>) {
+    let outcome = match name {
+        "delivery.succeeded" => Some("succeeded"),
+        "delivery.retry" => Some("retry"),
+        "delivery.failed" => Some("failed"),
+        "delivery.parked" => Some("parked"),
+        _ => None,
+    };
+    if let Some(outcome) = outcome {
+        count("jadpo_attempts_total", format!("{{outcome=\"{outcome}\"}}"));
+        if let Some(kind) = kind.and_then(FailureKind::parse) {
+            count("jadpo_failures_total", format!("{{kind=\"{}\"}}", kind.as_str()));
+        }
+        return;
+    }
+    match name {
+        "delivery.held" => count("jadpo_holds_total", String::new()),
+        "delivery.gave_up" => count("jadpo_gave_up_total", String::new()),
+        "delivery.lease_expired" => count("jadpo_lease_expired_total", String::new()),
+        "delivery.succeeded_at_claim" => count("jadpo_handled_at_claim_total", String::new()),
+        "breaker.opened" => count("jadpo_breaker_transitions_total", "{transition=\"opened\"}".into()),
+        "breaker.reopened" => count("jadpo_breaker_transitions_total", "{transition=\"reopened\"}".into()),
+        "breaker.closed" => count("jadpo_breaker_transitions_total", "{transition=\"closed\"}".into()),
+        "delivery.alert" => count("jadpo_alerts_total", "{alert=\"connection_unavailable\"}".into()),
+        "event.emitted" => count("jadpo_events_emitted_total", String::new()),
+        _ => {}
+    }
+}
+
+const PROCESS_COUNTERS: [(&str, &str); 9] = [
+    (
+        "jadpo_attempts_total",
+        "Delivery attempts this process finished, by outcome.",
+    ),
+    (
+        "jadpo_failures_total",
+        "Failed attempts this process finished, by failure kind.",
+    ),
+    (
+        "jadpo_holds_total",
+        "Deliveries this process held behind an open breaker.",
+    ),
+    (
+        "jadpo_gave_up_total",
+        "Deliveries this process failed at the claim, their budget used up.",
+    ),
+    (
+        "jadpo_lease_expired_total",
+        "Deliveries this process took over from a lost worker.",
+    ),
+    (
+        "jadpo_handled_at_claim_total",
+        "Deliveries found already handled at the claim.",
+    ),
+    (
+        "jadpo_breaker_transitions_total",
+        "Breaker changes this process made, by transition.",
+    ),
+    (
+        "jadpo_alerts_total",
+        "connection_unavailable alerts this process raised.",
+    ),
+    ("jadpo_events_emitted_total", "Events this process emitted."),
+];
+
+/// Escapes a label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The whole `/metrics` text.
+pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError> {
+    let mut out = String::new();
+    let w = &mut out;
+
+    let _ = writeln!(
+        w,
+        "# HELP jadpo_deliveries Deliveries in the store by state, counted up to {STATE_CAP} each (succeeded is not counted)."
+    );
+    let _ = writeln!(w, "# TYPE jadpo_deliveries gauge");
+    for state in GAUGED {
+        let filter = DeliveryFilter {
+            state: Some(state),
+            limit: Some(STATE_CAP),
+            ..DeliveryFilter::default()
+        };
+        let n = store.list(&filter).await?.len();
+        let _ = writeln!(w, "jadpo_deliveries{{state=\"{state}\"}} {n}");
+    }
+
+    let breakers = crate::views::breakers(store, Some(app)).await?;
+    let _ = writeln!(
+        w,
+        "# HELP jadpo_breaker_state Each connection's circuit breaker: 1 for its current state."
+    );
+    let _ = writeln!(w, "# TYPE jadpo_breaker_state gauge");
+    for b in &breakers {
+        for s in [BreakerState::Closed, BreakerState::Open, BreakerState::Probing] {
+            let on = u8::from(b.breaker.state == s);
+            let _ = writeln!(
+                w,
+                "jadpo_breaker_state{{connection=\"{}\",state=\"{s}\"}} {on}",
+                label(&b.breaker.connection)
+            );
+        }
+    }
+    let per_breaker: [(&str, &str, &str); 4] = [
+        (
+            "jadpo_breaker_held",
+            "gauge",
+            "Deliveries held behind each connection's breaker.",
+        ),
+        (
+            "jadpo_breaker_consecutive_unavailable",
+            "gauge",
+            "Unavailable attempts in a row through each connection.",
+        ),
+        (
+            "jadpo_breaker_pause_seconds",
+            "gauge",
+            "The breaker's current pause before a probe.",
+        ),
+        (
+            "jadpo_breaker_alert_raised",
+            "gauge",
+            "1 when this outage's connection_unavailable alert has been raised.",
+        ),
+    ];
+    for (name, ty, help) in per_breaker {
+        let _ = writeln!(w, "# HELP {name} {help}");
+        let _ = writeln!(w, "# TYPE {name} {ty}");
+        for b in &breakers {
+            let value = match name {
+                "jadpo_breaker_held" => b.held as f64,
+                "jadpo_breaker_consecutive_unavailable" => f64::from(b.breaker.consecutive_unavailable),
+                "jadpo_breaker_pause_seconds" => b.breaker.pause.as_secs_f64(),
+                _ => f64::from(u8::from(b.breaker.alert_raised)),
+            };
+            let _ = writeln!(w, "{name}{{connection=\"{}\"}} {value}", label(&b.breaker.connection));
+        }
+    }
+    let held: u64 = breakers.iter().map(|b| b.held).sum();
+    let _ = writeln!(w, "# HELP jadpo_held Deliveries held behind any breaker.");
+    let _ = writeln!(w, "# TYPE jadpo_held gauge");
+    let _ = writeln!(w, "jadpo_held {held}");
+
+    let counters = COUNTERS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for (name, help) in PROCESS_COUNTERS {
+        let _ = writeln!(w, "# HELP {name} {help}");
+        let _ = writeln!(w, "# TYPE {name} counter");
+        match counters.get(name) {
+            Some(series) => {
+                for (labels, n) in series {
+                    let _ = writeln!(w, "{name}{labels} {n}");
+                }
+            }
+            None if name == "jadpo_attempts_total" => {
+                for outcome in ["succeeded", "retry", "failed", "parked"] {
+                    let _ = writeln!(w, "{name}{{outcome=\"{outcome}\"}} 0");
+                }
+            }
+            None if name == "jadpo_failures_total" || name == "jadpo_breaker_transitions_total" => {}
+            None => {
+                let labels = if name == "jadpo_alerts_total" {
+                    "{alert=\"connection_unavailable\"}"
+                } else {
+                    ""
+                };
+                let _ = writeln!(w, "{name}{labels} 0");
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_kinds_become_labels() {
+        record("delivery.failed", Some("rejected"));
+        record("delivery.failed", Some("a made-up kind\"}"));
+        let all = COUNTERS.lock().unwrap().clone();
+        let failures = &all["jadpo_failures_total"];
+        assert!(failures.contains_key("{kind=\"rejected\"}"));
+        assert!(failures.keys().all(|k| !k.contains("made-up")));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,385 @@
+//! The HTTP API (docs/http-api.md), served by `jadpo dev` and `jadpo serve`.
+//!
+//! - `POST /events/NAME`: 202 `{"event_id", "deliveries", "delivery_ids"}`;
+//!   400 `event.invalid` (with `field`), 404 `event.unknown`, 413
+//!   `event.too_large`.
+//! - `GET /deliveries` (the filters of `jadpo deliveries`),
+//!   `GET /deliveries/ID`, `POST /deliveries/ID/retry`, `GET /breakers`:
+//!   the same JSON as the command line's `--json` ([`crate::views`]).
+//! - `GET /metrics`: Prometheus text ([`metrics`]).
+//! - `GET /healthz`: 200 when the store answers, 503 otherwise.
+//!
+//! With a token, every route but `/healthz` requires
+//! `Authorization: Bearer TOKEN` (401 otherwise), compared in constant
+//! time. Every error is `{"error": {"code", "message"}}`. No payload, token
+//! or secret is ever logged or echoed.
+
+pub mod metrics;
+
+use crate::views::{self, DeliveryQuery};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use jadpo::{EmitError, Jadpo};
+use jadpo_core::{DeliveryId, DeliveryState, EventId};
+use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
+use jadpo_store::{ScheduleStore, Store, StoreError};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+
+/// What every handler shares.
+struct Api<S: ScheduleStore> {
+    jadpo: Jadpo<S>,
+    token: Option<String>,
+}
+
+type Shared<S> = Arc<Api<S>>;
+
+/// An error answer: `{"error": {"code", "message"}}` (and `field` when one
+/// is at fault).
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    fn store(e: StoreError) -> ApiError {
+        match e {
+            StoreError::NotFound(id) => {
+                ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}"))
+            }
+            StoreError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store.unavailable",
+                "the store is unavailable; try again later",
+            ),
+            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store.failed", other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(field) = self.field {
+            error["field"] = field.into();
+        }
+        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// The API over `jadpo`. With `token`, every route but `/healthz` requires
+/// `Authorization: Bearer TOKEN`.
+pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>) -> Router {
+    let state: Shared<S> = Arc::new(Api {
+        jadpo,
+        token: token.filter(|t| !t.is_empty()),
+    });
+    let guarded = Router::new()
+        .route(
+            "/events/{name}",
+            post(emit::<S>).layer(DefaultBodyLimit::max(MAX_PAYLOAD_BYTES)),
+        )
+        .route("/deliveries", get(deliveries::<S>))
+        .route("/deliveries/{id}", get(delivery::<S>))
+        .route("/deliveries/{id}/retry", post(retry::<S>))
+        .route("/breakers", get(breakers::<S>))
+        .route("/metrics", get(metrics_text::<S>))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize::<S>));
+    Router::new()
+        .route("/healthz", get(healthz::<S>))
+        .merge(guarded)
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets the
+/// requests under way finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Request, next: Next) -> Response {
+    let Some(token) = &api.token else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    match given {
+        Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => next.run(request).await,
+        Some(_) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "api.unauthorized",
+            "the bearer token is not valid",
+        )
+        .into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "api.unauthorized",
+            "this API requires `Authorization: Bearer TOKEN` (the server's JADPO_API_TOKEN)",
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "api.not_found",
+        "no such route; see docs/http-api.md",
+    )
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "event.too_large",
+        format!("the payload is over {MAX_PAYLOAD_BYTES} bytes"),
+    )
+}
+
+async fn emit<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "request.invalid",
+                "the request body could not be read",
+            )
+        }
+    })?;
+    let payload: Value = serde_json::from_slice(&body).map_err(|e| {
+        // serde_json's message names a line and column, never the text.
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "event.invalid",
+            format!("the body is not JSON: {e}"),
+        )
+    })?;
+    match api.jadpo.emit(&name, &payload).await {
+        Ok(emitted) => {
+            let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
+            let body = json!({
+                "event_id": emitted.event_id.0,
+                "deliveries": ids.len(),
+                "delivery_ids": ids,
+            });
+            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+        }
+        Err(EmitError::Event(e)) => {
+            let status = match e.code {
+                "event.unknown" => StatusCode::NOT_FOUND,
+                "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            Err(ApiError {
+                status,
+                code: e.code,
+                message: e.message,
+                field: e.field,
+            })
+        }
+        Err(EmitError::Store(e)) => Err(ApiError::store(e)),
+    }
+}
+
+fn query_invalid(message: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "query.invalid", message)
+}
+
+/// The query of `GET /deliveries`: `state`, `subscriber`, `connection`,
+/// `event`, `limit`.
+pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, ApiError> {
+    let mut q = DeliveryQuery {
+        limit: views::DEFAULT_LIMIT,
+        ..DeliveryQuery::default()
+    };
+    for (key, value) in params {
+        match key.as_str() {
+            "state" => {
+                q.state = Some(DeliveryState::parse(value).ok_or_else(|| {
+                    query_invalid(format!(
+                        "`state` is one of due, running, held, succeeded, failed, parked; not {value:?}"
+                    ))
+                })?)
+            }
+            "subscriber" => q.subscriber = Some(value.clone()),
+            "connection" => q.connection = Some(value.clone()),
+            "event" => {
+                q.event = Some(EventId(value.parse().map_err(|_| {
+                    query_invalid(format!("`event` is an event id (a number), not {value:?}"))
+                })?))
+            }
+            "limit" => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=views::MAX_LIMIT).contains(n))
+                    .ok_or_else(|| {
+                        query_invalid(format!(
+                            "`limit` is a number from 1 to {}, not {value:?}",
+                            views::MAX_LIMIT
+                        ))
+                    })?
+            }
+            other => {
+                return Err(query_invalid(format!(
+                    "unknown parameter `{other}`; known: state, subscriber, connection, event, limit"
+                )))
+            }
+        }
+    }
+    Ok(q)
+}
+
+async fn deliveries<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> ApiResult {
+    let q = parse_query(&params)?;
+    let store = api.jadpo.store().as_ref();
+    let list = views::list(store, Some(api.jadpo.app()), &q)
+        .await
+        .map_err(ApiError::store)?;
+    let names = views::event_names(store, &list).await.map_err(ApiError::store)?;
+    Ok(Json(views::deliveries_json(&list, &names)).into_response())
+}
+
+fn parse_id(id: &str) -> Result<DeliveryId, ApiError> {
+    id.parse().map(DeliveryId).map_err(|_| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "delivery.not_found",
+            format!("{id:?} is not a delivery id (a number)"),
+        )
+    })
+}
+
+async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> {
+    let d = store
+        .delivery(id)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}")))?;
+    let attempts = store.attempts(id).await.map_err(ApiError::store)?;
+    let event = store.event(d.event_id).await.map_err(ApiError::store)?;
+    Ok(views::delivery_detail_json(
+        &d,
+        event.as_ref().map(|e| e.name.as_str()),
+        &attempts,
+    ))
+}
+
+async fn delivery<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    Ok(Json(detail(api.jadpo.store().as_ref(), id).await?).into_response())
+}
+
+/// An operator's retry of one failed or parked delivery: a fresh budget,
+/// due now. 200 with the delivery as it is now; 409 when it is in another
+/// state.
+async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    let store = api.jadpo.store().as_ref();
+    let d = store
+        .delivery(id)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}")))?;
+    let not_retryable = |state: DeliveryState| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "delivery.not_retryable",
+            format!("delivery {id} is {state}: only failed and parked deliveries are retried"),
+        )
+    };
+    if !d.retryable_by_operator() {
+        return Err(not_retryable(d.state));
+    }
+    // As `Jadpo::retry` does for one delivery (due now), written here because
+    // that future is not `Send` (it keeps a thread-local random source
+    // across an await), which a handler's future must be.
+    let now = api.jadpo.clock().now();
+    let retried = store.retry(&[(id, now)], now).await.map_err(ApiError::store)?;
+    if !retried.contains(&id) {
+        let now = store.delivery(id).await.map_err(ApiError::store)?;
+        return Err(not_retryable(now.map_or(d.state, |d| d.state)));
+    }
+    Ok(Json(detail(store, id).await?).into_response())
+}
+
+async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
+    let list = views::breakers(api.jadpo.store().as_ref(), Some(api.jadpo.app()))
+        .await
+        .map_err(ApiError::store)?;
+    Ok(Json(views::breakers_json(&list)).into_response())
+}
+
+async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
+    let text = metrics::render(api.jadpo.store().as_ref(), api.jadpo.app())
+        .await
+        .map_err(ApiError::store)?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok((headers, text).into_response())
+}
+
+/// 200 when the store answers a read, 503 otherwise.
+async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
+    let read = tokio::time::timeout(Duration::from_secs(5), api.jadpo.store().breakers()).await;
+    match read {
+        Ok(Ok(_)) => Json(json!({"status": "ok"})).into_response(),
+        Ok(Err(_)) | Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store.unavailable",
+            "the store does not answer",
+        )
+        .into_response(),
+    }
+}

@@ -1,0 +1,255 @@
+//! `jadpo deliveries [--state S] [--subscriber S] [--connection C]
+//! [--event ID] [--limit N] [--json]` and `jadpo deliveries show ID [--json]`.
+//!
+//! Newest first. Held deliveries are listed with the connection holding
+//! them and since when (the seed: "Held deliveries ... are shown in `jadpo
+//! deliveries`"). `--connection C` lists the deliveries held on C and, when
+//! the app file is available, every delivery of a subscriber whose action
+//! may call C. Exit codes: 0 listed or shown; 1 `delivery.not_found`,
+//! `app.invalid`; 2 `store.url_invalid`, `store.unavailable`,
+//! `app.unreadable`.
+
+use super::{AppArg, StoreArg};
+use crate::operator::{self, Need};
+use crate::output::{self, time_short, CliError};
+use crate::views::{self, DeliveryQuery};
+use crate::{store_url, with_store};
+use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId};
+use jadpo_lang::App;
+use jadpo_store::Store;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub show: Option<Sub>,
+    #[command(flatten)]
+    pub list: ListArgs,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub app: AppArg,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Sub {
+    /// Show one delivery with its attempt history.
+    Show(ShowArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The delivery's id.
+    pub id: i64,
+    /// Print the delivery and its `history` as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// Only deliveries in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
+    /// Only this subscriber's deliveries.
+    #[arg(long, value_name = "NAME")]
+    pub subscriber: Option<String>,
+    /// Only deliveries held on this connection or whose subscriber's action
+    /// may call it (the latter needs the app file).
+    #[arg(long, value_name = "NAME")]
+    pub connection: Option<String>,
+    /// Only the deliveries of this event.
+    #[arg(long, value_name = "ID")]
+    pub event: Option<i64>,
+    /// The most deliveries listed, newest first.
+    #[arg(long, value_name = "N", default_value_t = views::DEFAULT_LIMIT, value_parser = views::parse_limit)]
+    pub limit: usize,
+    /// Print one JSON array of deliveries.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A delivery's state, for `--state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateArg {
+    Due,
+    Running,
+    Held,
+    Succeeded,
+    Failed,
+    Parked,
+}
+
+impl From<StateArg> for DeliveryState {
+    fn from(s: StateArg) -> DeliveryState {
+        match s {
+            StateArg::Due => DeliveryState::Due,
+            StateArg::Running => DeliveryState::Running,
+            StateArg::Held => DeliveryState::Held,
+            StateArg::Succeeded => DeliveryState::Succeeded,
+            StateArg::Failed => DeliveryState::Failed,
+            StateArg::Parked => DeliveryState::Parked,
+        }
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    output::run_async(async move {
+        let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
+        let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+        match args.show {
+            Some(Sub::Show(show)) => with_store!(&store, |s| show_one(s, &show).await),
+            None => with_store!(&store, |s| list(s, app.as_ref(), &args.list).await),
+        }
+    })
+}
+
+async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result<ExitCode, CliError> {
+    if args.connection.is_some() && app.is_none() {
+        eprintln!(
+            "note: no app file ({}), so --connection lists only the deliveries held on it",
+            operator::DEFAULT_APP
+        );
+    }
+    let query = DeliveryQuery {
+        state: args.state.map(Into::into),
+        subscriber: args.subscriber.clone(),
+        connection: args.connection.clone(),
+        event: args.event.map(EventId),
+        limit: args.limit,
+    };
+    let found = views::list(store, app, &query).await.map_err(CliError::store)?;
+    let names = views::event_names(store, &found).await.map_err(CliError::store)?;
+    if args.json {
+        output::print_json(&views::deliveries_json(&found, &names));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if found.is_empty() {
+        output::print("no deliveries match\n");
+        return Ok(ExitCode::SUCCESS);
+    }
+    output::print(&table(&found, &names));
+    if found.len() == args.limit {
+        eprintln!("(the newest {}; use --limit N for more)", args.limit);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn failure_text(d: &Delivery) -> String {
+    d.last_failure
+        .as_ref()
+        .map_or_else(|| "-".into(), |f| format!("{} ({})", f.code, f.kind))
+}
+
+/// What the WHEN column says: when it is due, until when it runs, since
+/// when it is held, or when it finished.
+fn when_text(d: &Delivery) -> String {
+    match d.state {
+        DeliveryState::Due => format!("due {}", time_short(d.due_at)),
+        DeliveryState::Running => d
+            .lease
+            .as_ref()
+            .map_or_else(|| "running".into(), |l| format!("lease until {}", time_short(l.until))),
+        DeliveryState::Held => d
+            .held
+            .as_ref()
+            .map_or_else(|| "held".into(), |h| format!("held since {}", time_short(h.since))),
+        _ => d
+            .finished_at
+            .map_or_else(|| "-".into(), |t| format!("finished {}", time_short(t))),
+    }
+}
+
+fn table(found: &[Delivery], names: &BTreeMap<EventId, String>) -> String {
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|d| {
+            let event = names.get(&d.event_id).map_or("?", String::as_str);
+            vec![
+                d.id.to_string(),
+                d.subscriber.clone(),
+                format!("{event} #{}", d.event_id),
+                d.state.to_string(),
+                d.attempts.to_string(),
+                failure_text(d),
+                when_text(d),
+                d.held.as_ref().map_or_else(|| "-".into(), |h| h.connection.clone()),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "ID",
+            "SUBSCRIBER",
+            "EVENT",
+            "STATE",
+            "ATTEMPTS",
+            "LAST FAILURE",
+            "WHEN",
+            "HELD ON",
+        ],
+        &rows,
+    )
+}
+
+async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliError> {
+    let id = DeliveryId(args.id);
+    let Some(d) = store.delivery(id).await.map_err(CliError::store)? else {
+        return Err(CliError::invalid(
+            "delivery.not_found",
+            format!("no delivery {id} in this store"),
+        ));
+    };
+    let attempts = store.attempts(id).await.map_err(CliError::store)?;
+    let event = store.event(d.event_id).await.map_err(CliError::store)?.map(|e| e.name);
+    if args.json {
+        output::print_json(&views::delivery_detail_json(&d, event.as_deref(), &attempts));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = format!("delivery {id}\n");
+    let mut field = |name: &str, value: String| out.push_str(&format!("  {name:<13} {value}\n"));
+    field(
+        "event",
+        format!("{} (event {})", event.as_deref().unwrap_or("?"), d.event_id),
+    );
+    field("subscriber", d.subscriber.clone());
+    field("state", d.state.to_string());
+    field("attempts", d.attempts.to_string());
+    field("last failure", failure_text(&d));
+    if let Some(h) = &d.held {
+        field("held on", format!("{} since {}", h.connection, time_short(h.since)));
+    }
+    field("when", when_text(&d));
+    field("budget from", time_short(d.budget_from));
+    if !d.held_for.is_zero() {
+        field("held for", output::duration_short(d.held_for));
+    }
+    field("created", time_short(d.created_at));
+    out.push('\n');
+    if attempts.is_empty() {
+        out.push_str("no attempts yet\n");
+    } else {
+        let rows: Vec<Vec<String>> = attempts
+            .iter()
+            .map(|a| {
+                let f = a.failure.as_ref();
+                vec![
+                    a.attempt.to_string(),
+                    time_short(a.started_at),
+                    output::duration_short(a.ended_at.since(a.started_at)),
+                    a.state.to_string(),
+                    f.map_or_else(|| "-".into(), |f| f.code.clone()),
+                    f.map_or_else(|| "-".into(), |f| f.kind.to_string()),
+                ]
+            })
+            .collect();
+        out.push_str(&output::table(
+            &["ATTEMPT", "STARTED", "TOOK", "OUTCOME", "CODE", "KIND"],
+            &rows,
+        ));
+    }
+    output::print(&out);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,95 @@
+//! What the operator commands (`emit`, `deliveries`, `retry`, `breakers`)
+//! build on: the app file, and a `Jadpo` that never starts workers.
+//!
+//! These commands never run an action, so they must work where the app's
+//! environment is missing (an operator's laptop, a cron job). The `Jadpo`
+//! they use replaces every connection with a fake answering 200 and every
+//! Rust-supplied action with a stub, so `build` reads no `env(...)` or
+//! `secret(...)` and needs no registered code. Neither is ever called:
+//! `start()` is not.
+
+use crate::output::CliError;
+use jadpo::{Jadpo, StartError};
+use jadpo_core::{Failure, FailureKind};
+use jadpo_lang::{ActionBody, App};
+use jadpo_runtime::connection::Fake;
+use jadpo_runtime::interpreter::RustAction;
+use jadpo_store::ScheduleStore;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The app file used when `--app` is not given.
+pub const DEFAULT_APP: &str = "app.jadpo";
+
+/// How much a command needs the app file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// `emit`: it validates the payload against the app.
+    Required,
+    /// `deliveries`, `breakers`, `retry`: used when present (connection
+    /// filters, breakers with no row yet); the default `app.jadpo` may be
+    /// absent. A file named with `--app` must be readable.
+    Optional,
+}
+
+/// Reads and checks the app. A missing or unreadable file is
+/// `app.unreadable` (exit 2), except the default one when it is
+/// [`Need::Optional`]; an app with errors prints its diagnostics (exit 1).
+pub fn load_app(flag: Option<&Path>, need: Need) -> Result<Option<App>, CliError> {
+    let path: PathBuf = flag.map_or_else(|| PathBuf::from(DEFAULT_APP), Path::to_path_buf);
+    if flag.is_none() && need == Need::Optional && !path.exists() {
+        return Ok(None);
+    }
+    jadpo::load_app(&path).map(Some).map_err(start_error)
+}
+
+/// A start error as the command line reports it.
+pub fn start_error(e: StartError) -> CliError {
+    match e {
+        StartError::Unreadable { path, reason } => CliError::environment(
+            "app.unreadable",
+            format!("cannot read the app file {path}: {reason} (give another with --app FILE)"),
+        ),
+        StartError::Invalid { .. } => CliError {
+            rendered: Some(format!("{e}\n(run `jadpo check` for details)")),
+            ..CliError::invalid("app.invalid", "the app file has errors")
+        },
+        StartError::Store(s) => CliError::store(s),
+        other => CliError::environment(other.code(), other.to_string()),
+    }
+}
+
+/// An app with nothing in it, for commands that need no app (a retry by id).
+pub fn empty_app() -> App {
+    jadpo::check_app("(no app)", "").unwrap_or_else(|_| unreachable!("an empty app file is valid"))
+}
+
+/// A `Jadpo` for operator commands: every connection a fake, every Rust
+/// action a stub, workers never started. See the module's documentation.
+pub async fn jadpo<S: ScheduleStore>(app: App, store: S) -> Result<Jadpo<S>, CliError> {
+    let mut builder = jadpo::Builder::default().env(|_| None);
+    for name in app.connections.keys() {
+        builder = builder.double(name, Fake::ok());
+    }
+    for (name, action) in &app.actions {
+        if matches!(action.body, ActionBody::Uses(_)) {
+            builder = builder.action(name, stub());
+        }
+    }
+    builder.app(app).build(store).await.map_err(start_error)
+}
+
+fn stub() -> RustAction {
+    Arc::new(|_, _| Box::pin(async { Err(Failure::new("cli.action_not_supplied", FailureKind::InternalFault)) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_app_is_valid() {
+        let app = empty_app();
+        assert!(app.events.is_empty() && app.connections.is_empty());
+    }
+}

@@ -1,0 +1,210 @@
+//! What `jadpo deliveries`, `jadpo breakers` and the HTTP API show, computed
+//! and serialized in one place so the command line and the API cannot
+//! disagree. The JSON shapes are documented in docs/cli.md.
+//!
+//! A payload is never part of any of them: only ids, names, states, codes,
+//! kinds and times.
+
+use crate::output::time_json;
+use jadpo_core::{Breaker, Delivery, DeliveryState, EventId};
+use jadpo_lang::App;
+use jadpo_store::{AttemptRecord, BreakerView, DeliveryFilter, Store, StoreError};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Rows listed when no limit is given.
+pub const DEFAULT_LIMIT: usize = 100;
+/// The most rows one listing returns.
+pub const MAX_LIMIT: usize = 10_000;
+
+/// `--limit N`: 1 to [`MAX_LIMIT`].
+pub fn parse_limit(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_LIMIT).contains(n))
+        .ok_or_else(|| format!("{s:?} is not a number from 1 to {MAX_LIMIT}"))
+}
+
+/// The filters of `jadpo deliveries` and `GET /deliveries`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryQuery {
+    pub state: Option<DeliveryState>,
+    pub subscriber: Option<String>,
+    /// Deliveries whose subscriber's action may call this connection
+    /// (known from the app), or held on it.
+    pub connection: Option<String>,
+    pub event: Option<EventId>,
+    /// At most [`MAX_LIMIT`].
+    pub limit: usize,
+}
+
+/// The subscribers whose action may call `connection`, itself or through
+/// the actions it runs.
+pub fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {
+    app.subscribers
+        .values()
+        .filter(|s| {
+            app.actions
+                .get(&s.run.action)
+                .is_some_and(|a| a.connections().contains(connection))
+        })
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+/// Lists deliveries, newest first. With a connection: those held on it,
+/// and, when the app is known, those of every subscriber whose action may
+/// call it. Each query is bounded by the limit, so this reads at most
+/// (subscribers + 1) × limit rows.
+pub async fn list<S: Store>(store: &S, app: Option<&App>, q: &DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
+    let limit = q.limit.clamp(1, MAX_LIMIT);
+    let base = DeliveryFilter {
+        state: q.state,
+        subscriber: q.subscriber.clone(),
+        connection: None,
+        event: q.event,
+        limit: Some(limit),
+    };
+    let Some(connection) = &q.connection else {
+        return store.list(&base).await;
+    };
+    let mut found = store
+        .list(&DeliveryFilter {
+            connection: Some(connection.clone()),
+            ..base.clone()
+        })
+        .await?;
+    if let Some(app) = app {
+        for subscriber in subscribers_calling(app, connection) {
+            if q.subscriber.as_ref().is_some_and(|s| *s != subscriber) {
+                continue;
+            }
+            let filter = DeliveryFilter {
+                subscriber: Some(subscriber),
+                ..base.clone()
+            };
+            found.extend(store.list(&filter).await?);
+        }
+    }
+    found.sort_by(|a, b| b.id.cmp(&a.id));
+    found.dedup_by_key(|d| d.id);
+    found.truncate(limit);
+    Ok(found)
+}
+
+/// The names of the events of `deliveries`, one read per distinct event.
+pub async fn event_names<S: Store>(
+    store: &S,
+    deliveries: &[Delivery],
+) -> Result<BTreeMap<EventId, String>, StoreError> {
+    let ids: BTreeSet<EventId> = deliveries.iter().map(|d| d.event_id).collect();
+    let mut names = BTreeMap::new();
+    for id in ids {
+        if let Some(e) = store.event(id).await? {
+            names.insert(id, e.name);
+        }
+    }
+    Ok(names)
+}
+
+/// One delivery as JSON. `due_at` is set only while it is `due`; a held
+/// one has `held_connection` and `held_since`; a finished one
+/// `finished_at`.
+pub fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
+    let failure = d.last_failure.as_ref();
+    let held = d.held.as_ref();
+    let lease = d.lease.as_ref().filter(|_| d.state == DeliveryState::Running);
+    json!({
+        "id": d.id.0,
+        "event_id": d.event_id.0,
+        "event": event,
+        "subscriber": d.subscriber,
+        "state": d.state.as_str(),
+        "attempts": d.attempts,
+        "last_failure_code": failure.map(|f| f.code.as_str()),
+        "last_failure_kind": failure.map(|f| f.kind.as_str()),
+        "held_connection": held.map(|h| h.connection.as_str()),
+        "held_since": time_json(held.map(|h| h.since)),
+        "due_at": time_json(Some(d.due_at).filter(|_| d.state == DeliveryState::Due)),
+        "finished_at": time_json(d.finished_at.filter(|_| d.state.is_finished())),
+        "lease_owner": lease.map(|l| l.owner.as_str()),
+        "lease_until": time_json(lease.map(|l| l.until)),
+        "budget_from": time_json(Some(d.budget_from)),
+        "held_for_ms": u64::try_from(d.held_for.as_millis()).unwrap_or(u64::MAX),
+        "created_at": time_json(Some(d.created_at)),
+        "updated_at": time_json(Some(d.updated_at)),
+    })
+}
+
+/// One attempt of a delivery's history.
+pub fn attempt_json(a: &AttemptRecord) -> Value {
+    let failure = a.failure.as_ref();
+    json!({
+        "attempt": a.attempt,
+        "started_at": time_json(Some(a.started_at)),
+        "ended_at": time_json(Some(a.ended_at)),
+        "state": a.state.as_str(),
+        "code": failure.map(|f| f.code.as_str()),
+        "kind": failure.map(|f| f.kind.as_str()),
+    })
+}
+
+/// A delivery with its attempt history (`jadpo deliveries show --json`,
+/// `GET /deliveries/ID`): [`delivery_json`] plus `history`, oldest first.
+pub fn delivery_detail_json(d: &Delivery, event: Option<&str>, attempts: &[AttemptRecord]) -> Value {
+    let mut v = delivery_json(d, event);
+    v["history"] = Value::Array(attempts.iter().map(attempt_json).collect());
+    v
+}
+
+/// A list of deliveries with their events' names.
+pub fn deliveries_json(deliveries: &[Delivery], names: &BTreeMap<EventId, String>) -> Value {
+    Value::Array(
+        deliveries
+            .iter()
+            .map(|d| delivery_json(d, names.get(&d.event_id).map(String::as_str)))
+            .collect(),
+    )
+}
+
+/// Every breaker: the store's rows, and a closed one for each connection of
+/// the app that has no row yet. By connection name.
+pub async fn breakers<S: Store>(store: &S, app: Option<&App>) -> Result<Vec<BreakerView>, StoreError> {
+    let mut found: BTreeMap<String, BreakerView> = store
+        .breakers()
+        .await?
+        .into_iter()
+        .map(|b| (b.breaker.connection.clone(), b))
+        .collect();
+    for name in app.into_iter().flat_map(|a| a.connections.keys()) {
+        found.entry(name.clone()).or_insert_with(|| BreakerView {
+            breaker: Breaker::new(name.clone()),
+            held: 0,
+        });
+    }
+    Ok(found.into_values().collect())
+}
+
+/// One breaker as JSON.
+pub fn breaker_json(v: &BreakerView) -> Value {
+    let b = &v.breaker;
+    let closed = b.is_closed();
+    json!({
+        "connection": b.connection,
+        "state": b.state.as_str(),
+        "consecutive_unavailable": b.consecutive_unavailable,
+        "opened_at": time_json(b.opened_at.filter(|_| !closed)),
+        "outage_since": time_json(b.outage_since.filter(|_| !closed)),
+        "pause_ms": u64::try_from(b.pause.as_millis()).unwrap_or(u64::MAX),
+        "probe_due_at": time_json(b.probe_due_at()),
+        "probe_delivery": b.probe.map(|p| p.delivery.0),
+        "probe_until": time_json(b.probe.map(|p| p.until)),
+        "held": v.held,
+        "alert_raised": b.alert_raised,
+    })
+}
+
+pub fn breakers_json(list: &[BreakerView]) -> Value {
+    Value::Array(list.iter().map(breaker_json).collect())
+}
