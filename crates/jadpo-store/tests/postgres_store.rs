@@ -430,3 +430,49 @@ async fn two_processes_claiming_one_schedule_start_one_run() {
         }
     }
 }
+
+/// The claim sends its plan settings and its query in one round trip,
+/// relying on the driver sending requests in the order `try_join!` first
+/// polls them. Checked here, on the driver the store uses.
+#[tokio::test]
+async fn settings_pipelined_before_a_query_apply_to_it() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let mut conn = store.connection().await.unwrap();
+    let tx = conn.transaction().await.unwrap();
+    let stmt = tx
+        .prepare_cached("SELECT current_setting('enable_sort')")
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        let (_, row) = tokio::try_join!(
+            tx.batch_execute("SET LOCAL enable_sort = off"),
+            tx.query_one(&stmt, &[])
+        )
+        .unwrap();
+        assert_eq!(row.get::<_, &str>(0), "off");
+        tx.batch_execute("SET LOCAL enable_sort = on").await.unwrap();
+    }
+}
+
+/// On a table never analyzed, the claim still walks its partial indexes in
+/// order and stops at its limit, instead of sorting every due row.
+#[tokio::test]
+async fn the_claim_goes_by_its_partial_indexes_even_without_statistics() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    emit(&store, "log", 5_000, 0).await;
+    let plan = store.explain_claim(at(1), 100).await.unwrap();
+    for mode in plan.split("-- ").filter(|m| !m.is_empty()) {
+        assert!(mode.contains("Index Scan using jadpo_deliveries_due"), "{mode}");
+        assert!(mode.contains("Index Scan using jadpo_deliveries_lost"), "{mode}");
+        assert!(!mode.contains("Sort Key: jadpo_deliveries.due_at"), "{mode}");
+        assert!(mode.contains("rows=100 loops=1"), "{mode}");
+    }
+    // Explaining claimed nothing.
+    assert_eq!(claim(&store, "w", 1, 10_000).await.claimed.len(), 5_000);
+}

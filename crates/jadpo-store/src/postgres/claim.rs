@@ -67,12 +67,18 @@ const OPEN_BREAKERS: &str = concat!(
 );
 
 pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
-    tx.batch_execute(PIN_PLAN).await?;
     let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
     let now = rows::ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
-    let (rows, open) = tokio::try_join!(tx.query(&claim, &params), tx.query(&open, &[]))?;
+    // One round trip: the driver sends each request when its future is
+    // first polled, and `try_join!` polls them in this order, so the
+    // settings reach the server before the claim.
+    let (_, rows, open) = tokio::try_join!(
+        tx.batch_execute(PIN_PLAN),
+        tx.query(&claim, &params),
+        tx.query(&open, &[])
+    )?;
     if rows.is_empty() {
         return Ok(ClaimReport::default());
     }

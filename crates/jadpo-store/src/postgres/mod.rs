@@ -66,7 +66,7 @@ pub struct Options {
     pub pool_size: usize,
     /// Limit for opening one connection (TCP and the startup handshake).
     pub connect_timeout: Duration,
-    /// Limit for one whole method: waiting for a connection, then its
+    /// Limit for waiting for a free connection, and again for one method's
     /// transaction. Past it the connection is dropped, not reused.
     pub op_timeout: Duration,
     /// Tables live in this schema (`search_path`) instead of the URL's.
