@@ -1,0 +1,686 @@
+//! The operator commands (`emit`, `deliveries`, `retry`, `breakers`,
+//! `migrate`, `completions`), run as the real binary against a real SQLite
+//! file: each command, each error path with its exit code, and the shapes
+//! of `--json`.
+
+mod common;
+
+use common::{by_id, seed_sqlite, Folder};
+use serde_json::Value;
+
+const PAYMENT: &str = r#"{"payment_id": "p1", "amount_cents": 100}"#;
+
+#[test]
+fn emit_prints_the_event_and_its_deliveries() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let run = f.run(&["emit", "PaymentReceived", PAYMENT, "--store", &url]);
+    run.expect(0, None);
+    assert_eq!(run.stdout(), "emitted PaymentReceived: event 1, 2 deliveries\n");
+
+    let run = f.run(&["emit", "Ping", r#"{"id": "a"}"#, "--store", &url, "--json"]);
+    let out = run.expect(0, None).json();
+    assert_eq!(out["event_id"], 2);
+    assert_eq!(out["deliveries"], 1);
+    assert_eq!(out["delivery_ids"].as_array().unwrap().len(), 1);
+
+    // The payload from stdin; the store from $JADPO_STORE.
+    let run = f.run_with(
+        &["emit", "Ping", "-", "--json"],
+        &[("JADPO_STORE", &url)],
+        Some(r#"{"id": "b"}"#),
+    );
+    assert_eq!(run.expect(0, None).json()["event_id"], 3);
+
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 4);
+    assert!(list.as_array().unwrap().iter().all(|d| d["state"] == "due"));
+}
+
+#[test]
+fn emit_without_store_uses_the_default_sqlite_file() {
+    let f = Folder::with_app();
+    f.run(&["emit", "Ping", r#"{"id": "a"}"#]).expect(0, None);
+    assert!(f.path().join(".jadpo/jadpo.db").is_file());
+    let list = f.run(&["deliveries", "--json"]).json();
+    assert_eq!(list[0]["event"], "Ping");
+    assert_eq!(list[0]["subscriber"], "pinged");
+}
+
+#[test]
+fn an_invalid_payload_names_its_field_and_exits_1() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let cases = [
+        (r#"{"payment_id": "p1"}"#, "event.invalid", "amount_cents"),
+        (
+            r#"{"payment_id": "p1", "amount_cents": "100"}"#,
+            "event.invalid",
+            "amount_cents",
+        ),
+        (
+            r#"{"payment_id": 7, "amount_cents": 100}"#,
+            "event.invalid",
+            "payment_id",
+        ),
+        (
+            r#"{"payment_id": "p1", "amount_cents": 1, "note": "x"}"#,
+            "event.invalid",
+            "note",
+        ),
+        (r#"[1, 2]"#, "event.invalid", "JSON object"),
+        (r#"{"payment_id": "#, "event.invalid", "not JSON"),
+    ];
+    for (payload, code, said) in cases {
+        let run = f.run(&["emit", "PaymentReceived", payload, "--store", &url]);
+        run.expect(1, Some(code));
+        assert!(run.stderr().contains(said), "{payload}: {}", run.stderr());
+        assert!(
+            !run.stderr().contains("p1"),
+            "the payload is never echoed: {}",
+            run.stderr()
+        );
+    }
+    let run = f.run(&["emit", "Refund", "{}", "--store", &url]);
+    run.expect(1, Some("event.unknown"));
+    assert!(run.stderr().contains("PaymentReceived"), "{}", run.stderr());
+
+    let big = format!(r#"{{"id": "{}"}}"#, "x".repeat(300 * 1024));
+    let run = f.run_with(&["emit", "Ping", "-", "--store", &url], &[], Some(&big));
+    run.expect(1, Some("event.too_large"));
+
+    // Nothing was written.
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    assert_eq!(list, Value::Array(vec![]));
+}
+
+#[test]
+fn a_bad_payload_is_refused_before_the_store_is_opened() {
+    let f = Folder::with_app();
+    let run = f.run(&["emit", "Ping", "{}", "--store", "postgres://nobody@127.0.0.1:1/none"]);
+    run.expect(1, Some("event.invalid"));
+}
+
+#[test]
+fn the_app_file_must_be_there_and_valid() {
+    let f = Folder::empty();
+    let url = f.store_url();
+    let run = f.run(&["emit", "Ping", "{}", "--store", &url]);
+    run.expect(2, Some("app.unreadable"));
+    assert!(run.stderr().contains("app.jadpo"), "{}", run.stderr());
+    f.run(&["emit", "Ping", "{}", "--store", &url, "--app", "other.jadpo"])
+        .expect(2, Some("app.unreadable"));
+    // A named app file must be readable even where the app is optional.
+    f.run(&["deliveries", "--store", &url, "--app", "other.jadpo"])
+        .expect(2, Some("app.unreadable"));
+    f.run(&["breakers", "--store", &url, "--app", "other.jadpo"])
+        .expect(2, Some("app.unreadable"));
+
+    f.write("app.jadpo", "event E { id: strng }\nsubscriber s { on: F run: g() }\n");
+    let run = f.run(&["emit", "E", r#"{"id": "a"}"#, "--store", &url]);
+    assert_eq!(run.code(), 1, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("app.jadpo:1:"),
+        "diagnostics are shown: {}",
+        run.stderr()
+    );
+    f.run(&["deliveries", "--store", &url]).expect(1, None);
+
+    // Without an app file, listing and retrying by id still work.
+    std::fs::remove_file(f.path().join("app.jadpo")).unwrap();
+    f.run(&["deliveries", "--store", &url]).expect(0, None);
+    f.run(&["breakers", "--store", &url]).expect(0, None);
+    f.run(&["retry", "1", "--store", &url]).expect(1, None);
+}
+
+#[test]
+fn bad_store_urls_exit_2_with_the_accepted_forms() {
+    let f = Folder::with_app();
+    for url in [
+        "mysql://h/db",
+        "sqlite:",
+        "just-a-path.db",
+        "postgres://u@h:notaport/db",
+        "",
+    ] {
+        for args in [
+            vec!["deliveries", "--store", url],
+            vec!["emit", "Ping", r#"{"id": "a"}"#, "--store", url],
+            vec!["migrate", "--store", url],
+            vec!["breakers", "--store", url],
+            vec!["retry", "1", "--store", url],
+        ] {
+            let run = f.run(&args);
+            run.expect(2, Some("store.url_invalid"));
+            assert!(run.stderr().contains("sqlite:PATH"), "{}", run.stderr());
+            assert!(run.stderr().contains("postgres://"), "{}", run.stderr());
+            assert!(!run.stderr().contains("panicked"), "{}", run.stderr());
+        }
+    }
+    // From the environment too.
+    let run = f.run_with(&["deliveries"], &[("JADPO_STORE", "redis://h")], None);
+    run.expect(2, Some("store.url_invalid"));
+}
+
+#[test]
+fn an_unreachable_store_exits_2() {
+    let f = Folder::with_app();
+    let run = f.run(&["deliveries", "--store", "postgres://nobody:hunter2@127.0.0.1:1/none"]);
+    run.expect(2, Some("store.unavailable"));
+    assert!(
+        !run.stderr().contains("hunter2"),
+        "the password is never shown: {}",
+        run.stderr()
+    );
+    f.write("a-file", "");
+    let url = format!("sqlite:{}", f.path().join("a-file/jadpo.db").display());
+    f.run(&["migrate", "--store", &url])
+        .expect(2, Some("store.unavailable"));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let f = Folder::with_app();
+    for args in [
+        vec!["deliveries", "--no-such-flag"],
+        vec!["deliveries", "--state", "sleeping"],
+        vec!["deliveries", "--limit", "0"],
+        vec!["deliveries", "show"],
+        vec!["deliveries", "show", "abc"],
+        vec!["retry"],
+        vec!["retry", "1", "--state", "failed"],
+        vec!["retry", "--state", "due"],
+        vec!["retry", "--subscriber", "x"],
+        vec!["retry", "--state", "failed", "--spread", "3d"],
+        vec!["emit", "Ping"],
+        vec!["completions", "tcsh"],
+        vec!["nonsense"],
+    ] {
+        let run = f.run(&args);
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr());
+    }
+}
+
+#[test]
+fn every_command_and_flag_has_help() {
+    let f = Folder::empty();
+    let top = f.run(&["--help"]);
+    top.expect(0, None);
+    for cmd in [
+        "check",
+        "dev",
+        "serve",
+        "emit",
+        "deliveries",
+        "retry",
+        "breakers",
+        "migrate",
+        "completions",
+    ] {
+        assert!(top.stdout().contains(cmd), "{cmd} is listed");
+    }
+    for cmd in [
+        vec!["emit"],
+        vec!["deliveries"],
+        vec!["deliveries", "show"],
+        vec!["retry"],
+        vec!["breakers"],
+        vec!["migrate"],
+        vec!["completions"],
+    ] {
+        let mut args = cmd.clone();
+        args.push("--help");
+        let run = f.run(&args);
+        run.expect(0, None);
+        let help = run.stdout();
+        // Every option line has a description after its name.
+        let options = help.split("Options:").nth(1).unwrap_or("");
+        for line in options.lines().filter(|l| l.trim_start().starts_with('-')) {
+            let line = line.trim();
+            let described = line.split("  ").filter(|p| !p.trim().is_empty()).count() > 1;
+            let continued = options.contains(&format!("{line}\n          "));
+            assert!(described || continued, "{cmd:?}: `{line}` has no help");
+        }
+    }
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    let f = Folder::empty();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let run = f.run(&["completions", shell]);
+        run.expect(0, None);
+        assert!(run.stdout().contains("deliveries"), "{shell}");
+        assert!(run.stdout().contains("retry"), "{shell}");
+    }
+}
+
+#[test]
+fn migrate_creates_the_tables_and_may_run_again() {
+    let f = Folder::empty();
+    let url = f.store_url();
+    let run = f.run(&["migrate", "--store", &url]);
+    run.expect(0, None);
+    assert!(run.stdout().contains("migrated"), "{}", run.stdout());
+    f.run(&["migrate", "--store", &url]).expect(0, None);
+    f.run_with(&["migrate"], &[("JADPO_STORE", &url)], None).expect(0, None);
+    assert!(f.path().join("jadpo.db").is_file());
+}
+
+#[test]
+fn deliveries_json_has_every_field_with_held_ones_as_the_seed_requires() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    let all = list.as_array().unwrap();
+    assert_eq!(all.len(), 10);
+    let ids: Vec<i64> = all.iter().map(|d| d["id"].as_i64().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(ids, sorted, "newest first");
+    for d in all {
+        for field in [
+            "id",
+            "event_id",
+            "event",
+            "subscriber",
+            "state",
+            "attempts",
+            "last_failure_code",
+            "last_failure_kind",
+            "held_connection",
+            "held_since",
+            "due_at",
+            "finished_at",
+        ] {
+            assert!(d.get(field).is_some(), "{field} in {d}");
+        }
+        assert!(d.get("payload").is_none());
+    }
+    let rfc3339 = |v: &Value| {
+        let s = v.as_str().unwrap_or_else(|| panic!("{v} is a time"));
+        s.parse::<jiff::Timestamp>().unwrap_or_else(|e| panic!("{s}: {e}"));
+    };
+
+    let held = by_id(&list, s.held);
+    assert_eq!(held["state"], "held");
+    assert_eq!(held["held_connection"], "payments");
+    rfc3339(&held["held_since"]);
+    assert_eq!(held["due_at"], Value::Null);
+    assert_eq!(held["event"], "PaymentReceived");
+    assert_eq!(held["event_id"], s.held_event.0);
+    assert_eq!(held["attempts"], 0, "its attempt was given back");
+
+    let failed = by_id(&list, s.failed);
+    assert_eq!(failed["state"], "failed");
+    assert_eq!(failed["attempts"], 1);
+    assert_eq!(failed["last_failure_code"], "http.400");
+    assert_eq!(failed["last_failure_kind"], "rejected");
+    rfc3339(&failed["finished_at"]);
+    assert_eq!(failed["held_connection"], Value::Null);
+
+    let parked = by_id(&list, s.parked);
+    assert_eq!(parked["state"], "parked");
+    assert_eq!(parked["last_failure_kind"], "outcome_unknown");
+
+    let retrying = by_id(&list, s.retrying[0]);
+    assert_eq!(retrying["state"], "due");
+    assert_eq!(retrying["last_failure_code"], "http.503");
+    assert_eq!(retrying["last_failure_kind"], "unavailable");
+    rfc3339(&retrying["due_at"]);
+    assert_eq!(retrying["finished_at"], Value::Null);
+
+    assert_eq!(by_id(&list, s.succeeded)["state"], "succeeded");
+    assert_eq!(by_id(&list, s.due)["event"], "Ping");
+}
+
+#[test]
+fn deliveries_filters() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let count = |args: &[&str]| {
+        let mut all = vec!["deliveries", "--store", &url, "--json"];
+        all.extend_from_slice(args);
+        let run = f.run(&all);
+        run.expect(0, None);
+        run.json().as_array().unwrap().len()
+    };
+    assert_eq!(count(&["--state", "held"]), 1);
+    assert_eq!(count(&["--state", "due"]), 6);
+    assert_eq!(count(&["--state", "failed"]), 1);
+    assert_eq!(count(&["--subscriber", "record"]), 6);
+    assert_eq!(count(&["--subscriber", "record", "--state", "due"]), 5);
+    assert_eq!(count(&["--event", &s.held_event.0.to_string()]), 1);
+    assert_eq!(count(&["--limit", "3"]), 3);
+    // With the app: every delivery whose subscriber may call the connection.
+    assert_eq!(count(&["--connection", "payments"]), 6);
+    assert_eq!(count(&["--connection", "payments", "--state", "held"]), 1);
+    assert_eq!(count(&["--connection", "mailer"]), 4);
+    assert_eq!(count(&["--connection", "mailer", "--subscriber", "audit"]), 2);
+    assert_eq!(count(&["--connection", "payments", "--limit", "2"]), 2);
+    assert_eq!(count(&["--connection", "nowhere"]), 0);
+
+    // Without the app: only those held on it, with a note saying so.
+    std::fs::remove_file(f.path().join("app.jadpo")).unwrap();
+    assert_eq!(count(&["--connection", "payments"]), 1);
+    let run = f.run(&["deliveries", "--store", &url, "--connection", "payments"]);
+    assert!(run.stderr().contains("held on it"), "{}", run.stderr());
+}
+
+#[test]
+fn deliveries_table_shows_every_column() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let run = f.run(&["deliveries", "--store", &url]);
+    run.expect(0, None);
+    let out = run.stdout();
+    let header = out.lines().next().unwrap();
+    for col in [
+        "ID",
+        "SUBSCRIBER",
+        "EVENT",
+        "STATE",
+        "ATTEMPTS",
+        "LAST FAILURE",
+        "WHEN",
+        "HELD ON",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    let held = out.lines().find(|l| l.starts_with(&format!("{} ", s.held))).unwrap();
+    assert!(
+        held.contains("held since") && held.trim_end().ends_with("payments"),
+        "{held}"
+    );
+    let failed = out.lines().find(|l| l.starts_with(&format!("{} ", s.failed))).unwrap();
+    assert!(
+        failed.contains("http.400 (rejected)") && failed.contains("finished"),
+        "{failed}"
+    );
+
+    let run = f.run(&["deliveries", "--store", &url, "--limit", "2"]);
+    assert!(run.stderr().contains("--limit"), "{}", run.stderr());
+    let run = f.run(&["deliveries", "--store", &url, "--state", "running"]);
+    assert_eq!(run.stdout(), "no deliveries match\n");
+}
+
+#[test]
+fn deliveries_show_lists_the_attempts() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let id = s.failed.0.to_string();
+    let one = f.run(&["deliveries", "show", &id, "--store", &url, "--json"]).json();
+    assert_eq!(one["id"], s.failed.0);
+    assert_eq!(one["state"], "failed");
+    let history = one["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0]["attempt"], 1);
+    assert_eq!(history[0]["code"], "http.400");
+    assert_eq!(history[0]["kind"], "rejected");
+    assert_eq!(history[0]["state"], "failed");
+    assert!(history[0]["started_at"].is_string() && history[0]["ended_at"].is_string());
+
+    let run = f.run(&["deliveries", "show", &id, "--store", &url]);
+    run.expect(0, None);
+    let out = run.stdout();
+    assert!(out.contains("http.400 (rejected)"), "{out}");
+    assert!(out.contains("ATTEMPT") && out.contains("KIND"), "{out}");
+
+    let held = f
+        .run(&["deliveries", "show", &s.held.0.to_string(), "--store", &url])
+        .stdout();
+    assert!(held.contains("held on") && held.contains("payments"), "{held}");
+
+    f.run(&["deliveries", "show", "9999", "--store", &url])
+        .expect(1, Some("delivery.not_found"));
+}
+
+#[test]
+fn retry_by_id_retries_failed_and_parked_and_says_why_others_are_skipped() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let (failed, parked, ok) = (
+        s.failed.0.to_string(),
+        s.parked.0.to_string(),
+        s.succeeded.0.to_string(),
+    );
+    let run = f.run(&["retry", &failed, &parked, &ok, "9999", "--store", &url]);
+    run.expect(1, None);
+    let out = run.stdout();
+    assert!(out.contains("retried 2 deliveries"), "{out}");
+    assert!(out.contains(&format!("skipped {ok}: is succeeded")), "{out}");
+    assert!(out.contains("skipped 9999: no such delivery"), "{out}");
+
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    for id in [s.failed, s.parked] {
+        let d = by_id(&list, id);
+        assert_eq!(d["state"], "due");
+        assert_eq!(d["attempts"], 0, "a fresh budget");
+    }
+    assert_eq!(by_id(&list, s.succeeded)["state"], "succeeded");
+
+    // All retried: exit 0, JSON.
+    let f2 = Folder::with_app();
+    let url2 = f2.store_url();
+    let s2 = seed_sqlite(&url2);
+    let run = f2.run(&["retry", &s2.failed.0.to_string(), "--store", &url2, "--json"]);
+    let out = run.expect(0, None).json();
+    assert_eq!(out["retried"], serde_json::json!([s2.failed.0]));
+    assert_eq!(out["skipped"], serde_json::json!([]));
+    assert_eq!(out["dry_run"], false);
+}
+
+#[test]
+fn retry_by_state_with_a_dry_run_first() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let run = f.run(&["retry", "--state", "failed", "--dry-run", "--store", &url, "--json"]);
+    let out = run.expect(0, None).json();
+    assert_eq!(out["dry_run"], true);
+    assert_eq!(out["retried"], serde_json::json!([s.failed.0]));
+    let run = f.run(&["retry", "--state", "failed", "--dry-run", "--store", &url]);
+    assert!(run.stdout().contains("would retry 1 delivery"), "{}", run.stdout());
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    assert_eq!(by_id(&list, s.failed)["state"], "failed", "a dry run changes nothing");
+
+    // Filtered to another subscriber or connection: nothing.
+    let run = f.run(&["retry", "--state", "failed", "--subscriber", "record", "--store", &url]);
+    assert!(run.expect(0, None).stdout().contains("nothing to retry"));
+    let run = f.run(&[
+        "retry",
+        "--state",
+        "failed",
+        "--connection",
+        "payments",
+        "--store",
+        &url,
+    ]);
+    assert!(run.expect(0, None).stdout().contains("nothing to retry"));
+    f.run(&["retry", "--state", "failed", "--connection", "nowhere", "--store", &url])
+        .expect(1, Some("connection.unknown"));
+
+    let run = f.run(&[
+        "retry",
+        "--state",
+        "failed",
+        "--connection",
+        "mailer",
+        "--spread",
+        "0s",
+        "--store",
+        &url,
+    ]);
+    assert!(
+        run.expect(0, None).stdout().contains("retried 1 delivery"),
+        "{}",
+        run.stdout()
+    );
+    let run = f.run(&["retry", "--state", "parked", "--store", &url, "--json"]);
+    assert_eq!(run.expect(0, None).json()["retried"], serde_json::json!([s.parked.0]));
+    let list = f
+        .run(&["deliveries", "--store", &url, "--json", "--state", "due"])
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 8);
+
+    // --connection needs the app.
+    std::fs::remove_file(f.path().join("app.jadpo")).unwrap();
+    f.run(&["retry", "--state", "failed", "--connection", "mailer", "--store", &url])
+        .expect(2, Some("app.unreadable"));
+}
+
+#[test]
+fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    // 600 failed deliveries: more than one chunk.
+    let ids = common::block_on(async {
+        use jadpo_store::Store;
+        let store = jadpo_store::sqlite::SqliteStore::open(&url).await.unwrap();
+        let now = common::now();
+        let events: Vec<_> = (0..600)
+            .map(|_| jadpo_store::NewEvent {
+                name: "Ping".into(),
+                payload: r#"{"id":"x"}"#.into(),
+                subscribers: vec!["pinged".into()],
+            })
+            .collect();
+        store.emit(&events, now).await.unwrap();
+        let mut routes = jadpo_store::Routes::new();
+        routes.insert(
+            "pinged",
+            jadpo_store::Route {
+                budget: jadpo_core::Budget::DEFAULT,
+                connections: vec![],
+            },
+        );
+        let claimed = store
+            .claim(&jadpo_store::ClaimRequest {
+                worker: "t",
+                routes: &routes,
+                now,
+                limit: 1000,
+                lease: std::time::Duration::from_secs(60),
+            })
+            .await
+            .unwrap()
+            .claimed;
+        let batch: Vec<_> = claimed
+            .iter()
+            .map(|c| jadpo_store::Finish {
+                id: c.delivery.id,
+                token: c.token(),
+                outcome: jadpo_core::Outcome::Failed(jadpo_core::FailureRecord::new(
+                    "x.defect",
+                    jadpo_core::FailureKind::InternalFault,
+                )),
+                calls: vec![],
+                probe_for: vec![],
+                started_at: now,
+                now,
+            })
+            .collect();
+        store.finish_batch(&batch).await.unwrap();
+        claimed.len()
+    });
+    assert_eq!(ids, 600);
+    let before = common::now();
+    let run = f.run(&["retry", "--state", "failed", "--spread", "10m", "--store", &url]);
+    assert!(
+        run.expect(0, None).stdout().contains("retried 600 deliveries"),
+        "{}",
+        run.stdout()
+    );
+    let list = f
+        .run(&["deliveries", "--store", &url, "--json", "--limit", "1000"])
+        .json();
+    let due: Vec<i64> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert_eq!(d["state"], "due");
+            let t: jiff::Timestamp = d["due_at"].as_str().unwrap().parse().unwrap();
+            t.as_millisecond() - before.as_millis()
+        })
+        .collect();
+    let (min, max) = (*due.iter().min().unwrap(), *due.iter().max().unwrap());
+    assert!(min >= -1_000 && max <= 600_000 + 60_000, "{min}..{max}");
+    assert!(
+        max - min > 60_000,
+        "spread over the window, not all at once: {min}..{max}"
+    );
+}
+
+#[test]
+fn breakers_show_each_connection() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let list = f.run(&["breakers", "--store", &url, "--json"]).json();
+    let all = list.as_array().unwrap();
+    assert_eq!(all.len(), 2, "{list:#}");
+    for b in all {
+        for field in [
+            "connection",
+            "state",
+            "consecutive_unavailable",
+            "opened_at",
+            "pause_ms",
+            "probe_delivery",
+            "held",
+            "alert_raised",
+        ] {
+            assert!(b.get(field).is_some(), "{field} in {b}");
+        }
+    }
+    let payments = all.iter().find(|b| b["connection"] == "payments").unwrap();
+    assert_eq!(payments["state"], "open");
+    assert_eq!(payments["consecutive_unavailable"], 5);
+    assert_eq!(payments["held"], 1);
+    assert_eq!(payments["pause_ms"], 60_000);
+    assert_eq!(payments["alert_raised"], false);
+    assert_eq!(payments["probe_delivery"], Value::Null);
+    assert!(payments["opened_at"]
+        .as_str()
+        .unwrap()
+        .parse::<jiff::Timestamp>()
+        .is_ok());
+    let mailer = all.iter().find(|b| b["connection"] == "mailer").unwrap();
+    assert_eq!(mailer["state"], "closed");
+    assert_eq!(mailer["opened_at"], Value::Null);
+
+    let run = f.run(&["breakers", "--store", &url]);
+    let out = run.expect(0, None).stdout();
+    let line = out.lines().find(|l| l.starts_with("payments")).unwrap();
+    assert!(line.contains("open") && line.contains("1m"), "{line}");
+    let _ = s;
+
+    // A connection of the app with no row yet shows as closed.
+    let f2 = Folder::with_app();
+    let url2 = f2.store_url();
+    let list = f2.run(&["breakers", "--store", &url2, "--json"]).json();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["connection"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mailer", "payments"]);
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["state"] == "closed" && b["held"] == 0));
+    // Without the app, only the store's rows.
+    std::fs::remove_file(f2.path().join("app.jadpo")).unwrap();
+    assert_eq!(
+        f2.run(&["breakers", "--store", &url2, "--json"]).json(),
+        Value::Array(vec![])
+    );
+}
