@@ -1,8 +1,15 @@
 //! `jadpo dev [APP]`: one process for local work on the embedded SQLite
 //! store, with readable logs and `--time-scale`.
 
+use crate::cmd::process::{self, Process};
+use crate::output;
+use crate::{operator, store_url, with_store};
+use jadpo_runtime::logfmt::{self, Format};
+use jadpo_runtime::{ScaledClock, SharedClock, SystemClock, WorkerConfig};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -24,7 +31,44 @@ pub struct Args {
     pub workers: u32,
 }
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("error[cli.unavailable]: `jadpo dev` is being built (issue 6)");
-    ExitCode::from(2)
+pub fn run(args: Args) -> ExitCode {
+    logfmt::init(Format::Human, logfmt::DEFAULT_FILTER);
+    output::run_async(async move {
+        let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
+        let url = store_url::resolve(args.store.as_deref());
+        let store = store_url::open(&url).await?;
+        let clock: SharedClock = if args.time_scale > 1 {
+            Arc::new(ScaledClock::new(args.time_scale))
+        } else {
+            Arc::new(SystemClock)
+        };
+        tracing::info!(
+            app = %args.app.display(),
+            summary = %app.summary(),
+            store = %store_url::redact(&url),
+            api = %format!("http://127.0.0.1:{}", args.port),
+            time_scale = args.time_scale,
+            "dev.started"
+        );
+        let token = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty());
+        let p = Process {
+            app,
+            clock,
+            worker: WorkerConfig {
+                name: worker_name("dev"),
+                concurrency: args.workers as usize,
+                ..WorkerConfig::default()
+            },
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
+            token,
+        };
+        with_store!(store, |s| process::run(p, s).await)
+    })
+}
+
+/// Names this process's leases: host and pid, so an operator can tell
+/// which process holds a delivery.
+pub fn worker_name(mode: &str) -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    format!("{mode}@{host}:{}", std::process::id())
 }

@@ -5,6 +5,7 @@ pub mod check;
 pub mod completions;
 pub mod deliveries;
 pub mod dev;
+pub mod process;
 pub mod emit;
 pub mod migrate;
 pub mod retry;

@@ -1,8 +1,16 @@
 //! `jadpo serve [APP] --store URL`: production mode, JSON logs, the API
 //! behind a bearer token; many processes share one PostgreSQL store.
 
+use crate::cmd::dev::worker_name;
+use crate::cmd::process::{self, Process};
+use crate::output::{self, CliError};
+use crate::{operator, store_url, with_store};
+use jadpo_runtime::logfmt::{self, Format};
+use jadpo_runtime::{SystemClock, WorkerConfig};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -20,13 +28,53 @@ pub struct Args {
     pub port: u16,
     /// The address the API listens on.
     #[arg(long, default_value = "0.0.0.0")]
-    pub bind: String,
+    pub bind: IpAddr,
     /// Refused: `--time-scale` is for `jadpo dev` only.
     #[arg(long, hide = true)]
     pub time_scale: Option<String>,
 }
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("error[cli.unavailable]: `jadpo serve` is being built (issue 6)");
-    ExitCode::from(2)
+pub fn run(args: Args) -> ExitCode {
+    logfmt::init(Format::Json, logfmt::DEFAULT_FILTER);
+    output::run_async(async move {
+        if args.time_scale.is_some() {
+            return Err(CliError::invalid(
+                "serve.time_scale_refused",
+                "`--time-scale` is for `jadpo dev` only: production runs on the system clock",
+            ));
+        }
+        let Some(url) = args.store.clone().filter(|u| !u.trim().is_empty()) else {
+            return Err(CliError::environment(
+                "serve.store_missing",
+                "`jadpo serve` needs `--store URL` or $JADPO_STORE (postgres://USER@HOST/DATABASE for many processes)",
+            ));
+        };
+        let Some(token) = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty()) else {
+            return Err(CliError::environment(
+                "serve.token_missing",
+                "`jadpo serve` requires $JADPO_API_TOKEN: the HTTP API takes `Authorization: Bearer <token>`",
+            ));
+        };
+        let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
+        let store = store_url::open(&url).await?;
+        tracing::info!(
+            app = %args.app.display(),
+            summary = %app.summary(),
+            store = %store_url::redact(&url),
+            workers = args.workers,
+            "serve.started"
+        );
+        let p = Process {
+            app,
+            clock: Arc::new(SystemClock),
+            worker: WorkerConfig {
+                name: worker_name("serve"),
+                concurrency: args.workers as usize,
+                ..WorkerConfig::default()
+            },
+            addr: SocketAddr::new(args.bind, args.port),
+            token: Some(token),
+        };
+        with_store!(store, |s| process::run(p, s).await)
+    })
 }
