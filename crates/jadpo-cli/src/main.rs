@@ -28,6 +28,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Run Jadpo locally: SQLite store, workers, the tick and the HTTP API.
     Dev(cmd::dev::Args),
+    /// The seed's outage, for real: a provider goes down and comes back.
+    Demo(cmd::demo::Args),
     /// Run Jadpo in production: a shared store, JSON logs, a token-guarded API.
     Serve(cmd::serve::Args),
     /// Emit an event: check its payload against the app, store it and one
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Check(args) => cmd::check::run(args),
         Command::Dev(args) => cmd::dev::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Emit(args) => cmd::emit::run(args),
         Command::Deliveries(args) => cmd::deliveries::run(args),

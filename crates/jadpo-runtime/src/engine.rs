@@ -84,7 +84,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
         let emitted = self.shared.store.emit(events, self.shared.clock.now()).await?;
         for e in &emitted {
-            tracing::info!(event = e.event_id.0, deliveries = e.deliveries.len(), "event.emitted");
+            tracing::info!(event_id = e.event_id.0, deliveries = e.deliveries.len(), "event.emitted");
         }
         self.shared.wake.notify_waiters();
         Ok(emitted)

@@ -2,6 +2,7 @@
 
 pub mod breakers;
 pub mod check;
+pub mod demo;
 pub mod completions;
 pub mod deliveries;
 pub mod dev;
