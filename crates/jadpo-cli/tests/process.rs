@@ -1,0 +1,224 @@
+//! `jadpo dev`, `jadpo serve` and `jadpo demo` as processes: started for
+//! real, asked over HTTP, stopped with SIGTERM.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: &str = r#"
+event Ping { id: string }
+connection echo { base_url: "http://127.0.0.1:9" }
+action forward(id: string) { call echo.post("/ping/{id}", body: event) }
+subscriber forward_ping { on: Ping  run: forward(event.id) }
+"#;
+
+fn jadpo(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jadpo"));
+    cmd.current_dir(dir)
+        .env_remove("JADPO_STORE")
+        .env_remove("JADPO_API_TOKEN")
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn dir_with_app() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.jadpo"), APP).unwrap();
+    dir
+}
+
+fn http(method: &str, port: u16, path: &str, body: Option<&str>, token: Option<&str>) -> (u16, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let body = body.unwrap_or("");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+fn wait_for_port(port: u16, child: &mut Child) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("exited early with {status}: {err}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn terminate(mut child: Child) -> (std::process::ExitStatus, String) {
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return (status, err);
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
+    let dir = dir_with_app();
+    let port = free_port();
+    let mut child = jadpo(dir.path())
+        .args(["dev", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port, &mut child);
+    let (status, body) = http("POST", port, "/events/Ping", Some(r#"{"id":"a1"}"#), None);
+    assert_eq!(status, 202, "{body}");
+    // Nothing listens on port 9: the call never leaves, the delivery is
+    // retried later with its failure recorded.
+    let start = Instant::now();
+    loop {
+        let (_, body) = http("GET", port, "/deliveries", None, None);
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if list[0]["last_failure_kind"] == "unavailable" {
+            assert_eq!(list[0]["state"], "due");
+            assert_eq!(list[0]["last_failure_code"], "http.never_left");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no attempt recorded: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, logs) = terminate(child);
+    assert!(status.success(), "{status}: {logs}");
+    assert!(logs.contains("delivery.retry"), "{logs}");
+    assert!(logs.contains("process.stopped"), "{logs}");
+    assert!(
+        dir.path().join(".jadpo/jadpo.db").exists(),
+        "the default store is created"
+    );
+}
+
+#[test]
+fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
+    let dir = dir_with_app();
+    let db = format!("sqlite:{}", dir.path().join("s.db").display());
+    let out: Output = jadpo(dir.path()).args(["serve", "--store", &db]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("serve.token_missing"));
+
+    let out = jadpo(dir.path())
+        .args(["serve"])
+        .env("JADPO_API_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("serve.store_missing"));
+
+    let out = jadpo(dir.path())
+        .args(["serve", "--store", &db, "--time-scale", "10"])
+        .env("JADPO_API_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("serve.time_scale_refused"));
+
+    let out = jadpo(dir.path())
+        .args(["serve", "--store", "mysql://x"])
+        .env("JADPO_API_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store.url_invalid"));
+}
+
+#[test]
+fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
+    let dir = dir_with_app();
+    let db = format!("sqlite:{}", dir.path().join("s.db").display());
+    let port = free_port();
+    let mut child = jadpo(dir.path())
+        .args([
+            "serve",
+            "--store",
+            &db,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .env("JADPO_API_TOKEN", "s3cret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port, &mut child);
+    assert_eq!(http("GET", port, "/deliveries", None, None).0, 401);
+    assert_eq!(http("GET", port, "/deliveries", None, Some("wrong")).0, 401);
+    assert_eq!(
+        http("POST", port, "/events/Ping", Some(r#"{"id":"x"}"#), Some("s3cret")).0,
+        202
+    );
+    let (status, logs) = terminate(child);
+    assert!(status.success());
+    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["event"].is_string(), "{line}");
+        assert!(!line.contains("s3cret"), "the token never reaches a log: {line}");
+    }
+}
+
+#[test]
+fn demo_delivers_everything_through_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = jadpo(dir.path())
+        .args([
+            "demo",
+            "--events",
+            "60",
+            "--down-minutes",
+            "5",
+            "--time-scale",
+            "600",
+            "--no-compare",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("breaker OPENED"), "{stdout}");
+    assert!(stdout.contains("breaker CLOSED"), "{stdout}");
+    let delivered = stdout.lines().find(|l| l.starts_with("delivered")).unwrap();
+    assert!(delivered.split_whitespace().nth(1) == Some("60"), "{delivered}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("connection_unavailable alert") && l.contains("true")),
+        "{stdout}"
+    );
+}
