@@ -187,6 +187,7 @@ fn bad_usage_exits_2() {
         vec!["deliveries", "--limit", "0"],
         vec!["deliveries", "show"],
         vec!["deliveries", "show", "abc"],
+        vec!["deliveries", "--state", "held", "show", "1"],
         vec!["retry"],
         vec!["retry", "1", "--state", "failed"],
         vec!["retry", "--state", "due"],
@@ -430,8 +431,9 @@ fn deliveries_show_lists_the_attempts() {
     assert!(out.contains("http.400 (rejected)"), "{out}");
     assert!(out.contains("ATTEMPT") && out.contains("KIND"), "{out}");
 
+    // The shared flags may come before `show`.
     let held = f
-        .run(&["deliveries", "show", &s.held.0.to_string(), "--store", &url])
+        .run(&["deliveries", "--store", &url, "show", &s.held.0.to_string()])
         .stdout();
     assert!(held.contains("held on") && held.contains("payments"), "{held}");
 

@@ -383,3 +383,6 @@ async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
         .into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(subcommand)]
     pub show: Option<Sub>,
@@ -96,11 +95,27 @@ impl From<StateArg> for DeliveryState {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    let l = &args.list;
+    let filtered = l.state.is_some()
+        || l.subscriber.is_some()
+        || l.connection.is_some()
+        || l.event.is_some()
+        || l.limit != views::DEFAULT_LIMIT;
+    if args.show.is_some() && filtered {
+        return CliError::environment(
+            "cli.usage",
+            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --limit)",
+        )
+        .report();
+    }
     output::run_async(async move {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
         let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
         match args.show {
-            Some(Sub::Show(show)) => with_store!(&store, |s| show_one(s, &show).await),
+            Some(Sub::Show(mut show)) => {
+                show.json |= args.list.json;
+                with_store!(&store, |s| show_one(s, &show).await)
+            }
             None => with_store!(&store, |s| list(s, app.as_ref(), &args.list).await),
         }
     })

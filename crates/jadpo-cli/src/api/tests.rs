@@ -1,0 +1,439 @@
+//! The API over real HTTP (reqwest) to the router served on 127.0.0.1:0,
+//! on a real SQLite file.
+
+use super::{router, serve};
+use jadpo_core::{Budget, DeliveryId, FailureKind, FailureRecord, Outcome, Timestamp};
+use jadpo_store::sqlite::SqliteStore;
+use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const APP: &str = r#"
+event PaymentReceived { payment_id: string  amount_cents: int }
+connection payments { base_url: env("PAYMENTS_URL") }
+connection mailer { base_url: "http://127.0.0.1:9" }
+action record_payment(payment_id: string) { call payments.post("/p/{payment_id}", body: event) }
+action notify(id: string) uses mailer
+subscriber record { on: PaymentReceived  run: record_payment(event.payment_id) }
+subscriber audit { on: PaymentReceived  run: notify(event.payment_id) }
+"#;
+
+struct Server {
+    base: String,
+    client: reqwest::Client,
+    store: SqliteStore,
+    dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Server {
+    async fn start(token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        let app = jadpo::check_app("app.jadpo", APP).unwrap();
+        let jadpo = crate::operator::jadpo(app, store.clone()).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = router(jadpo, token.map(str::to_owned));
+        tokio::spawn(serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        Server {
+            base,
+            client: reqwest::Client::new(),
+            store,
+            dir,
+            stop: Some(stop),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// One `audit` delivery, claimed and finished as `outcome`.
+    async fn finished(&self, outcome: Outcome) -> DeliveryId {
+        let now = Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
+        self.store
+            .emit(
+                &[NewEvent {
+                    name: "PaymentReceived".into(),
+                    payload: r#"{"payment_id":"p","amount_cents":1}"#.into(),
+                    subscribers: vec!["audit".into()],
+                }],
+                now,
+            )
+            .await
+            .unwrap();
+        let mut routes = Routes::new();
+        routes.insert(
+            "audit",
+            Route {
+                budget: Budget::DEFAULT,
+                connections: vec!["mailer".into()],
+            },
+        );
+        let claimed = self
+            .store
+            .claim(&ClaimRequest {
+                worker: "t",
+                routes: &routes,
+                now,
+                limit: 10,
+                lease: Duration::from_secs(60),
+            })
+            .await
+            .unwrap()
+            .claimed;
+        assert_eq!(claimed.len(), 1);
+        let c = &claimed[0];
+        self.store
+            .finish(&Finish {
+                id: c.delivery.id,
+                token: c.token(),
+                outcome,
+                calls: vec![],
+                probe_for: vec![],
+                started_at: now,
+                now,
+            })
+            .await
+            .unwrap();
+        c.delivery.id
+    }
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error body: {body}"))
+}
+
+#[tokio::test]
+async fn emit_answers_202_with_the_event_and_its_deliveries() {
+    let s = Server::start(None).await;
+    let (status, body) = s
+        .post(
+            "/events/PaymentReceived",
+            r#"{"payment_id": "p1", "amount_cents": 100}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["event_id"], 1);
+    assert_eq!(body["deliveries"], 2);
+    let (_, list) = s.get("/deliveries").await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert!(list[0]["event"] == "PaymentReceived" && list[0]["state"] == "due");
+}
+
+#[tokio::test]
+async fn an_invalid_event_is_400_naming_its_field() {
+    let s = Server::start(None).await;
+    for (payload, field) in [
+        (r#"{"payment_id": "p1"}"#, "amount_cents"),
+        (r#"{"payment_id": "p1", "amount_cents": "many"}"#, "amount_cents"),
+        (
+            r#"{"payment_id": "p1", "amount_cents": 1, "secret_note": "x"}"#,
+            "secret_note",
+        ),
+    ] {
+        let (status, body) = s.post("/events/PaymentReceived", payload).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(error_code(&body), "event.invalid");
+        assert_eq!(body["error"]["field"], field);
+        assert!(body["error"]["message"].is_string());
+        assert!(!body.to_string().contains("p1"), "the payload is not echoed: {body}");
+    }
+    let (status, body) = s.post("/events/PaymentReceived", "{not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&body), "event.invalid");
+    let (_, list) = s.get("/deliveries").await;
+    assert_eq!(list, json!([]), "nothing was written");
+}
+
+#[tokio::test]
+async fn an_unknown_event_is_404() {
+    let s = Server::start(None).await;
+    let (status, body) = s.post("/events/Refund", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error_code(&body), "event.unknown");
+    let (status, body) = s.get("/no/such/route").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error_code(&body), "api.not_found");
+}
+
+#[tokio::test]
+async fn a_payload_over_the_limit_is_413() {
+    let s = Server::start(None).await;
+    let limit = jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
+    let big = format!(r#"{{"payment_id": "{}", "amount_cents": 1}}"#, "x".repeat(limit + 1));
+    let (status, body) = s.post("/events/PaymentReceived", &big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_code(&body), "event.too_large");
+    // Sent without a length, in chunks, over a plain socket.
+    let status = chunked_post(&s.base, "/events/PaymentReceived", big.as_bytes()).await;
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    // Just under the limit is accepted.
+    let fits = format!(r#"{{"payment_id": "{}", "amount_cents": 1}}"#, "x".repeat(limit - 64));
+    let (status, _) = s.post("/events/PaymentReceived", &fits).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+}
+
+/// POSTs `body` with `Transfer-Encoding: chunked`; returns the status line.
+async fn chunked_post(base: &str, path: &str, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head =
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(8192) {
+        // The server may answer and close before the whole body is sent.
+        if tcp
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .await
+            .is_err()
+            || tcp.write_all(chunk).await.is_err()
+            || tcp.write_all(b"\r\n").await.is_err()
+        {
+            break;
+        }
+    }
+    let _ = tcp.write_all(b"0\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or("").to_owned()
+}
+
+#[tokio::test]
+async fn the_token_is_required_when_set() {
+    let s = Server::start(Some("s3cret-token")).await;
+    let emit = |auth: Option<&str>| {
+        let mut r = s
+            .client
+            .post(s.url("/events/PaymentReceived"))
+            .body(r#"{"payment_id": "p1", "amount_cents": 100}"#);
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        r.send()
+    };
+    let r = emit(None).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(error_code(&body), "api.unauthorized");
+    for wrong in [
+        "Bearer nope",
+        "Bearer s3cret-toke",
+        "Bearer s3cret-token-and-more",
+        "Basic s3cret-token",
+        "s3cret-token",
+    ] {
+        let r = emit(Some(wrong)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{wrong}");
+        let body = r.text().await.unwrap();
+        assert!(!body.contains("s3cret"), "the token is never echoed: {body}");
+    }
+    assert_eq!(
+        emit(Some("Bearer s3cret-token")).await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
+    for path in ["/deliveries", "/deliveries/1", "/breakers", "/metrics"] {
+        let (status, _) = s.get(path).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        let r = s
+            .client
+            .get(s.url(path))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+    }
+    let (status, _) = s.post("/deliveries/1/retry", "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Health checks need no token.
+    assert_eq!(s.get("/healthz").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn without_a_token_everything_is_open() {
+    let s = Server::start(None).await;
+    let (status, _) = s.get("/breakers").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn deliveries_filter_and_show_one_with_its_history() {
+    let s = Server::start(None).await;
+    let failed = s
+        .finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    s.finished(Outcome::Succeeded).await;
+    let (status, list) = s.get("/deliveries?state=failed").await;
+    assert_eq!(status, StatusCode::OK);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], failed.0);
+    assert_eq!(list[0]["last_failure_code"], "http.400");
+    assert_eq!(list[0]["last_failure_kind"], "rejected");
+    assert_eq!(
+        s.get("/deliveries?subscriber=audit&limit=1")
+            .await
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        s.get("/deliveries?connection=mailer").await.1.as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(s.get("/deliveries?connection=payments").await.1, json!([]));
+    for bad in [
+        "/deliveries?state=sleeping",
+        "/deliveries?limit=0",
+        "/deliveries?event=x",
+        "/deliveries?colour=red",
+    ] {
+        let (status, body) = s.get(bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(error_code(&body), "query.invalid");
+    }
+
+    let (status, one) = s.get(&format!("/deliveries/{failed}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["state"], "failed");
+    assert_eq!(one["history"][0]["code"], "http.400");
+    assert_eq!(one["history"][0]["kind"], "rejected");
+    // The same JSON as the command line.
+    assert_eq!(one["event"], "PaymentReceived");
+    for path in ["/deliveries/9999", "/deliveries/abc"] {
+        let (status, body) = s.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(error_code(&body), "delivery.not_found");
+    }
+}
+
+#[tokio::test]
+async fn retry_gives_a_failed_delivery_a_fresh_budget() {
+    let s = Server::start(None).await;
+    let failed = s
+        .finished(Outcome::Parked(FailureRecord::new(
+            "http.timeout",
+            FailureKind::OutcomeUnknown,
+        )))
+        .await;
+    let (status, body) = s.post(&format!("/deliveries/{failed}/retry"), "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "due");
+    assert_eq!(body["attempts"], 0);
+    assert!(body["due_at"].is_string());
+    let (status, body) = s.post(&format!("/deliveries/{failed}/retry"), "").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(error_code(&body), "delivery.not_retryable");
+    let (status, body) = s.post("/deliveries/9999/retry", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error_code(&body), "delivery.not_found");
+}
+
+#[tokio::test]
+async fn breakers_list_every_connection_of_the_app() {
+    let s = Server::start(None).await;
+    let (status, list) = s.get("/breakers").await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["connection"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mailer", "payments"]);
+    assert_eq!(list[0]["state"], "closed");
+    assert_eq!(list[0]["held"], 0);
+    assert_eq!(list[0]["pause_ms"], 0);
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_with_the_store_gauges() {
+    let s = Server::start(None).await;
+    s.finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    s.post(
+        "/events/PaymentReceived",
+        r#"{"payment_id": "p1", "amount_cents": 100}"#,
+    )
+    .await;
+    let r = s.client.get(s.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = r.text().await.unwrap();
+    for line in [
+        "jadpo_deliveries{state=\"failed\"} 1",
+        "jadpo_deliveries{state=\"due\"} 2",
+        "jadpo_deliveries{state=\"held\"} 0",
+        "jadpo_breaker_state{connection=\"payments\",state=\"closed\"} 1",
+        "jadpo_breaker_state{connection=\"payments\",state=\"open\"} 0",
+        "jadpo_breaker_held{connection=\"mailer\"} 0",
+        "jadpo_held 0",
+        "# TYPE jadpo_attempts_total counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    // Every sample line is `name{labels} number`.
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let (_, value) = l.rsplit_once(' ').unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{l}");
+    }
+}
+
+#[tokio::test]
+async fn healthz_is_503_when_the_store_does_not_answer() {
+    let s = Server::start(None).await;
+    let (status, body) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+    // The file is no longer a database.
+    let path = s.dir.path().join("jadpo.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let p = format!("{}{suffix}", path.display());
+        if std::path::Path::new(&p).exists() {
+            std::fs::write(&p, vec![b'x'; 8192]).unwrap();
+        }
+    }
+    let (status, body) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(error_code(&body), "store.unavailable");
+}
