@@ -3,8 +3,6 @@
 //! process's exit code: 0 done, 1 input refused, 2 the command could not
 //! run (usage, store, app file).
 
-// Served by `jadpo dev` and `jadpo serve`.
-#[allow(dead_code)]
 mod api;
 mod cmd;
 mod operator;
