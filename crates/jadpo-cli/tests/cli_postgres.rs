@@ -1,0 +1,66 @@
+//! The operator commands on PostgreSQL, run as the real binary, each test
+//! in a fresh schema of its own. Skipped (loudly) when PostgreSQL is not
+//! reachable, except under `CI=true` (see `jadpo_store::postgres::testing`).
+
+mod common;
+
+use common::{block_on, by_id, Folder};
+use jadpo_store::postgres::testing::TestSchema;
+use jadpo_store::postgres::Options;
+
+/// The schema and a URL the binary reaches it with: its `search_path` set
+/// through the URL's `options`.
+fn schema() -> Option<(std::sync::Arc<TestSchema>, String, common::Seeded)> {
+    block_on(async {
+        let schema = TestSchema::create().await?;
+        let store = schema.store(Options::default()).await;
+        let seeded = common::seed(&store).await;
+        let sep = if schema.url().contains('?') { '&' } else { '?' };
+        let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+        Some((schema, url, seeded))
+    })
+}
+
+#[test]
+fn every_operator_command_works_on_postgres() {
+    let Some((_schema, url, s)) = schema() else { return };
+    let f = Folder::with_app();
+    let run = f.run(&["migrate", "--store", &url]);
+    assert!(run.expect(0, None).stdout().contains("PostgreSQL"), "{}", run.stdout());
+
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 10);
+    let held = by_id(&list, s.held);
+    assert_eq!(held["state"], "held");
+    assert_eq!(held["held_connection"], "payments");
+    assert_eq!(by_id(&list, s.failed)["last_failure_kind"], "rejected");
+    let held_only = f
+        .run(&["deliveries", "--store", &url, "--json", "--state", "held"])
+        .json();
+    assert_eq!(held_only.as_array().unwrap().len(), 1);
+
+    let one = f
+        .run(&["deliveries", "show", &s.failed.0.to_string(), "--store", &url, "--json"])
+        .json();
+    assert_eq!(one["history"][0]["code"], "http.400");
+
+    let breakers = f.run(&["breakers", "--store", &url, "--json"]).json();
+    let payments = breakers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["connection"] == "payments")
+        .unwrap();
+    assert_eq!(payments["state"], "open");
+    assert_eq!(payments["held"], 1);
+
+    let run = f.run(&["retry", "--state", "failed", "--store", &url, "--json"]);
+    assert_eq!(run.expect(0, None).json()["retried"], serde_json::json!([s.failed.0]));
+
+    let out = f
+        .run(&["emit", "Ping", r#"{"id": "z"}"#, "--store", &url, "--json"])
+        .json();
+    assert_eq!(out["deliveries"], 1);
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 11);
+}
