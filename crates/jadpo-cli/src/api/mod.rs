@@ -18,7 +18,7 @@ pub mod metrics;
 
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -119,6 +119,7 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>) -> Route
         .route("/healthz", get(healthz::<S>))
         .merge(guarded)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -164,6 +165,14 @@ async fn not_found() -> ApiError {
         StatusCode::NOT_FOUND,
         "api.not_found",
         "no such route; see docs/http-api.md",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "api.method_not_allowed",
+        "this route does not take that method; see docs/http-api.md",
     )
 }
 
@@ -277,8 +286,9 @@ pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, A
 
 async fn deliveries<S: ScheduleStore>(
     State(api): State<Shared<S>>,
-    Query(params): Query<BTreeMap<String, String>>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
 ) -> ApiResult {
+    let Query(params) = params.map_err(|e| query_invalid(format!("the query can't be read: {}", e.body_text())))?;
     let q = parse_query(&params)?;
     let store = api.jadpo.store().as_ref();
     let list = views::list(store, Some(api.jadpo.app()), &q)

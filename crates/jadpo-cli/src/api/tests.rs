@@ -190,6 +190,9 @@ async fn an_unknown_event_is_404() {
     let (status, body) = s.get("/no/such/route").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(error_code(&body), "api.not_found");
+    let (status, body) = s.get("/events/PaymentReceived").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(error_code(&body), "api.method_not_allowed");
 }
 
 #[tokio::test]
