@@ -11,13 +11,14 @@
 //! - **This process**, counted from the runtime's log events by
 //!   [`CountingLayer`] (attempts by outcome, failures by kind, holds,
 //!   breaker changes, alerts, events emitted). The layer must be part of the
-//!   process's `tracing` subscriber; without it these counters stay at 0.
+//!   process's `tracing` subscriber; without it these counters are left out.
 
 use jadpo_core::{BreakerState, DeliveryState, FailureKind};
 use jadpo_lang::App;
 use jadpo_store::{DeliveryFilter, Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -83,7 +84,15 @@ impl Visit for Seen {
     }
 }
 
+/// Set once a [`CountingLayer`] is part of the process's subscriber: until
+/// then the process counters are left out rather than shown as zeros.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
 impl<S: Subscriber> Layer<S> for CountingLayer {
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        INSTALLED.store(true, Ordering::Relaxed);
+    }
+
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut seen = Seen::default();
         event.record(&mut seen);
@@ -239,6 +248,9 @@ pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError
     let _ = writeln!(w, "# TYPE jadpo_held gauge");
     let _ = writeln!(w, "jadpo_held {held}");
 
+    if !INSTALLED.load(Ordering::Relaxed) {
+        return Ok(out);
+    }
     let counters = COUNTERS.lock().unwrap_or_else(|p| p.into_inner()).clone();
     for (name, help) in PROCESS_COUNTERS {
         let _ = writeln!(w, "# HELP {name} {help}");
@@ -271,6 +283,21 @@ pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn the_layer_counts_the_runtime_events() {
+        let subscriber = tracing_subscriber::registry().with(CountingLayer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(delivery = 1, code = "http.404", kind = %FailureKind::NotFound, "delivery.failed");
+            tracing::info!(connection = "c", "breaker.opened");
+        });
+        assert!(INSTALLED.load(Ordering::Relaxed));
+        let all = COUNTERS.lock().unwrap().clone();
+        assert!(all["jadpo_attempts_total"]["{outcome=\"failed\"}"] >= 1);
+        assert!(all["jadpo_failures_total"]["{kind=\"not_found\"}"] >= 1);
+        assert!(all["jadpo_breaker_transitions_total"]["{transition=\"opened\"}"] >= 1);
+    }
 
     #[test]
     fn only_known_kinds_become_labels() {
