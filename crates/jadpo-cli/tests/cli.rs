@@ -488,6 +488,11 @@ fn retry_by_state_with_a_dry_run_first() {
     assert_eq!(out["retried"], serde_json::json!([s.failed.0]));
     let run = f.run(&["retry", "--state", "failed", "--dry-run", "--store", &url]);
     assert!(run.stdout().contains("would retry 1 delivery"), "{}", run.stdout());
+    assert!(
+        run.stdout().contains("LAST FAILURE") && run.stdout().contains("http.400 (rejected)"),
+        "{}",
+        run.stdout()
+    );
     let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
     assert_eq!(by_id(&list, s.failed)["state"], "failed", "a dry run changes nothing");
 

@@ -247,7 +247,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
         bar.finish_and_clear();
     }
 
-    report(args, &retried, &skipped, candidates.len());
+    report(args, &candidates, &retried, &skipped);
     let explicit_skip = by_id && !skipped.is_empty();
     Ok(if explicit_skip {
         ExitCode::from(output::EXIT_INVALID)
@@ -256,7 +256,8 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
     })
 }
 
-fn report(args: &Args, retried: &[DeliveryId], skipped: &[Skipped], listed: usize) {
+fn report(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped: &[Skipped]) {
+    let listed = candidates.len();
     if args.json {
         let skipped: Vec<_> = skipped
             .iter()
@@ -273,7 +274,7 @@ fn report(args: &Args, retried: &[DeliveryId], skipped: &[Skipped], listed: usiz
     let mut out = String::new();
     let n = retried.len();
     let plural = if n == 1 { "y" } else { "ies" };
-    let ids = if n <= 20 {
+    let ids = if (1..=20).contains(&n) {
         let list: Vec<String> = retried.iter().map(ToString::to_string).collect();
         format!(": {}", list.join(", "))
     } else {
@@ -282,6 +283,26 @@ fn report(args: &Args, retried: &[DeliveryId], skipped: &[Skipped], listed: usiz
     if n == 0 && skipped.is_empty() {
         out.push_str("nothing to retry: no delivery matches\n");
     } else if args.dry_run {
+        if n > 0 {
+            let rows: Vec<Vec<String>> = candidates
+                .iter()
+                .map(|d| {
+                    vec![
+                        d.id.to_string(),
+                        d.subscriber.clone(),
+                        d.state.to_string(),
+                        d.attempts.to_string(),
+                        d.last_failure
+                            .as_ref()
+                            .map_or_else(|| "-".into(), |f| format!("{} ({})", f.code, f.kind)),
+                    ]
+                })
+                .collect();
+            out.push_str(&output::table(
+                &["ID", "SUBSCRIBER", "STATE", "ATTEMPTS", "LAST FAILURE"],
+                &rows,
+            ));
+        }
         out.push_str(&format!(
             "would retry {n} deliver{plural}{ids} (dry run: nothing changed)\n"
         ));
