@@ -29,6 +29,15 @@ pub struct Running {
 }
 
 impl Running {
+    /// Stops at once, as a killed process would: runs under way are dropped
+    /// unfinished and their deliveries stay claimed until their leases end.
+    /// For tests of what a crash leaves behind.
+    pub fn abort(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
@@ -84,7 +93,11 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
         let emitted = self.shared.store.emit(events, self.shared.clock.now()).await?;
         for e in &emitted {
-            tracing::info!(event_id = e.event_id.0, deliveries = e.deliveries.len(), "event.emitted");
+            tracing::info!(
+                event_id = e.event_id.0,
+                deliveries = e.deliveries.len(),
+                "event.emitted"
+            );
         }
         self.shared.wake.notify_waiters();
         Ok(emitted)

@@ -7,7 +7,7 @@ use jadpo_runtime::connection::Connections;
 use jadpo_runtime::interpreter::AppExecutor;
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_runtime::{Catalog, Engine, ManualClock, WorkerConfig};
-use jadpo_store::{DeliveryFilter, SharedMemoryStore, Store};
+use jadpo_store::{DeliveryFilter, ScheduleStore, Store};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,14 +48,14 @@ where
     panic!("timed out waiting for: {what}");
 }
 
-struct World {
-    store: Arc<SharedMemoryStore>,
+struct World<S: ScheduleStore> {
+    store: Arc<S>,
     clock: ManualClock,
     provider: TestProvider,
-    engine: Engine<SharedMemoryStore, AppExecutor>,
+    engine: Engine<S, AppExecutor>,
 }
 
-async fn world(app_text: &str) -> World {
+async fn world<S: ScheduleStore>(store: S, app_text: &str) -> World<S> {
     let checked = jadpo_lang::check("app.jadpo", app_text);
     let rendered = checked.render(app_text);
     let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
@@ -64,7 +64,7 @@ async fn world(app_text: &str) -> World {
     let env = move |k: &str| (k == "PAYMENTS_URL").then(|| url.clone());
     let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
     let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
-    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let store = Arc::new(store);
     let clock = ManualClock::new(T0);
     let config = WorkerConfig {
         name: "e2e".into(),
@@ -96,7 +96,7 @@ fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
         .collect()
 }
 
-async fn count(store: &SharedMemoryStore, state: DeliveryState) -> usize {
+async fn count<S: Store>(store: &S, state: DeliveryState) -> usize {
     store
         .list(&DeliveryFilter {
             state: Some(state),
@@ -107,7 +107,7 @@ async fn count(store: &SharedMemoryStore, state: DeliveryState) -> usize {
         .len()
 }
 
-async fn breaker(store: &SharedMemoryStore) -> Option<jadpo_store::BreakerView> {
+async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
     store
         .breakers()
         .await
@@ -116,9 +116,8 @@ async fn breaker(store: &SharedMemoryStore) -> Option<jadpo_store::BreakerView> 
         .find(|b| b.breaker.connection == "payments")
 }
 
-#[tokio::test]
-async fn the_seeds_outage_through_real_http() {
-    let w = world(APP).await;
+async fn the_seeds_outage_through_real_http<S: ScheduleStore>(store: S) {
+    let w = world(store, APP).await;
     w.provider.set(Behaviour::Down);
     let running = w.engine.start();
     w.engine.emit(&paid(40)).await.unwrap();
@@ -126,13 +125,13 @@ async fn the_seeds_outage_through_real_http() {
     // Five unavailable attempts open the breaker; the rest are held at their
     // claim or just before their run. Only runs already under way called.
     eventually("breaker open, all 40 held or waiting", || async {
-        breaker(&w.store)
+        breaker(&*w.store)
             .await
             .is_some_and(|b| b.breaker.state == BreakerState::Open)
-            && count(&w.store, DeliveryState::Held).await + count(&w.store, DeliveryState::Due).await == 40
+            && count(&*w.store, DeliveryState::Held).await + count(&*w.store, DeliveryState::Due).await == 40
     })
     .await;
-    let b = breaker(&w.store).await.unwrap();
+    let b = breaker(&*w.store).await.unwrap();
     assert_eq!(b.breaker.state, BreakerState::Open);
     let opened_with = w.provider.calls();
     assert!((5..=5 + 4).contains(&opened_with), "{opened_with} calls opened it");
@@ -140,14 +139,14 @@ async fn the_seeds_outage_through_real_http() {
     // The tick raises one alert.
     w.clock.advance(Duration::from_secs(1));
     eventually("alert raised", || async {
-        breaker(&w.store).await.unwrap().breaker.alert_raised
+        breaker(&*w.store).await.unwrap().breaker.alert_raised
     })
     .await;
 
     // After the pause a probe goes, finds it down, and the pause doubles.
     w.clock.advance(Duration::from_secs(60));
     eventually("probe reopened it", || async {
-        breaker(&w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
+        breaker(&*w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
     })
     .await;
     assert_eq!(w.provider.calls(), opened_with + 1, "one probe, nothing else");
@@ -157,10 +156,10 @@ async fn the_seeds_outage_through_real_http() {
     w.provider.set(Behaviour::Up);
     w.clock.advance(Duration::from_secs(120));
     eventually("all succeeded", || async {
-        count(&w.store, DeliveryState::Succeeded).await == 40
+        count(&*w.store, DeliveryState::Succeeded).await == 40
     })
     .await;
-    assert_eq!(breaker(&w.store).await.unwrap().breaker.state, BreakerState::Closed);
+    assert_eq!(breaker(&*w.store).await.unwrap().breaker.state, BreakerState::Closed);
     assert!(w.provider.calls() <= opened_with + 1 + 40);
     for d in w.store.list(&DeliveryFilter::default()).await.unwrap() {
         assert!(d.attempts <= 3, "held deliveries spend no attempts: {d:?}");
@@ -168,9 +167,8 @@ async fn the_seeds_outage_through_real_http() {
     running.stop().await;
 }
 
-#[tokio::test]
-async fn a_429_with_retry_after_is_not_retried_before_it() {
-    let w = world(APP).await;
+async fn a_429_with_retry_after_is_not_retried_before_it<S: ScheduleStore>(store: S) {
+    let w = world(store, APP).await;
     w.provider.set(Behaviour::RateLimited { retry_after_s: 120 });
     let running = w.engine.start();
     let id = w.engine.emit(&paid(1)).await.unwrap()[0].deliveries[0];
@@ -199,8 +197,7 @@ async fn a_429_with_retry_after_is_not_retried_before_it() {
     running.stop().await;
 }
 
-#[tokio::test]
-async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
+async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back<S: ScheduleStore>(store: S) {
     // `skip` calls nothing unless asked: the probe runs without calling.
     // `once` opens the breaker and is not retried, so when the pause ends
     // the held skipper is the only candidate probe.
@@ -208,7 +205,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
         "{APP}\naction skip(id: string) uses payments\nsubscriber skipper {{ on: Ping  run: skip(event.id) }}\n\
          subscriber once {{ on: Paid  run: record(event.id)  retry: {{ attempts: 1 }} }}\n"
     );
-    let mut w = world(&app).await;
+    let mut w = world(store, &app).await;
     // Replace the engine's executor with one that supplies `skip` as a Rust
     // action that returns at once.
     let checked = jadpo_lang::check("app.jadpo", &app);
@@ -245,7 +242,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
         .collect();
     w.engine.emit(&once).await.unwrap();
     eventually("breaker open", || async {
-        breaker(&w.store)
+        breaker(&*w.store)
             .await
             .is_some_and(|b| b.breaker.state == BreakerState::Open)
     })
@@ -268,7 +265,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
         w.store.delivery(skip_id).await.unwrap().unwrap().state == DeliveryState::Succeeded
     })
     .await;
-    let b = breaker(&w.store).await.unwrap().breaker;
+    let b = breaker(&*w.store).await.unwrap().breaker;
     assert_eq!(
         (b.state, b.probe),
         (BreakerState::Open, None),
@@ -280,8 +277,97 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back() {
     w.engine.emit(&paid(1)).await.unwrap();
     eventually("the next delivery probed", || async { w.provider.calls() == calls + 1 }).await;
     eventually("the probe found it down", || async {
-        breaker(&w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
+        breaker(&*w.store).await.unwrap().breaker.pause == Duration::from_secs(120)
     })
     .await;
     running.stop().await;
 }
+
+async fn a_worker_killed_mid_run_is_taken_over_after_its_lease<S: ScheduleStore>(store: S) {
+    let w = world(store, APP).await;
+    w.provider.set(Behaviour::Slow(Duration::from_secs(20)));
+    let running = w.engine.start();
+    let id = w.engine.emit(&paid(1)).await.unwrap()[0].deliveries[0];
+    eventually("the call is under way", || async { w.provider.calls() == 1 }).await;
+    // The process is killed mid-run: nothing is written.
+    running.abort();
+    let d = w.store.delivery(id).await.unwrap().unwrap();
+    assert_eq!((d.state, d.attempts), (DeliveryState::Running, 1));
+    w.provider.set(Behaviour::Up);
+    // Another process starts; once the lease ends it takes the delivery over.
+    let config = WorkerConfig {
+        name: "e2e-2".into(),
+        concurrency: 4,
+        ..WorkerConfig::default()
+    };
+    let again = Engine::new(
+        w.store.clone(),
+        Arc::new(executor(&w.provider, APP)),
+        Arc::new(w.clock.clone()),
+        w.engine.catalog().clone(),
+        config,
+    );
+    let running = again.start();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(w.provider.calls(), 1, "not before its lease ends");
+    w.clock.advance(Duration::from_secs(61));
+    eventually("taken over and delivered", || async {
+        w.store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    let d = w.store.delivery(id).await.unwrap().unwrap();
+    assert_eq!(d.attempts, 2, "the lost run counted");
+    assert_eq!(d.last_failure.map(|f| f.kind), Some(FailureKind::LeaseExpired));
+    assert_eq!(w.provider.calls(), 2);
+    running.stop().await;
+}
+
+fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
+    let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
+    let url = provider.url();
+    let env = move |k: &str| (k == "PAYMENTS_URL").then(|| url.clone());
+    let connections = Arc::new(Connections::resolve(&app, &env).unwrap());
+    AppExecutor::new(app, connections, &env).unwrap()
+}
+
+/// Every scenario against every store: in memory, a real SQLite file, and
+/// the real PostgreSQL (a fresh schema each).
+macro_rules! on_every_store {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(jadpo_store::SharedMemoryStore::new(super::BreakerPolicy::DEFAULT)).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
+                    super::$test(jadpo_store::sqlite::SqliteStore::open(&url).await.unwrap()).await;
+                    drop(dir);
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let Some(store) = jadpo_store::postgres::testing::fresh_store().await else { return };
+                    super::$test(store).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    the_seeds_outage_through_real_http,
+    a_429_with_retry_after_is_not_retried_before_it,
+    a_probe_whose_run_no_longer_calls_the_provider_gives_it_back,
+    a_worker_killed_mid_run_is_taken_over_after_its_lease,
+);
