@@ -20,6 +20,12 @@
 //! redone. SERIALIZABLE would add predicate locks and serialization
 //! failures on the hottest table without protecting anything more.
 //!
+//! A connection lost while its COMMIT is in flight leaves the outcome
+//! unknown: the method says `Unavailable` though the server may have
+//! committed. Every method is safe under that: a claim that did commit
+//! leaves leases that end and are taken over; a finish that did commit
+//! refuses its retry with `LeaseLost`, and the record shows it finished.
+//!
 //! Why tokio-postgres with deadpool: tokio-postgres is the async driver the
 //! rest of the stack (tokio) runs on, with binary array parameters for the
 //! `unnest` bulk writes and pipelining of independent statements.
