@@ -108,6 +108,17 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
         assert!(start.elapsed() < Duration::from_secs(20), "no attempt recorded: {body}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    let (status, metrics) = http("GET", port, "/metrics", None, None);
+    assert_eq!(status, 200);
+    // Counted from the runtime's own events (at least one retry so far).
+    assert!(
+        metrics.contains("jadpo_attempts_total{outcome=\"retry\"} "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("jadpo_failures_total{kind=\"unavailable\"} "),
+        "{metrics}"
+    );
     let (status, logs) = terminate(child);
     assert!(status.success(), "{status}: {logs}");
     assert!(logs.contains("delivery.retry"), "{logs}");

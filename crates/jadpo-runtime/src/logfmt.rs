@@ -27,14 +27,30 @@ pub enum Format {
 /// from info up, libraries' warnings.
 pub const DEFAULT_FILTER: &str = "warn,jadpo=info,jadpo_runtime=info,jadpo_cli=info";
 
+/// The subscriber [`init_with`] adds its extra layer to.
+pub type Base = tracing_subscriber::layer::Layered<
+    Lines,
+    tracing_subscriber::layer::Layered<EnvFilter, tracing_subscriber::Registry>,
+>;
+
 /// Installs the process's logger. `RUST_LOG` overrides `default_filter`.
 pub fn init(format: Format, default_filter: &str) {
+    init_with(format, default_filter, tracing_subscriber::layer::Identity::new());
+}
+
+/// [`init`] with one more layer after the lines, such as a metrics counter
+/// that reads the same events.
+pub fn init_with<L: Layer<Base> + Send + Sync + 'static>(format: Format, default_filter: &str, extra: L) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let layer = Lines {
         format,
         out: Mutex::new(Box::new(std::io::stderr())),
     };
-    let _ = tracing_subscriber::registry().with(filter).with(layer).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(layer)
+        .with(extra)
+        .try_init();
 }
 
 /// Formats events as lines into a writer.

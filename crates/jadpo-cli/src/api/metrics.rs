@@ -42,7 +42,6 @@ const GAUGED: [DeliveryState; 5] = [
 /// names or payloads.
 static COUNTERS: Mutex<BTreeMap<&'static str, BTreeMap<String, u64>>> = Mutex::new(BTreeMap::new());
 
-#[allow(dead_code)] // until `dev` and `serve` add [`CountingLayer`] to their subscriber
 fn count(name: &'static str, labels: String) {
     let mut all = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
     *all.entry(name).or_default().entry(labels).or_default() += 1;
@@ -56,11 +55,9 @@ fn count(name: &'static str, labels: String) {
 /// to the process's subscriber: `registry().with(filter).with(logs).with(CountingLayer)`.
 /// It reads only the event's name and its `kind` field.
 #[derive(Clone, Copy, Debug, Default)]
-#[allow(dead_code)] // until `dev` and `serve` add it to their subscriber
 pub struct CountingLayer;
 
 #[derive(Default)]
-#[allow(dead_code)]
 struct Seen {
     message: String,
     kind: Option<String>,
@@ -101,7 +98,6 @@ impl<S: Subscriber> Layer<S> for CountingLayer {
 }
 
 /// Counts one event by its name (and failure kind).
-#[allow(dead_code)]
 pub fn record(name: &str, kind: Option<&str>) {
     let outcome = match name {
         "delivery.succeeded" => Some("succeeded"),

@@ -32,7 +32,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    logfmt::init(Format::Human, logfmt::DEFAULT_FILTER);
+    logfmt::init_with(
+        Format::Human,
+        logfmt::DEFAULT_FILTER,
+        crate::api::metrics::CountingLayer,
+    );
     output::run_async(async move {
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let url = store_url::resolve(args.store.as_deref());

@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    logfmt::init(Format::Json, logfmt::DEFAULT_FILTER);
+    logfmt::init_with(Format::Json, logfmt::DEFAULT_FILTER, crate::api::metrics::CountingLayer);
     output::run_async(async move {
         if args.time_scale.is_some() {
             return Err(CliError::invalid(
