@@ -4,10 +4,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const EXAMPLE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../examples/payments/app.jadpo"
-);
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/payments/app.jadpo");
 
 const INVALID: &str = "event E { id: strng }\nsubscriber s { on: F run: g() }\n";
 
@@ -55,11 +52,7 @@ fn an_invalid_app_exits_1_with_every_diagnostic() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert_eq!(stderr.matches("error[").count(), 3, "{stderr}");
-    for code in [
-        "type.unknown",
-        "subscriber.event_unknown",
-        "subscriber.action_unknown",
-    ] {
+    for code in ["type.unknown", "subscriber.event_unknown", "subscriber.action_unknown"] {
         assert!(stderr.contains(&format!("error[{code}]")), "{stderr}");
     }
     assert!(stderr.contains(" --> app.jadpo:1:15\n"), "{stderr}");
@@ -116,15 +109,7 @@ fn json_lists_every_diagnostic_with_its_position() {
         keys.sort_unstable();
         assert_eq!(
             keys,
-            [
-                "code",
-                "column",
-                "end_column",
-                "end_line",
-                "file",
-                "line",
-                "message"
-            ]
+            ["code", "column", "end_column", "end_line", "file", "line", "message"]
         );
         assert_eq!(d["file"], "app.jadpo");
         assert!(d["message"].as_str().is_some_and(|m| !m.is_empty()));
@@ -137,12 +122,7 @@ fn json_lists_every_diagnostic_with_its_position() {
             &list[0]["end_line"],
             &list[0]["end_column"]
         ),
-        (
-            &Value::from(1),
-            &Value::from(15),
-            &Value::from(1),
-            &Value::from(20)
-        )
+        (&Value::from(1), &Value::from(15), &Value::from(1), &Value::from(20))
     );
     assert_eq!(list[1]["code"], "subscriber.event_unknown");
     assert_eq!(
@@ -172,12 +152,7 @@ fn json_of_an_unreadable_file_exits_2() {
 
 #[test]
 fn bad_arguments_are_refused_by_the_parser() {
-    for args in [
-        &["check", "--bogus"][..],
-        &["check", "--format", "xml"],
-        &["chek"],
-        &[],
-    ] {
+    for args in [&["check", "--bogus"][..], &["check", "--format", "xml"], &["chek"], &[]] {
         let out = jadpo(args, None);
         assert!(!out.status.success(), "{args:?}");
         assert_ne!(out.status.code(), Some(0));

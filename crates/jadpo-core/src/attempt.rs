@@ -41,22 +41,14 @@ impl Outcome {
     pub fn failure(&self) -> Option<&FailureRecord> {
         match self {
             Outcome::Succeeded => None,
-            Outcome::Retry { failure, .. }
-            | Outcome::Failed(failure)
-            | Outcome::Parked(failure) => Some(failure),
+            Outcome::Retry { failure, .. } | Outcome::Failed(failure) | Outcome::Parked(failure) => Some(failure),
         }
     }
 }
 
 /// The seed's first table with the budget applied. `d` is the delivery as
 /// claimed: running, its attempt already counted.
-pub fn decide(
-    d: &Delivery,
-    budget: Budget,
-    end: &AttemptEnd,
-    now: Timestamp,
-    rng: &mut impl Rng,
-) -> Outcome {
+pub fn decide(d: &Delivery, budget: Budget, end: &AttemptEnd, now: Timestamp, rng: &mut impl Rng) -> Outcome {
     debug_assert_eq!(d.state, DeliveryState::Running);
     let failure = match end {
         AttemptEnd::Succeeded => return Outcome::Succeeded,
@@ -75,10 +67,7 @@ pub fn decide(
             if at > budget.deadline(d.budget_from, d.held_for) {
                 Outcome::Failed(record)
             } else {
-                Outcome::Retry {
-                    at,
-                    failure: record,
-                }
+                Outcome::Retry { at, failure: record }
             }
         }
     }

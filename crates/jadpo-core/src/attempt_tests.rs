@@ -69,10 +69,7 @@ fn seed_table_rows() {
         );
     }
     assert!(
-        matches!(
-            decide_now(&d, b, fail(OutcomeUnknown), 1),
-            Outcome::Parked(_)
-        ),
+        matches!(decide_now(&d, b, fail(OutcomeUnknown), 1), Outcome::Parked(_)),
         "parked, never retried"
     );
     for kind in [InternalFault, Overflow] {
@@ -89,9 +86,7 @@ fn seed_table_rows() {
 
 #[test]
 fn the_record_keeps_code_and_kind_never_fields() {
-    let end = AttemptEnd::Failed(
-        Failure::new("payments.card_declined", Rejected).with_field("card", "4242"),
-    );
+    let end = AttemptEnd::Failed(Failure::new("payments.card_declined", Rejected).with_field("card", "4242"));
     let out = decide_now(&running(1), Budget::DEFAULT, end, 1);
     assert_eq!(
         out,
@@ -165,20 +160,13 @@ fn time_held_is_not_spent_from_within() {
     let b = Budget::new(20, HOUR).unwrap();
     let mut d = running(1);
     d.held_for = 5 * HOUR;
-    let out = decide(
-        &d,
-        b,
-        &fail(Unavailable),
-        at(5 * 3600 + 3599),
-        &mut AlwaysZero,
-    );
+    let out = decide(&d, b, &fail(Unavailable), at(5 * 3600 + 3599), &mut AlwaysZero);
     assert!(matches!(out, Outcome::Retry { .. }));
 }
 
 #[test]
 fn retry_after_is_honoured_between_attempts() {
-    let end =
-        AttemptEnd::Failed(Failure::new("http.429", RateLimited).with_retry_after(120 * SECOND));
+    let end = AttemptEnd::Failed(Failure::new("http.429", RateLimited).with_retry_after(120 * SECOND));
     for seed in 0..200 {
         let out = decide(
             &running(1),
@@ -226,16 +214,10 @@ fn apply_writes_the_outcome() {
         &Outcome::Parked(FailureRecord::new("http.timeout", OutcomeUnknown)),
         at(10),
     );
-    assert_eq!(
-        (d.state, d.finished_at),
-        (DeliveryState::Parked, Some(at(10)))
-    );
+    assert_eq!((d.state, d.finished_at), (DeliveryState::Parked, Some(at(10))));
     let mut d = running(3);
     apply(&mut d, &Outcome::Succeeded, at(10));
-    assert_eq!(
-        (d.state, d.last_failure.clone()),
-        (DeliveryState::Succeeded, None)
-    );
+    assert_eq!((d.state, d.last_failure.clone()), (DeliveryState::Succeeded, None));
 }
 
 /// A random source that always draws the lowest value.

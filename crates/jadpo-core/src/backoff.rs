@@ -55,17 +55,10 @@ impl Backoff {
 
     /// The wait after `attempts` tries: uniform in `[0, ceiling]`, then at
     /// least the floor and at least `retry_after`.
-    pub fn draw(
-        &self,
-        attempts: u32,
-        retry_after: Option<Duration>,
-        rng: &mut impl Rng,
-    ) -> Duration {
+    pub fn draw(&self, attempts: u32, retry_after: Option<Duration>, rng: &mut impl Rng) -> Duration {
         let ceiling_ms = u64::try_from(self.ceiling(attempts).as_millis()).unwrap_or(u64::MAX);
         let drawn = Duration::from_millis(rng.random_range(0..=ceiling_ms));
-        drawn
-            .max(self.floor)
-            .max(retry_after.unwrap_or(Duration::ZERO))
+        drawn.max(self.floor).max(retry_after.unwrap_or(Duration::ZERO))
     }
 }
 
@@ -124,10 +117,7 @@ mod tests {
         let mut saw_high = false;
         for _ in 0..10_000 {
             let w = Backoff::DELIVERY.draw(1, None, &mut rng);
-            assert!(
-                w >= Duration::from_secs(1) && w <= Duration::from_secs(30),
-                "{w:?}"
-            );
+            assert!(w >= Duration::from_secs(1) && w <= Duration::from_secs(30), "{w:?}");
             saw_floor |= w == Duration::from_secs(1);
             saw_high |= w > Duration::from_secs(25);
         }
@@ -165,9 +155,7 @@ mod tests {
     fn mean_wait_is_about_half_the_ceiling() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let n = 20_000u32;
-        let total: Duration = (0..n)
-            .map(|_| Backoff::DELIVERY.draw(5, None, &mut rng))
-            .sum();
+        let total: Duration = (0..n).map(|_| Backoff::DELIVERY.draw(5, None, &mut rng)).sum();
         let mean = total / n;
         // Ceiling 8 min, mean 4 min; 5 % either side is far outside noise at n = 20 000.
         assert!(

@@ -66,13 +66,9 @@ impl BreakerState {
     }
 
     pub fn parse(s: &str) -> Option<BreakerState> {
-        [
-            BreakerState::Closed,
-            BreakerState::Open,
-            BreakerState::Probing,
-        ]
-        .into_iter()
-        .find(|b| b.as_str() == s)
+        [BreakerState::Closed, BreakerState::Open, BreakerState::Probing]
+            .into_iter()
+            .find(|b| b.as_str() == s)
     }
 }
 
@@ -296,10 +292,7 @@ impl Breaker {
         self.version += 1;
         Some(Alert {
             connection: self.connection.clone(),
-            since: self
-                .outage_since
-                .or(self.opened_at)
-                .unwrap_or(Timestamp::EPOCH),
+            since: self.outage_since.or(self.opened_at).unwrap_or(Timestamp::EPOCH),
             held,
         })
     }
@@ -318,9 +311,7 @@ impl Breaker {
                 if self.opened_at.is_none() || self.outage_since.is_none() {
                     return fail("open without an opening time");
                 }
-                if self.pause < policy.first_pause.min(policy.max_pause)
-                    || self.pause > policy.max_pause
-                {
+                if self.pause < policy.first_pause.min(policy.max_pause) || self.pause > policy.max_pause {
                     return fail("pause outside the policy");
                 }
                 if (self.state == BreakerState::Probing) != self.probe.is_some() {

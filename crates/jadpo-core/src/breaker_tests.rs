@@ -52,10 +52,7 @@ fn an_answer_ends_the_run_refusals_included() {
     for i in 0..4 {
         b.record(CallVerdict::Unavailable, d(i), at(0), &P);
     }
-    assert!(
-        b.is_closed(),
-        "4 + 4 with an answer between is not 5 in a row"
-    );
+    assert!(b.is_closed(), "4 + 4 with an answer between is not 5 in a row");
 }
 
 #[test]
@@ -66,11 +63,7 @@ fn pause_doubles_from_a_minute_to_at_most_ten() {
     for probe in 10..16 {
         now += b.pause.as_secs() as i64;
         assert_eq!(b.gate(d(probe), at(now)), Gate::Probe);
-        assert_eq!(
-            b.gate(d(probe), at(now - 1)),
-            Gate::Hold,
-            "not before the pause ends"
-        );
+        assert_eq!(b.gate(d(probe), at(now - 1)), Gate::Hold, "not before the pause ends");
         b.take_probe(d(probe), at(now + 60), at(now));
         assert_eq!(
             b.record(CallVerdict::Unavailable, d(probe), at(now), &P),
@@ -87,11 +80,7 @@ fn one_probe_at_a_time() {
     b.take_probe(d(1), at(90), at(60));
     assert_eq!(b.state, BreakerState::Probing);
     assert_eq!(b.gate(d(2), at(61)), Gate::Hold);
-    assert_eq!(
-        b.gate(d(1), at(61)),
-        Gate::Probe,
-        "the probe itself, claimed again"
-    );
+    assert_eq!(b.gate(d(1), at(61)), Gate::Probe, "the probe itself, claimed again");
     assert!(!b.wants_probe(at(61)));
 }
 
@@ -141,10 +130,7 @@ fn a_run_already_under_way_when_it_opened_closes_it_too() {
 fn probe_given_back_lets_another_probe_at_once() {
     let mut b = opened_at(0);
     b.take_probe(d(1), at(90), at(60));
-    assert!(
-        !b.give_back_probe(d(2)),
-        "only the probe gives back the probe"
-    );
+    assert!(!b.give_back_probe(d(2)), "only the probe gives back the probe");
     assert!(b.give_back_probe(d(1)));
     assert_eq!(b.state, BreakerState::Open);
     assert_eq!(b.gate(d(2), at(61)), Gate::Probe);
@@ -182,10 +168,7 @@ fn version_moves_on_every_change_and_only_then() {
     let mut b = Breaker::new("payments");
     let v = b.version;
     b.record(CallVerdict::Answered, d(1), at(0), &P);
-    assert_eq!(
-        b.version, v,
-        "an answer while closed with no run changes nothing"
-    );
+    assert_eq!(b.version, v, "an answer while closed with no run changes nothing");
     b.record(CallVerdict::Unavailable, d(1), at(0), &P);
     assert_eq!(b.version, v + 1);
     let v = b.version;
@@ -205,10 +188,7 @@ fn only_the_probe_runs_past_an_open_breaker() {
     b.take_probe(d(1), at(120), at(61));
     assert!(b.lets_run(d(1), at(62)));
     assert!(!b.lets_run(d(2), at(62)));
-    assert!(
-        !b.lets_run(d(1), at(120)),
-        "its lease ended: no longer the probe"
-    );
+    assert!(!b.lets_run(d(1), at(120)), "its lease ended: no longer the probe");
 }
 
 #[test]

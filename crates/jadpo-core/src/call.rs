@@ -8,10 +8,7 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallEnd {
     /// The provider answered with this status.
-    Status {
-        status: u16,
-        retry_after: Option<Duration>,
-    },
+    Status { status: u16, retry_after: Option<Duration> },
     /// The call never left: DNS, connection refused, reset before sending.
     NeverLeft,
     /// No answer in time after the request was sent.
@@ -22,10 +19,7 @@ pub enum CallEnd {
 pub fn classify(end: CallEnd) -> (Result<(), Failure>, CallVerdict) {
     use CallVerdict::{Answered, Unavailable};
     match end {
-        CallEnd::Status {
-            status,
-            retry_after,
-        } => {
+        CallEnd::Status { status, retry_after } => {
             let (kind, verdict) = match status {
                 200..=299 => return (Ok(()), Answered),
                 404 => (FailureKind::NotFound, Answered),
@@ -50,10 +44,9 @@ pub fn classify(end: CallEnd) -> (Result<(), Failure>, CallVerdict) {
             Err(Failure::new("http.never_left", FailureKind::Unavailable)),
             Unavailable,
         ),
-        CallEnd::TimedOut { idempotent: true } => (
-            Err(Failure::new("http.timeout", FailureKind::Unavailable)),
-            Unavailable,
-        ),
+        CallEnd::TimedOut { idempotent: true } => {
+            (Err(Failure::new("http.timeout", FailureKind::Unavailable)), Unavailable)
+        }
         CallEnd::TimedOut { idempotent: false } => (
             Err(Failure::new("http.timeout", FailureKind::OutcomeUnknown)),
             Unavailable,
@@ -106,16 +99,8 @@ mod tests {
             (status(503), Some(Unavailable), Down),
             (status(599), Some(Unavailable), Down),
             (CallEnd::NeverLeft, Some(Unavailable), Down),
-            (
-                CallEnd::TimedOut { idempotent: true },
-                Some(Unavailable),
-                Down,
-            ),
-            (
-                CallEnd::TimedOut { idempotent: false },
-                Some(OutcomeUnknown),
-                Down,
-            ),
+            (CallEnd::TimedOut { idempotent: true }, Some(Unavailable), Down),
+            (CallEnd::TimedOut { idempotent: false }, Some(OutcomeUnknown), Down),
         ];
         for &(end, kind, verdict) in table {
             let (result, v) = classify(end);
@@ -141,10 +126,7 @@ mod tests {
     #[test]
     fn codes_name_the_status() {
         assert_eq!(classify(status(503)).0.unwrap_err().code, "http.503");
-        assert_eq!(
-            classify(CallEnd::NeverLeft).0.unwrap_err().code,
-            "http.never_left"
-        );
+        assert_eq!(classify(CallEnd::NeverLeft).0.unwrap_err().code, "http.never_left");
     }
 
     #[test]

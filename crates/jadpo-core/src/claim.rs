@@ -53,16 +53,11 @@ pub fn decide(input: ClaimInput<'_>) -> Claim {
         gates,
         now,
     } = input;
-    debug_assert!(
-        d.claimable(now),
-        "claim of a delivery that is not due: {d:?}"
-    );
+    debug_assert!(d.claimable(now), "claim of a delivery that is not due: {d:?}");
     let lease_expired = d.lease_ended(now);
     let decision = if handled {
         ClaimDecision::Succeed
-    } else if budget.attempts_used(d.attempts)
-        || now > budget.deadline(d.budget_from, d.held_for_at(now))
-    {
+    } else if budget.attempts_used(d.attempts) || now > budget.deadline(d.budget_from, d.held_for_at(now)) {
         let last = if lease_expired {
             Some(FailureRecord::lease_expired())
         } else {
@@ -143,11 +138,7 @@ pub fn hold_claimed(d: &mut Delivery, connection: &str, now: Timestamp) {
 /// A claimed delivery given back unstarted at a graceful shutdown: due at
 /// once, the attempt not spent.
 pub fn give_back(d: &mut Delivery, now: Timestamp) {
-    assert_eq!(
-        d.state,
-        DeliveryState::Running,
-        "give_back of a delivery not running"
-    );
+    assert_eq!(d.state, DeliveryState::Running, "give_back of a delivery not running");
     assert!(d.attempts > 0);
     d.attempts -= 1;
     d.state = DeliveryState::Due;

@@ -92,10 +92,7 @@ fn later_than_within_it_fails_without_running() {
 fn never_tried_in_time_records_deadline_exceeded() {
     let d = due(0);
     let c = decide_with(&d, false, &[], DAY.as_secs() as i64 + 1);
-    assert_eq!(
-        c.decision,
-        ClaimDecision::GiveUp(FailureRecord::deadline_exceeded())
-    );
+    assert_eq!(c.decision, ClaimDecision::GiveUp(FailureRecord::deadline_exceeded()));
 }
 
 #[test]
@@ -132,21 +129,13 @@ fn a_lost_run_past_its_budget_fails_as_lease_expired() {
     d.lease = Some(lease(30));
     d.last_failure = Some(FailureRecord::new("http.503", FailureKind::Unavailable));
     let c = decide_with(&d, false, &[], 30);
-    assert_eq!(
-        c.decision,
-        ClaimDecision::GiveUp(FailureRecord::lease_expired())
-    );
+    assert_eq!(c.decision, ClaimDecision::GiveUp(FailureRecord::lease_expired()));
 }
 
 #[test]
 fn an_open_breaker_holds_it_and_gives_the_attempt_back() {
     let d = due(2);
-    let c = decide_with(
-        &d,
-        false,
-        &[("crm", Gate::Pass), ("payments", Gate::Hold)],
-        10,
-    );
+    let c = decide_with(&d, false, &[("crm", Gate::Pass), ("payments", Gate::Hold)], 10);
     assert_eq!(
         c.decision,
         ClaimDecision::Hold {
@@ -164,12 +153,7 @@ fn an_open_breaker_holds_it_and_gives_the_attempt_back() {
 #[test]
 fn hold_wins_over_probe() {
     // It may not probe one provider while it would be held for another.
-    let c = decide_with(
-        &due(0),
-        false,
-        &[("payments", Gate::Probe), ("crm", Gate::Hold)],
-        10,
-    );
+    let c = decide_with(&due(0), false, &[("payments", Gate::Probe), ("crm", Gate::Hold)], 10);
     assert_eq!(
         c.decision,
         ClaimDecision::Hold {
@@ -180,12 +164,7 @@ fn hold_wins_over_probe() {
 
 #[test]
 fn the_first_claimed_after_the_pause_is_the_probe() {
-    let c = decide_with(
-        &due(0),
-        false,
-        &[("payments", Gate::Probe), ("crm", Gate::Pass)],
-        10,
-    );
+    let c = decide_with(&due(0), false, &[("payments", Gate::Probe), ("crm", Gate::Pass)], 10);
     assert_eq!(c.decision, run(&["payments"]));
 }
 
@@ -212,10 +191,7 @@ fn give_back_makes_it_due_at_once_without_spending() {
     let c = decide_with(&d, false, &[], 0);
     apply(&mut d, &c, lease(30), at(0));
     give_back(&mut d, at(2));
-    assert_eq!(
-        (d.state, d.attempts, d.due_at),
-        (DeliveryState::Due, 4, at(2))
-    );
+    assert_eq!((d.state, d.attempts, d.due_at), (DeliveryState::Due, 4, at(2)));
     assert!(d.lease.is_none());
 }
 

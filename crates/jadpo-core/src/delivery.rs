@@ -124,12 +124,7 @@ pub struct Delivery {
 
 impl Delivery {
     /// A new delivery of `event_id` to `subscriber`, due at once.
-    pub fn new(
-        id: DeliveryId,
-        event_id: EventId,
-        subscriber: impl Into<String>,
-        now: Timestamp,
-    ) -> Delivery {
+    pub fn new(id: DeliveryId, event_id: EventId, subscriber: impl Into<String>, now: Timestamp) -> Delivery {
         Delivery {
             id,
             event_id,
@@ -150,10 +145,7 @@ impl Delivery {
 
     /// Time held so far, the hold in progress included.
     pub fn held_for_at(&self, now: Timestamp) -> Duration {
-        let current = self
-            .held
-            .as_ref()
-            .map_or(Duration::ZERO, |h| now.since(h.since));
+        let current = self.held.as_ref().map_or(Duration::ZERO, |h| now.since(h.since));
         self.held_for.saturating_add(current)
     }
 
@@ -270,12 +262,6 @@ mod tests {
         for s in DeliveryState::ALL {
             assert_eq!(DeliveryState::parse(s.as_str()), Some(s));
         }
-        assert_eq!(
-            DeliveryState::ALL
-                .iter()
-                .filter(|s| s.is_finished())
-                .count(),
-            3
-        );
+        assert_eq!(DeliveryState::ALL.iter().filter(|s| s.is_finished()).count(), 3);
     }
 }

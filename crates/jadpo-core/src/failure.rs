@@ -255,8 +255,7 @@ mod tests {
 
     #[test]
     fn debug_never_prints_fields() {
-        let f = Failure::new("payments.card_declined", FailureKind::Rejected)
-            .with_field("card_holder", "Ada Lovelace");
+        let f = Failure::new("payments.card_declined", FailureKind::Rejected).with_field("card_holder", "Ada Lovelace");
         let printed = format!("{f:?}");
         assert!(!printed.contains("Ada"), "{printed}");
         assert!(printed.contains("1 redacted"), "{printed}");
@@ -278,10 +277,7 @@ mod tests {
     #[test]
     fn record_cuts_long_codes_and_names_empty_ones() {
         let long = "x".repeat(MAX_CODE_LEN + 50);
-        assert_eq!(
-            FailureRecord::new(&long, FailureKind::Invalid).code.len(),
-            MAX_CODE_LEN
-        );
+        assert_eq!(FailureRecord::new(&long, FailureKind::Invalid).code.len(), MAX_CODE_LEN);
         assert_eq!(FailureRecord::new("", FailureKind::Invalid).code, "invalid");
         let multibyte = "é".repeat(MAX_CODE_LEN + 1);
         assert_eq!(

@@ -159,10 +159,7 @@ mod tests {
         assert!(s.claim("w", at(99), at(130)).is_none());
         let c = s.claim("w", at(100), at(130)).unwrap();
         assert_eq!((c.due_at, c.lost_run), (at(100), false));
-        assert!(
-            c.state.claim("w2", at(120), at(150)).is_none(),
-            "one run at a time"
-        );
+        assert!(c.state.claim("w2", at(120), at(150)).is_none(), "one run at a time");
     }
 
     #[test]
@@ -173,14 +170,8 @@ mod tests {
             .state
             .finish(c.state.lease.as_ref().unwrap().token, failure(), at(3700))
             .unwrap();
-        assert_eq!(
-            (s.next_due, s.consecutive_failures, alert),
-            (at(3700), 1, None)
-        );
-        assert!(
-            !s.claimable(at(3699)),
-            "not retried before its next due time"
-        );
+        assert_eq!((s.next_due, s.consecutive_failures, alert), (at(3700), 1, None));
+        assert!(!s.claimable(at(3699)), "not retried before its next due time");
     }
 
     #[test]
@@ -189,10 +180,7 @@ mod tests {
         let c = s.claim("w", at(100), at(130)).unwrap();
         let again = c.state.claim("w2", at(130), at(160)).unwrap();
         assert!(again.lost_run);
-        assert_eq!(
-            again.state.last_failure,
-            Some(FailureRecord::lease_expired())
-        );
+        assert_eq!(again.state.last_failure, Some(FailureRecord::lease_expired()));
         assert_eq!(again.state.consecutive_failures, 1);
         // The lost worker's late finish changes nothing.
         let old = c.state.lease.as_ref().unwrap().token;
@@ -207,11 +195,7 @@ mod tests {
             let c = s.claim("w", at(i * 10), at(i * 10 + 5)).unwrap();
             let (next, alert) = c
                 .state
-                .finish(
-                    c.state.lease.as_ref().unwrap().token,
-                    failure(),
-                    at(i * 10 + 10),
-                )
+                .finish(c.state.lease.as_ref().unwrap().token, failure(), at(i * 10 + 10))
                 .unwrap();
             alerts.extend(alert);
             s = next;
@@ -229,19 +213,11 @@ mod tests {
             let c = s.claim("w", at(i * 10), at(i * 10 + 5)).unwrap();
             let (next, alert) = c
                 .state
-                .finish(
-                    c.state.lease.as_ref().unwrap().token,
-                    failure(),
-                    at(i * 10 + 10),
-                )
+                .finish(c.state.lease.as_ref().unwrap().token, failure(), at(i * 10 + 10))
                 .unwrap();
             alerts.extend(alert);
             s = next;
         }
-        assert_eq!(
-            alerts.len(),
-            2,
-            "raised again after a success and three more failures"
-        );
+        assert_eq!(alerts.len(), 2, "raised again after a success and three more failures");
     }
 }

@@ -9,9 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A point in time, in milliseconds since 1970-01-01T00:00:00Z.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Timestamp(i64);
 
@@ -61,14 +59,8 @@ mod tests {
     #[test]
     fn plus_saturates_instead_of_wrapping() {
         assert_eq!(Timestamp::MAX.plus(DAY), Timestamp::MAX);
-        assert_eq!(
-            Timestamp::from_millis(1).plus(Duration::MAX),
-            Timestamp::MAX
-        );
-        assert_eq!(
-            Timestamp::from_millis(1_000).plus(SECOND).as_millis(),
-            2_000
-        );
+        assert_eq!(Timestamp::from_millis(1).plus(Duration::MAX), Timestamp::MAX);
+        assert_eq!(Timestamp::from_millis(1_000).plus(SECOND).as_millis(), 2_000);
     }
 
     #[test]

@@ -124,11 +124,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: Code, span: Span, message: String) -> Diagnostic {
-        Diagnostic {
-            code,
-            message,
-            span,
-        }
+        Diagnostic { code, message, span }
     }
 }
 
@@ -166,10 +162,7 @@ impl<'a> LineIndex<'a> {
         let offset = self.clamp(offset);
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
         let column = self.src[self.starts[line]..offset].chars().count() + 1;
-        Position {
-            line: line + 1,
-            column,
-        }
+        Position { line: line + 1, column }
     }
 
     /// The text of a 1-based line, without its line break.
@@ -198,10 +191,7 @@ pub fn render(file: &str, index: &LineIndex<'_>, d: &Diagnostic) -> String {
     let gutter = start.line.to_string().len();
     let pad = " ".repeat(gutter);
     // Tabs would make the caret drift: show each as one space.
-    let shown: String = text
-        .chars()
-        .map(|c| if c == '\t' { ' ' } else { c })
-        .collect();
+    let shown: String = text.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
     let line_chars = shown.chars().count();
     let first = start.column - 1;
     let last = if end.line == start.line {
@@ -244,11 +234,7 @@ mod tests {
         assert_eq!(ix.position(0), Position { line: 1, column: 1 });
         assert_eq!(ix.position(3), Position { line: 2, column: 1 });
         assert_eq!(ix.position(6), Position { line: 2, column: 3 });
-        assert_eq!(
-            ix.position(4),
-            Position { line: 2, column: 1 },
-            "inside é: its start"
-        );
+        assert_eq!(ix.position(4), Position { line: 2, column: 1 }, "inside é: its start");
         assert_eq!(ix.position(999), Position { line: 3, column: 1 });
         assert_eq!(ix.line_text(2), "é x");
         assert_eq!(ix.line_text(3), "");

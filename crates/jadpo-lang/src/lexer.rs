@@ -253,10 +253,7 @@ mod tests {
     fn comments_and_escapes() {
         let (t, errs) = kinds("a // b \"c\n\"x\\\"y\"");
         assert_eq!(errs, 0);
-        assert_eq!(
-            t,
-            vec![Tok::Ident("a".into()), Tok::Str("x\"y".into()), Tok::Eof]
-        );
+        assert_eq!(t, vec![Tok::Ident("a".into()), Tok::Str("x\"y".into()), Tok::Eof]);
     }
 
     #[test]

@@ -66,8 +66,7 @@ impl Parser<'_> {
     }
 
     fn error<T>(&mut self, span: Span, message: String) -> Parse<T> {
-        self.diags
-            .push(Diagnostic::new(Code::ParseSyntax, span, message));
+        self.diags.push(Diagnostic::new(Code::ParseSyntax, span, message));
         Err(Reported)
     }
 
@@ -139,9 +138,7 @@ impl Parser<'_> {
                     }
                 }
                 _ => {
-                    let _ = self.unexpected::<()>(
-                        "`event`, `connection`, `action`, `subscriber` or `schedule`",
-                    );
+                    let _ = self.unexpected::<()>("`event`, `connection`, `action`, `subscriber` or `schedule`");
                     self.skip_to_item();
                 }
             }
@@ -215,8 +212,7 @@ impl Parser<'_> {
                     return Ok(entries);
                 }
                 Tok::Eof => {
-                    let _ =
-                        self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
+                    let _ = self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
                     return Ok(entries);
                 }
                 Tok::Comma => {
@@ -255,10 +251,7 @@ impl Parser<'_> {
     fn entry_value(&mut self, key: &Ident) -> Parse<Expr> {
         if *self.peek() != Tok::Colon {
             let found = self.peek().describe();
-            return self.error(
-                self.span(),
-                format!("expected `:` after `{}`, found {found}", key.name),
-            );
+            return self.error(self.span(), format!("expected `:` after `{}`, found {found}", key.name));
         }
         self.bump();
         self.expr()
@@ -351,17 +344,13 @@ impl Parser<'_> {
                     self.bump();
                     return Ok(items);
                 }
-                Tok::Eof => {
-                    return self.error(open, "this `[` is never closed; add a `]`".to_string())
-                }
+                Tok::Eof => return self.error(open, "this `[` is never closed; add a `]`".to_string()),
                 Tok::Comma => {
                     self.bump();
                 }
                 _ => match self.expr() {
                     Ok(e) => items.push(e),
-                    Err(Reported) => {
-                        self.recover(|p| matches!(p.peek(), Tok::Comma | Tok::RBracket))
-                    }
+                    Err(Reported) => self.recover(|p| matches!(p.peek(), Tok::Comma | Tok::RBracket)),
                 },
             }
             if self.pos == before {
@@ -391,18 +380,15 @@ impl Parser<'_> {
                     self.bump();
                     return Ok(args);
                 }
-                Tok::Eof => {
-                    return self.error(open, "this `(` is never closed; add a `)`".to_string())
-                }
+                Tok::Eof => return self.error(open, "this `(` is never closed; add a `)`".to_string()),
                 _ => {
-                    let name =
-                        if matches!(self.peek(), Tok::Ident(_)) && *self.peek_at(1) == Tok::Colon {
-                            let name = self.ident("a name")?;
-                            self.bump();
-                            Some(name)
-                        } else {
-                            None
-                        };
+                    let name = if matches!(self.peek(), Tok::Ident(_)) && *self.peek_at(1) == Tok::Colon {
+                        let name = self.ident("a name")?;
+                        self.bump();
+                        Some(name)
+                    } else {
+                        None
+                    };
                     let value = self.expr()?;
                     args.push(Arg { name, value });
                     match self.peek() {
@@ -431,9 +417,7 @@ impl Parser<'_> {
                     self.bump();
                     break;
                 }
-                Tok::Eof => {
-                    return self.error(open, "this `(` is never closed; add a `)`".to_string())
-                }
+                Tok::Eof => return self.error(open, "this `(` is never closed; add a `)`".to_string()),
                 Tok::Comma => {
                     self.bump();
                 }
@@ -485,8 +469,7 @@ impl Parser<'_> {
                     return Ok(stmts);
                 }
                 Tok::Eof => {
-                    let _ =
-                        self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
+                    let _ = self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
                     return Ok(stmts);
                 }
                 _ if self.at_item_start() => {
@@ -527,9 +510,7 @@ impl Parser<'_> {
         if !shape_ok {
             let span = callee[0].span.to(callee[callee.len() - 1].span);
             let want = match kind {
-                StmtKind::Call => {
-                    "`call CONNECTION.METHOD(...)`, as in `call payments.post(\"/x\")`"
-                }
+                StmtKind::Call => "`call CONNECTION.METHOD(...)`, as in `call payments.post(\"/x\")`",
                 StmtKind::Run => "`run ACTION(...)`, as in `run notify(payment_id)`",
             };
             return self.error(span, format!("expected {want}"));

@@ -122,5 +122,4 @@ pub(crate) struct Item {
     pub broken: bool,
 }
 
-pub(crate) const ITEM_KEYWORDS: [&str; 5] =
-    ["event", "connection", "action", "subscriber", "schedule"];
+pub(crate) const ITEM_KEYWORDS: [&str; 5] = ["event", "connection", "action", "subscriber", "schedule"];

@@ -105,22 +105,15 @@ fn event_fields_used_inside_actions_are_checked_for_each_subscribers_event() {
     let many: String = (0..50)
         .map(|i| format!("subscriber t{i} {{ on: B run: outer() }}\n"))
         .collect();
-    assert_eq!(
-        codes(&format!("{base}{many}")),
-        vec![Code::EventFieldUnknown]
-    );
+    assert_eq!(codes(&format!("{base}{many}")), vec![Code::EventFieldUnknown]);
 }
 
 #[test]
 fn a_field_inside_an_object_field_is_not_checked_but_a_field_of_a_string_is_refused() {
     let base = "event A { customer: object  id: string }\naction f(x: string)\n";
-    app(&format!(
-        "{base}subscriber s {{ on: A run: f(event.customer.email) }}"
-    ));
+    app(&format!("{base}subscriber s {{ on: A run: f(event.customer.email) }}"));
     assert_eq!(
-        codes(&format!(
-            "{base}subscriber s {{ on: A run: f(event.id.x) }}"
-        )),
+        codes(&format!("{base}subscriber s {{ on: A run: f(event.id.x) }}")),
         vec![Code::EventFieldUnknown]
     );
 }
@@ -137,19 +130,9 @@ fn a_schedule_cannot_reach_an_action_using_the_event() {
 
 #[test]
 fn run_timeout_is_at_most_15m() {
-    let sub = |t: &str| {
-        format!(
-            "event E {{ id: string }}\naction a()\nsubscriber s {{ on: E run: a() timeout: {t} }}"
-        )
-    };
-    assert_eq!(
-        app(&sub("15m")).subscribers["s"].timeout,
-        Duration::from_secs(900)
-    );
-    assert_eq!(
-        app(&sub("1ms")).subscribers["s"].timeout,
-        Duration::from_millis(1)
-    );
+    let sub = |t: &str| format!("event E {{ id: string }}\naction a()\nsubscriber s {{ on: E run: a() timeout: {t} }}");
+    assert_eq!(app(&sub("15m")).subscribers["s"].timeout, Duration::from_secs(900));
+    assert_eq!(app(&sub("1ms")).subscribers["s"].timeout, Duration::from_millis(1));
     assert_eq!(codes(&sub("900001ms")), vec![Code::DurationInvalid]);
     assert_eq!(codes(&sub("16m")), vec![Code::DurationInvalid]);
     assert_eq!(codes(&sub("0s")), vec![Code::DurationInvalid]);
@@ -177,22 +160,12 @@ fn durations_take_every_unit() {
 #[test]
 fn cron_expressions_are_checked() {
     let cron = |c: &str| format!("action a()\nschedule s {{ cron: \"{c}\" run: a() }}");
-    for ok in [
-        "0 3 * * *",
-        "*/15 * * * *",
-        "0 0 3 * * *",
-        "@daily",
-        "0 9 * * MON-FRI",
-    ] {
+    for ok in ["0 3 * * *", "*/15 * * * *", "0 0 3 * * *", "@daily", "0 9 * * MON-FRI"] {
         let app = app(&cron(ok));
         assert_eq!(app.schedules["s"].trigger, Trigger::Cron(ok.to_string()));
     }
     for bad in ["0 25 * * *", "", "every day", "* * *", "60 * * * *"] {
-        assert_eq!(
-            codes(&cron(bad)),
-            vec![Code::ScheduleCronInvalid],
-            "{bad:?}"
-        );
+        assert_eq!(codes(&cron(bad)), vec![Code::ScheduleCronInvalid], "{bad:?}");
     }
 }
 
@@ -220,19 +193,10 @@ fn the_checked_app_keeps_settings_unresolved_and_calls_structured() {
     );
     let pay = &app.connections["pay"];
     assert_eq!(pay.base_url, Value::Env("PAY_URL".into()));
-    assert_eq!(
-        pay.headers["Authorization"],
-        Value::Secret("PAY_TOKEN".into())
-    );
-    assert_eq!(
-        pay.headers["Accept"],
-        Value::String("application/json".into())
-    );
+    assert_eq!(pay.headers["Authorization"], Value::Secret("PAY_TOKEN".into()));
+    assert_eq!(pay.headers["Accept"], Value::String("application/json".into()));
     assert_eq!(pay.attempts, 3);
-    assert_eq!(
-        pay.signing_secret,
-        Some(Value::Secret("PAY_SIGNING".into()))
-    );
+    assert_eq!(pay.signing_secret, Some(Value::Secret("PAY_SIGNING".into())));
     let ActionBody::Statements(body) = &app.actions["record"].body else {
         panic!("a body")
     };
@@ -283,14 +247,8 @@ fn the_example_app_is_valid_and_complete() {
         app.summary(),
         "2 events, 4 connections, 6 actions, 5 subscribers, 1 schedule"
     );
-    assert_eq!(
-        app.subscribers["record_payment_webhook"].budget.attempts(),
-        20
-    );
-    assert_eq!(
-        app.actions["refund"].connections(),
-        &set(&["ledger", "stripe"])
-    );
+    assert_eq!(app.subscribers["record_payment_webhook"].budget.attempts(), 20);
+    assert_eq!(app.actions["refund"].connections(), &set(&["ledger", "stripe"]));
     assert_eq!(app.subscribers_of("PaymentReceived").count(), 4);
 }
 

@@ -137,10 +137,7 @@ const CASES: &[(Code, &str, &str)] = &[
 #[test]
 fn every_code_has_a_snapshot() {
     for code in Code::ALL {
-        assert!(
-            CASES.iter().any(|(c, _, _)| *c == code),
-            "no snapshot case for {code}"
-        );
+        assert!(CASES.iter().any(|(c, _, _)| *c == code), "no snapshot case for {code}");
     }
 }
 

@@ -102,9 +102,7 @@ fn check_finishes(src: String) -> Result<(), TestCaseError> {
     });
     let (checked, rendered, src) = match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(r) => r,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            return Err(TestCaseError::fail("check did not finish within 20 s"))
-        }
+        Err(mpsc::RecvTimeoutError::Timeout) => return Err(TestCaseError::fail("check did not finish within 20 s")),
         // The worker panicked: join to surface its message.
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             let why = worker.join().err().map(|e| {
@@ -119,17 +117,10 @@ fn check_finishes(src: String) -> Result<(), TestCaseError> {
     let _ = worker.join();
     prop_assert_eq!(checked.app.is_some(), checked.diagnostics.is_empty());
     for d in &checked.diagnostics {
-        prop_assert!(
-            d.span.start <= d.span.end && d.span.end <= src.len(),
-            "{:?}",
-            d
-        );
+        prop_assert!(d.span.start <= d.span.end && d.span.end <= src.len(), "{:?}", d);
         prop_assert!(!d.message.is_empty());
     }
-    prop_assert_eq!(
-        rendered.matches("error[").count(),
-        checked.diagnostics.len()
-    );
+    prop_assert_eq!(rendered.matches("error[").count(), checked.diagnostics.len());
     Ok(())
 }
 
@@ -226,8 +217,7 @@ fn corpus() -> Vec<&'static str> {
 }
 
 fn random_bytes() -> impl Strategy<Value = String> {
-    proptest::collection::vec(any::<u8>(), 0..512)
-        .prop_map(|b| String::from_utf8_lossy(&b).into_owned())
+    proptest::collection::vec(any::<u8>(), 0..512).prop_map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 fn token_soup() -> impl Strategy<Value = String> {
@@ -235,8 +225,7 @@ fn token_soup() -> impl Strategy<Value = String> {
 }
 
 fn mutated() -> impl Strategy<Value = String> {
-    (select(corpus()), proptest::collection::vec(edit(), 1..10))
-        .prop_map(|(src, edits)| mutate(src, &edits))
+    (select(corpus()), proptest::collection::vec(edit(), 1..10)).prop_map(|(src, edits)| mutate(src, &edits))
 }
 
 proptest! {
@@ -284,11 +273,7 @@ fn a_long_chain_of_actions_does_not_overflow() {
     }
     src.push_str(&format!("action a{n}() {{ call c.get(\"/\") }}\n"));
     let checked = jadpo_lang::check("chain.jadpo", &src);
-    assert!(
-        checked.diagnostics.is_empty(),
-        "{:?}",
-        checked.diagnostics.first()
-    );
+    assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics.first());
     let app = checked.app.unwrap();
     assert!(app.actions["a0"].connections().contains("c"));
 }

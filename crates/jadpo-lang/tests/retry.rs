@@ -50,10 +50,7 @@ fn attempts_1_is_the_lowest() {
 
 #[test]
 fn attempts_100_is_the_highest() {
-    assert_eq!(
-        accepted("{ attempts: 100 }").attempts(),
-        Budget::MAX_ATTEMPTS
-    );
+    assert_eq!(accepted("{ attempts: 100 }").attempts(), Budget::MAX_ATTEMPTS);
 }
 
 #[test]
@@ -118,10 +115,7 @@ fn within_0s_is_refused() {
 
 #[test]
 fn within_1ms_is_the_shortest() {
-    assert_eq!(
-        accepted("{ within: 1ms }").within(),
-        Duration::from_millis(1)
-    );
+    assert_eq!(accepted("{ within: 1ms }").within(), Duration::from_millis(1));
 }
 
 #[test]
@@ -192,8 +186,7 @@ fn a_key_left_out_keeps_its_default() {
 
 #[test]
 fn no_retry_is_the_default_budget() {
-    let src =
-        "event E { id: string }\naction a(id: string)\nsubscriber s { on: E run: a(event.id) }\n";
+    let src = "event E { id: string }\naction a(id: string)\nsubscriber s { on: E run: a(event.id) }\n";
     let app = jadpo_lang::check("app.jadpo", src).app.unwrap();
     assert_eq!(app.subscribers["s"].budget, Budget::DEFAULT);
 }

@@ -87,8 +87,7 @@ impl ScaledClock {
 
 impl Clock for ScaledClock {
     fn now(&self) -> Timestamp {
-        self.start_engine
-            .plus(self.engine_span(self.start_real.elapsed()))
+        self.start_engine.plus(self.engine_span(self.start_real.elapsed()))
     }
 
     fn sleep_until(&self, t: Timestamp) -> BoxFuture<'static, ()> {
@@ -180,24 +179,14 @@ mod tests {
             .unwrap();
         assert_eq!(clock.now(), Timestamp::from_millis(5_000));
         clock.set(Timestamp::from_millis(10));
-        assert_eq!(
-            clock.now(),
-            Timestamp::from_millis(5_000),
-            "never backwards"
-        );
+        assert_eq!(clock.now(), Timestamp::from_millis(5_000), "never backwards");
     }
 
     #[test]
     fn scaled_clock_converts_both_ways() {
         let c = ScaledClock::new(600);
-        assert_eq!(
-            c.engine_span(Duration::from_secs(1)),
-            Duration::from_secs(600)
-        );
-        assert_eq!(
-            c.real_span(Duration::from_secs(600)),
-            Duration::from_secs(1)
-        );
+        assert_eq!(c.engine_span(Duration::from_secs(1)), Duration::from_secs(600));
+        assert_eq!(c.real_span(Duration::from_secs(600)), Duration::from_secs(1));
         let before = c.now();
         std::thread::sleep(Duration::from_millis(10));
         assert!(
@@ -211,9 +200,6 @@ mod tests {
     fn system_clock_is_wall_time() {
         let a = SystemClock.now();
         assert!(a.as_millis() > 1_700_000_000_000);
-        assert_eq!(
-            SystemClock.engine_span(Duration::from_secs(3)),
-            Duration::from_secs(3)
-        );
+        assert_eq!(SystemClock.engine_span(Duration::from_secs(3)), Duration::from_secs(3));
     }
 }

@@ -110,10 +110,7 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
         }
     }
     if let Some(extra) = fields.keys().find(|k| event.field(k).is_none()) {
-        return Err(invalid(
-            extra,
-            format!("field `{extra}` is not declared on `{name}`"),
-        ));
+        return Err(invalid(extra, format!("field `{extra}` is not declared on `{name}`")));
     }
     let text = payload.to_string();
     if text.len() > MAX_PAYLOAD_BYTES {
@@ -160,10 +157,7 @@ mod tests {
     fn a_valid_event_gets_one_delivery_per_subscriber() {
         let e = prepare(&app(), "Paid", &paid()).unwrap();
         assert_eq!(e.subscribers, ["a", "b"]);
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&e.payload).unwrap(),
-            paid()
-        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&e.payload).unwrap(), paid());
         assert!(prepare(&app(), "Quiet", &json!({"id": "x"}))
             .unwrap()
             .subscribers
@@ -176,10 +170,7 @@ mod tests {
         let mut missing = paid();
         missing.as_object_mut().unwrap().remove("cents");
         let e = prepare(&app, "Paid", &missing).unwrap_err();
-        assert_eq!(
-            (e.code, e.field.as_deref()),
-            ("event.invalid", Some("cents"))
-        );
+        assert_eq!((e.code, e.field.as_deref()), ("event.invalid", Some("cents")));
         assert!(e.message.contains("missing"), "{e}");
 
         let mut wrong = paid();
@@ -191,10 +182,7 @@ mod tests {
         let mut float_for_int = paid();
         float_for_int["cents"] = json!(1.5);
         assert_eq!(
-            prepare(&app, "Paid", &float_for_int)
-                .unwrap_err()
-                .field
-                .as_deref(),
+            prepare(&app, "Paid", &float_for_int).unwrap_err().field.as_deref(),
             Some("cents")
         );
 
@@ -202,18 +190,12 @@ mod tests {
         extra["card_number"] = json!("4242");
         let e = prepare(&app, "Paid", &extra).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("card_number"));
-        assert!(
-            !e.message.contains("4242"),
-            "a value never appears in an error: {e}"
-        );
+        assert!(!e.message.contains("4242"), "a value never appears in an error: {e}");
     }
 
     #[test]
     fn unknown_events_and_non_objects_are_refused() {
-        assert_eq!(
-            prepare(&app(), "Nope", &json!({})).unwrap_err().code,
-            "event.unknown"
-        );
+        assert_eq!(prepare(&app(), "Nope", &json!({})).unwrap_err().code, "event.unknown");
         let e = prepare(&app(), "Paid", &json!([1])).unwrap_err();
         assert_eq!((e.code, e.field), ("event.invalid", None));
     }
@@ -222,9 +204,6 @@ mod tests {
     fn oversized_payloads_are_refused() {
         let mut big = paid();
         big["meta"] = json!({"blob": "x".repeat(MAX_PAYLOAD_BYTES)});
-        assert_eq!(
-            prepare(&app(), "Paid", &big).unwrap_err().code,
-            "event.too_large"
-        );
+        assert_eq!(prepare(&app(), "Paid", &big).unwrap_err().code, "event.too_large");
     }
 }

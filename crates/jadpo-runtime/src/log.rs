@@ -11,8 +11,7 @@ use jadpo_store::{ClaimReport, Claimed, FinishReport};
 
 /// RFC 3339, for humans and JSON alike.
 pub fn rfc3339(t: Timestamp) -> String {
-    jiff::Timestamp::from_millisecond(t.as_millis())
-        .map_or_else(|_| t.as_millis().to_string(), |ts| ts.to_string())
+    jiff::Timestamp::from_millisecond(t.as_millis()).map_or_else(|_| t.as_millis().to_string(), |ts| ts.to_string())
 }
 
 pub fn claim(r: &ClaimReport) {

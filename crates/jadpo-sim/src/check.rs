@@ -4,8 +4,7 @@ use crate::config::{Behaviour, SimConfig};
 use jadpo_core::backoff::Backoff;
 use jadpo_core::Delivery;
 use jadpo_core::{
-    Alert, DeliveryId, DeliveryState, Disposition, FailureKind, FailureRecord, Outcome, Timestamp,
-    Transition,
+    Alert, DeliveryId, DeliveryState, Disposition, FailureKind, FailureRecord, Outcome, Timestamp, Transition,
 };
 use jadpo_store::memory::MemoryStore;
 use jadpo_store::{ClaimReport, Claimed, Emitted, FinishReport};
@@ -61,32 +60,20 @@ impl Checker {
         &mut self.shadows[id.0 as usize - 1]
     }
 
-    pub fn claimed(
-        &mut self,
-        r: &ClaimReport,
-        worker: usize,
-        generation: u32,
-    ) -> Result<(), String> {
+    pub fn claimed(&mut self, r: &ClaimReport, worker: usize, generation: u32) -> Result<(), String> {
         for id in &r.lease_expired {
             self.shadow(*id).last = Some(FailureRecord::lease_expired());
             self.probes.retain(|p| p.delivery != *id);
         }
         for id in &r.succeeded {
             if !self.shadow(*id).committed {
-                return err(format!(
-                    "delivery {id} succeeded at its claim without a committed run"
-                ));
+                return err(format!("delivery {id} succeeded at its claim without a committed run"));
             }
         }
         for c in &r.claimed {
             let id = c.delivery.id;
             self.shadow(id).runs_started += 1;
-            let until = c
-                .delivery
-                .lease
-                .as_ref()
-                .map(|l| l.until)
-                .unwrap_or(Timestamp::EPOCH);
+            let until = c.delivery.lease.as_ref().map(|l| l.until).unwrap_or(Timestamp::EPOCH);
             for connection in &c.probe_for {
                 self.probes.push(ProbeRun {
                     delivery: id,
@@ -107,12 +94,8 @@ impl Checker {
 
     pub fn starting(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
         let id = c.delivery.id;
-        if self.shadow(id).committed
-            || store.is_handled(&c.delivery.subscriber, c.delivery.event_id)
-        {
-            return err(format!(
-                "delivery {id} runs again after a run of it committed"
-            ));
+        if self.shadow(id).committed || store.is_handled(&c.delivery.subscriber, c.delivery.event_id) {
+            return err(format!("delivery {id} runs again after a run of it committed"));
         }
         Ok(())
     }
@@ -163,9 +146,7 @@ impl Checker {
                     }
                     let lasted = now.since(o.since.unwrap_or(now));
                     if lasted > tick && !o.alerted {
-                        return err(format!(
-                            "an outage of {connection} lasting {lasted:?} raised no alert"
-                        ));
+                        return err(format!("an outage of {connection} lasting {lasted:?} raised no alert"));
                     }
                     o.open = false;
                 }
@@ -179,18 +160,9 @@ impl Checker {
         let id = c.delivery.id;
         self.probes.retain(|p| p.delivery != id);
         let d = store.delivery(id).ok_or("fenced delivery missing")?;
-        let until = c
-            .delivery
-            .lease
-            .as_ref()
-            .map(|l| l.until)
-            .unwrap_or(Timestamp::MAX);
-        if d.lease.as_ref().is_some_and(|l| l.token == c.token())
-            && d.state == DeliveryState::Running
-        {
-            return err(format!(
-                "delivery {id}: a write under the current lease was refused"
-            ));
+        let until = c.delivery.lease.as_ref().map(|l| l.until).unwrap_or(Timestamp::MAX);
+        if d.lease.as_ref().is_some_and(|l| l.token == c.token()) && d.state == DeliveryState::Running {
+            return err(format!("delivery {id}: a write under the current lease was refused"));
         }
         if d.updated_at < until {
             return err(format!("delivery {id}: taken over before its lease ended"));
@@ -201,10 +173,7 @@ impl Checker {
     pub fn alert(&mut self, a: &Alert) -> Result<(), String> {
         let o = self.outages.entry(a.connection.clone()).or_default();
         if !o.open {
-            return err(format!(
-                "alert for {} while its breaker is closed",
-                a.connection
-            ));
+            return err(format!("alert for {} while its breaker is closed", a.connection));
         }
         if o.alerted {
             return err(format!("a second alert in one outage of {}", a.connection));
@@ -290,38 +259,29 @@ impl Checker {
                 DeliveryState::Parked => {
                     let f = d.last_failure.as_ref().ok_or("parked without a record")?;
                     if f.kind != FailureKind::OutcomeUnknown || Some(f) != s.last.as_ref() {
-                        return err(format!(
-                            "delivery {id} parked with {f:?}, last run ended {:?}",
-                            s.last
-                        ));
+                        return err(format!("delivery {id} parked with {f:?}, last run ended {:?}", s.last));
                     }
                 }
                 DeliveryState::Failed => {
                     let f = d.last_failure.as_ref().ok_or("failed without a record")?;
-                    let expected = s
-                        .last
-                        .clone()
-                        .unwrap_or_else(FailureRecord::deadline_exceeded);
+                    let expected = s.last.clone().unwrap_or_else(FailureRecord::deadline_exceeded);
                     if *f != expected {
-                        return err(format!("delivery {id} failed recording {f:?}, but its last attempt ended {expected:?}"));
+                        return err(format!(
+                            "delivery {id} failed recording {f:?}, but its last attempt ended {expected:?}"
+                        ));
                     }
                     match f.kind.disposition() {
                         Disposition::Fail | Disposition::Defect => {}
-                        Disposition::Park => {
-                            return err(format!("delivery {id} failed with {f:?}, which parks"))
-                        }
+                        Disposition::Park => return err(format!("delivery {id} failed with {f:?}, which parks")),
                         Disposition::Retry => {
                             let deadline = budget.deadline(d.budget_from, d.held_for);
                             let finished = d.finished_at.ok_or("failed without a finish time")?;
-                            let longest_wait =
-                                Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
+                            let longest_wait = Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
                             let spent = budget.attempts_used(d.attempts)
                                 || finished > deadline
                                 || finished.plus(longest_wait) > deadline;
                             if !spent {
-                                return err(format!(
-                                    "delivery {id} failed with {f:?} while its budget lasted"
-                                ));
+                                return err(format!("delivery {id} failed with {f:?} while its budget lasted"));
                             }
                         }
                     }

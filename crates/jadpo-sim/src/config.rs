@@ -185,19 +185,12 @@ impl SimConfig {
         let names: Vec<String> = providers.keys().cloned().collect();
         let subscribers = (0..rng.random_range(1..=4))
             .map(|i| {
-                let mut connections: Vec<String> = names
-                    .iter()
-                    .filter(|_| rng.random_bool(0.6))
-                    .cloned()
-                    .collect();
+                let mut connections: Vec<String> = names.iter().filter(|_| rng.random_bool(0.6)).cloned().collect();
                 if connections.is_empty() && rng.random_bool(0.8) {
                     connections.push(names[rng.random_range(0..names.len())].clone());
                 }
-                let budget = Budget::new(
-                    rng.random_range(1..=30),
-                    s(rng.random_range(60..=3 * 86_400)),
-                )
-                .expect("in range");
+                let budget =
+                    Budget::new(rng.random_range(1..=30), s(rng.random_range(60..=3 * 86_400))).expect("in range");
                 SimSubscriber {
                     name: format!("s{i}"),
                     budget,

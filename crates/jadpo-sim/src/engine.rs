@@ -130,11 +130,7 @@ impl Sim {
                 })
                 .collect(),
             tick_at: None,
-            subscribers: cfg
-                .subscribers
-                .iter()
-                .map(|s| (s.name.clone(), s.clone()))
-                .collect(),
+            subscribers: cfg.subscribers.iter().map(|s| (s.name.clone(), s.clone())).collect(),
             routes,
             cfg,
         };
@@ -229,12 +225,7 @@ impl Sim {
     }
 
     fn emit(&mut self, i: usize) -> Result<(), String> {
-        let subscribers: Vec<String> = self
-            .cfg
-            .subscribers
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let subscribers: Vec<String> = self.cfg.subscribers.iter().map(|s| s.name.clone()).collect();
         let events: Vec<NewEvent> = (0..self.cfg.emissions[i].events)
             .map(|_| NewEvent {
                 name: "Simulated".into(),
@@ -299,19 +290,13 @@ impl Sim {
                 limit: free,
                 lease,
             });
-            self.checker
-                .claimed(&report, worker, self.workers[worker].generation)?;
-            let decided = report.claimed.len()
-                + report.succeeded.len()
-                + report.gave_up.len()
-                + report.held.len();
+            self.checker.claimed(&report, worker, self.workers[worker].generation)?;
+            let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
             for claimed in report.claimed {
                 self.workers[worker].busy += 1;
                 // A claimed batch starts within a moment, not at once: the
                 // gap in which a breaker may open after the claim.
-                let at = self
-                    .now
-                    .plus(Duration::from_millis(self.rng.random_range(0..=50)));
+                let at = self.now.plus(Duration::from_millis(self.rng.random_range(0..=50)));
                 let generation = self.workers[worker].generation;
                 self.push(
                     at,
@@ -325,18 +310,13 @@ impl Sim {
             if decided == 0 {
                 if self.workers[worker].busy == 0 {
                     if let Some(next) = self.store.next_due() {
-                        self.schedule_poll(
-                            worker,
-                            next.max(self.now.plus(Duration::from_millis(1))),
-                        );
+                        self.schedule_poll(worker, next.max(self.now.plus(Duration::from_millis(1))));
                     }
                 }
                 return Ok(());
             }
         }
-        Err(format!(
-            "a poll claimed more than {MAX_CLAIMS_PER_POLL} times"
-        ))
+        Err(format!("a poll claimed more than {MAX_CLAIMS_PER_POLL} times"))
     }
 
     fn start(&mut self, worker: usize, claimed: Claimed) -> Result<(), String> {
@@ -350,14 +330,9 @@ impl Sim {
             .map(|l| l.until)
             .unwrap_or(Timestamp::EPOCH);
         if lease_until < self.now.plus(sub.timeout) {
-            return Err(format!(
-                "delivery {id} would start with a lease shorter than its run"
-            ));
+            return Err(format!("delivery {id} would start with a lease shorter than its run"));
         }
-        if let Some(connection) = self
-            .store
-            .held_before_run(id, &claimed.connections, self.now)
-        {
+        if let Some(connection) = self.store.held_before_run(id, &claimed.connections, self.now) {
             self.store
                 .hold_claimed(id, token, &connection, self.now)
                 .map_err(|e| e.to_string())?;
@@ -376,9 +351,7 @@ impl Sim {
         };
         let generation = self.workers[worker].generation;
         if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
-            self.store
-                .commit_handled(id, token)
-                .map_err(|e| e.to_string())?;
+            self.store.commit_handled(id, token).map_err(|e| e.to_string())?;
             self.checker.committed(id);
             self.lose_worker(worker, ended);
         } else if self.roll(self.cfg.faults.lost) {
@@ -424,11 +397,7 @@ impl Sim {
             return (AttemptEnd::Failed(f), vec![], self.now);
         }
         if self.rng.random_range(0..100) < sub.skip_calls {
-            return (
-                AttemptEnd::Succeeded,
-                vec![],
-                self.now.plus(Duration::from_millis(1)),
-            );
+            return (AttemptEnd::Succeeded, vec![], self.now.plus(Duration::from_millis(1)));
         }
         let mut t = self.now;
         let mut calls = Vec::new();
@@ -439,11 +408,7 @@ impl Sim {
             if t.plus(latency) > limit {
                 // The run's limit stops it mid-call: nothing it did is kept.
                 calls.push((c.clone(), CallVerdict::Unavailable));
-                return (
-                    AttemptEnd::Failed(Failure::deadline_exceeded()),
-                    calls,
-                    limit,
-                );
+                return (AttemptEnd::Failed(Failure::deadline_exceeded()), calls, limit);
             }
             t = t.plus(latency);
             let (result, verdict) = classify(call_end);
@@ -452,11 +417,7 @@ impl Sim {
                 return (AttemptEnd::Failed(f), calls, t);
             }
         }
-        (
-            AttemptEnd::Succeeded,
-            calls,
-            t.plus(Duration::from_millis(1)),
-        )
+        (AttemptEnd::Succeeded, calls, t.plus(Duration::from_millis(1)))
     }
 
     fn provider_answer(&mut self, b: Behaviour, t: Timestamp) -> (Duration, CallEnd) {
@@ -477,8 +438,7 @@ impl Sim {
                 },
             ),
             Behaviour::Flapping { period, latency } => {
-                let turn =
-                    t.as_millis() / i64::try_from(period.as_millis().max(1)).unwrap_or(i64::MAX);
+                let turn = t.as_millis() / i64::try_from(period.as_millis().max(1)).unwrap_or(i64::MAX);
                 (latency, status(if turn % 2 == 0 { 200 } else { 503 }))
             }
             Behaviour::Mixed {
@@ -491,10 +451,7 @@ impl Sim {
                 if r < down {
                     (latency, status(503))
                 } else if r < down.saturating_add(refuse) {
-                    (
-                        latency,
-                        status([400, 401, 404, 409, 422][self.rng.random_range(0..5)]),
-                    )
+                    (latency, status([400, 401, 404, 409, 422][self.rng.random_range(0..5)]))
                 } else if r < down.saturating_add(refuse).saturating_add(unknown) {
                     (latency, CallEnd::TimedOut { idempotent: false })
                 } else {
@@ -526,9 +483,7 @@ impl Sim {
             // Writing the outcome failed before commit: the worker
             // reconnects and writes it again.
             self.stats.store_faults += 1;
-            let at = self
-                .now
-                .plus(Duration::from_millis(self.rng.random_range(500..=5_000)));
+            let at = self.now.plus(Duration::from_millis(self.rng.random_range(500..=5_000)));
             let generation = self.workers[worker].generation;
             self.push(
                 at,
@@ -545,13 +500,7 @@ impl Sim {
             );
             return Ok(());
         }
-        let outcome = attempt::decide(
-            &claimed.delivery,
-            claimed.budget,
-            &end,
-            self.now,
-            &mut self.rng,
-        );
+        let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, self.now, &mut self.rng);
         let result = self.store.finish(&Finish {
             id: claimed.delivery.id,
             token: claimed.token(),
@@ -568,9 +517,7 @@ impl Sim {
                     .finished(&claimed, &outcome, &report, self.now, self.cfg.tick)?;
                 self.stats.finished(&outcome, self.now);
                 for (connection, t) in &report.transitions {
-                    self.stats
-                        .transitions
-                        .push((self.now, connection.clone(), *t));
+                    self.stats.transitions.push((self.now, connection.clone(), *t));
                 }
                 if report.released > 0 {
                     self.wake_idle_workers();
@@ -610,9 +557,7 @@ impl Sim {
             };
         }
         // Ticks fall on whole multiples of the tick, strictly after now.
-        let tick = i64::try_from(self.cfg.tick.as_millis())
-            .unwrap_or(1000)
-            .max(1);
+        let tick = i64::try_from(self.cfg.tick.as_millis()).unwrap_or(1000).max(1);
         next.map(|t| {
             let t = t.as_millis().max(now.as_millis() + 1);
             Timestamp::from_millis((t + tick - 1) / tick * tick)
@@ -651,13 +596,8 @@ impl Sim {
     }
 
     fn check(&self, which: Option<&[jadpo_core::DeliveryId]>) -> Result<(), String> {
-        self.checker.check(
-            &self.store,
-            &self.cfg,
-            which,
-            &self.workers_alive(),
-            self.now,
-        )
+        self.checker
+            .check(&self.store, &self.cfg, which, &self.workers_alive(), self.now)
     }
 
     fn check_end(&self) -> Result<(), String> {

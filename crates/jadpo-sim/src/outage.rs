@@ -52,10 +52,7 @@ impl OutageConfig {
                 CONNECTION.to_string(),
                 Script(vec![
                     (Timestamp::EPOCH, Behaviour::Down { latency }),
-                    (
-                        Timestamp::EPOCH.plus(self.down_for),
-                        Behaviour::Up { latency },
-                    ),
+                    (Timestamp::EPOCH.plus(self.down_for), Behaviour::Up { latency }),
                 ]),
             )]
             .into(),
@@ -111,13 +108,7 @@ fn arm(config: &OutageConfig, policy: BreakerPolicy) -> Result<Arm, Violation> {
     let recovery = Timestamp::EPOCH.plus(config.down_for);
     let count = |s: DeliveryState| sim.store.deliveries().filter(|d| d.state == s).count();
     let calls = sim.stats.calls.get(CONNECTION).cloned().unwrap_or_default();
-    let transitions = |t: Transition| {
-        sim.stats
-            .transitions
-            .iter()
-            .filter(|(_, _, x)| *x == t)
-            .count()
-    };
+    let transitions = |t: Transition| sim.stats.transitions.iter().filter(|(_, _, x)| *x == t).count();
     Ok(Arm {
         calls: calls.total,
         calls_while_down: calls.while_failing,
@@ -128,12 +119,7 @@ fn arm(config: &OutageConfig, policy: BreakerPolicy) -> Result<Arm, Violation> {
         alerts: sim.stats.alerts.len(),
         opened: transitions(Transition::Opened),
         probes_unavailable: transitions(Transition::Reopened),
-        most_attempts: sim
-            .store
-            .deliveries()
-            .map(|d| d.attempts)
-            .max()
-            .unwrap_or(0),
+        most_attempts: sim.store.deliveries().map(|d| d.attempts).max().unwrap_or(0),
     })
 }
 
@@ -167,31 +153,15 @@ impl fmt::Display for OutageReport {
         )?;
         let (a, b) = (&self.with_breaker, &self.without_breaker);
         let rows: [(&str, String, String); 10] = [
-            (
-                "calls the provider received",
-                a.calls.to_string(),
-                b.calls.to_string(),
-            ),
+            ("calls the provider received", a.calls.to_string(), b.calls.to_string()),
             (
                 "  of them while it was down",
                 a.calls_while_down.to_string(),
                 b.calls_while_down.to_string(),
             ),
-            (
-                "deliveries succeeded",
-                a.succeeded.to_string(),
-                b.succeeded.to_string(),
-            ),
-            (
-                "deliveries failed",
-                a.failed.to_string(),
-                b.failed.to_string(),
-            ),
-            (
-                "deliveries parked",
-                a.parked.to_string(),
-                b.parked.to_string(),
-            ),
+            ("deliveries succeeded", a.succeeded.to_string(), b.succeeded.to_string()),
+            ("deliveries failed", a.failed.to_string(), b.failed.to_string()),
+            ("deliveries parked", a.parked.to_string(), b.parked.to_string()),
             (
                 "most attempts by one delivery",
                 a.most_attempts.to_string(),
@@ -214,11 +184,7 @@ impl fmt::Display for OutageReport {
                 human(b.last_success_after_recovery),
             ),
         ];
-        writeln!(
-            f,
-            "{:<32}{:>16}{:>18}",
-            "", "with breaker", "without breaker"
-        )?;
+        writeln!(f, "{:<32}{:>16}{:>18}", "", "with breaker", "without breaker")?;
         for (name, x, y) in rows {
             writeln!(f, "{name:<32}{x:>16}{y:>18}")?;
         }

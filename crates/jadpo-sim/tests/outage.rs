@@ -19,18 +19,13 @@ fn five_thousand_deliveries_and_an_hour_down() {
         "{} calls while down",
         with.calls_while_down
     );
-    assert!(
-        with.calls_while_down >= 5,
-        "five unavailable attempts open it"
-    );
+    assert!(with.calls_while_down >= 5, "five unavailable attempts open it");
     assert_eq!((with.succeeded, with.failed, with.parked), (5_000, 0, 0));
     assert_eq!((with.opened, with.alerts), (1, 1), "one outage, one alert");
     // Probes after 1, 2, 4, 8, 10, 10, 10, 10 minutes find it down; the next
     // one, at most ten minutes after recovery, closes it.
     assert_eq!(with.probes_unavailable, 8);
-    let after = with
-        .last_success_after_recovery
-        .expect("deliveries succeeded");
+    let after = with.last_success_after_recovery.expect("deliveries succeeded");
     assert!(
         after <= Duration::from_secs(11 * 60),
         "last success {after:?} after recovery"
@@ -78,10 +73,7 @@ fn the_same_seed_gives_the_same_run() {
     let b = outage::run(&config).unwrap();
     assert_eq!(a, b);
     let other = outage::run(&OutageConfig { seed: 2, ..config }).unwrap();
-    assert_ne!(
-        a.without_breaker.calls, other.without_breaker.calls,
-        "the seed matters"
-    );
+    assert_ne!(a.without_breaker.calls, other.without_breaker.calls, "the seed matters");
 }
 
 /// Every delivery-level invariant, checked after every step, on a smaller

@@ -36,10 +36,7 @@ fn a_thousand_seeds_hold_every_invariant() {
 
 #[test]
 fn replay() {
-    let Some(seed) = std::env::var("JADPO_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    else {
+    let Some(seed) = std::env::var("JADPO_SIM_SEED").ok().and_then(|s| s.parse().ok()) else {
         return;
     };
     let cfg = jadpo_sim::SimConfig::random(seed);

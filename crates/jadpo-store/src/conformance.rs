@@ -14,10 +14,7 @@
 use crate::types::*;
 use crate::Store;
 use jadpo_core::breaker::{BreakerState, CallVerdict, Transition};
-use jadpo_core::{
-    Alert, Budget, DeliveryId, DeliveryState, Failure, FailureKind, FailureRecord, Outcome,
-    Timestamp,
-};
+use jadpo_core::{Alert, Budget, DeliveryId, DeliveryState, Failure, FailureKind, FailureRecord, Outcome, Timestamp};
 use std::time::Duration;
 
 pub const LEASE: Duration = Duration::from_secs(60);
@@ -135,10 +132,7 @@ pub async fn open_breaker<S: Store>(s: &S, now: i64) {
         .await
         .unwrap();
     }
-    assert_eq!(
-        breaker(s, "payments").await.breaker.state,
-        BreakerState::Open
-    );
+    assert_eq!(breaker(s, "payments").await.breaker.state, BreakerState::Open);
 }
 
 pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
@@ -176,19 +170,13 @@ pub async fn claim_takes_due_deliveries_oldest_first_up_to_the_limit<S: Store>(s
         "only what is due, oldest first"
     );
     for c in &r.claimed {
-        assert_eq!(
-            (c.delivery.state, c.delivery.attempts),
-            (DeliveryState::Running, 1)
-        );
+        assert_eq!((c.delivery.state, c.delivery.attempts), (DeliveryState::Running, 1));
         assert_eq!(c.delivery.lease.as_ref().unwrap().until, at(5).plus(LEASE));
         assert_eq!(c.event_name, "E");
     }
     assert_eq!(claim(s, 10, 1).await.claimed.len(), 1);
     assert_eq!(claim(s, 10, 5).await.claimed.len(), 1);
-    assert!(
-        claim(s, 10, 5).await.claimed.is_empty(),
-        "nothing is claimed twice"
-    );
+    assert!(claim(s, 10, 5).await.claimed.is_empty(), "nothing is claimed twice");
 }
 
 pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(s: &S) {
@@ -197,10 +185,7 @@ pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(
     // The first worker is paused past its lease; another takes it over.
     let second = claim_as(s, "w2", 60, 1).await.claimed.remove(0);
     assert_ne!(first.token(), second.token());
-    assert_eq!(
-        second.delivery.last_failure,
-        Some(FailureRecord::lease_expired())
-    );
+    assert_eq!(second.delivery.last_failure, Some(FailureRecord::lease_expired()));
     assert_eq!(second.delivery.attempts, 2);
     let id = first.delivery.id;
     assert_eq!(
@@ -233,19 +218,14 @@ pub async fn a_spent_budget_fails_at_the_claim_without_counting_an_attempt<S: St
     emit(s, "log", 1, 0).await;
     for t in [0, 100] {
         let c = claim(s, t, 1).await.claimed.remove(0);
-        finish(s, &c, retry_at("http.503", t + 50), &[], t)
-            .await
-            .unwrap();
+        finish(s, &c, retry_at("http.503", t + 50), &[], t).await.unwrap();
     }
     let r = claim(s, 150, 1).await;
     assert!(r.claimed.is_empty());
     assert_eq!(r.gave_up.len(), 1);
     let d = get(s, r.gave_up[0]).await;
     assert_eq!((d.state, d.attempts), (DeliveryState::Failed, 2));
-    assert_eq!(
-        d.last_failure.as_ref().map(|f| f.code.as_str()),
-        Some("http.503")
-    );
+    assert_eq!(d.last_failure.as_ref().map(|f| f.code.as_str()), Some("http.503"));
     assert_eq!(d.finished_at, Some(at(150)));
 }
 
@@ -262,9 +242,7 @@ pub async fn never_tried_in_time_fails_as_deadline_exceeded<S: Store>(s: &S) {
 pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     let ids = emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 1).await.claimed.remove(0);
-    finish(s, &c, retry_at("http.503", 40), &[], 2)
-        .await
-        .unwrap();
+    finish(s, &c, retry_at("http.503", 40), &[], 2).await.unwrap();
     let c = claim(s, 40, 1).await.claimed.remove(0);
     finish(s, &c, Outcome::Succeeded, &[], 41).await.unwrap();
     let history = s.attempts(ids[0]).await.unwrap();
@@ -278,11 +256,7 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
         Some(FailureRecord::new("http.503", FailureKind::Unavailable))
     );
     assert_eq!(
-        (
-            history[1].attempt,
-            history[1].state,
-            history[1].failure.clone()
-        ),
+        (history[1].attempt, history[1].state, history[1].failure.clone()),
         (2, DeliveryState::Succeeded, None)
     );
     assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
@@ -333,10 +307,7 @@ pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
     let probe = claim(s, 60, 10).await.claimed.remove(0);
     assert_eq!(probe.delivery.id, waiting[0]);
     assert_eq!(probe.probe_for, vec!["payments".to_string()]);
-    assert_eq!(
-        breaker(s, "payments").await.breaker.state,
-        BreakerState::Probing
-    );
+    assert_eq!(breaker(s, "payments").await.breaker.state, BreakerState::Probing);
     let rep = finish(
         s,
         &probe,
@@ -346,10 +317,7 @@ pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
     )
     .await
     .unwrap();
-    assert_eq!(
-        rep.transitions,
-        vec![("payments".to_string(), Transition::Closed)]
-    );
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Closed)]);
     assert_eq!(rep.released, 7);
     let b = breaker(s, "payments").await;
     assert_eq!((b.breaker.state, b.held), (BreakerState::Closed, 0));
@@ -392,10 +360,7 @@ pub async fn a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause<S: St
     )
     .await
     .unwrap();
-    assert_eq!(
-        rep.transitions,
-        vec![("payments".to_string(), Transition::Reopened)]
-    );
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Reopened)]);
     let b = breaker(s, "payments").await.breaker;
     assert_eq!(
         (b.state, b.pause, b.opened_at),
@@ -409,9 +374,7 @@ pub async fn a_probe_that_no_longer_calls_the_provider_gives_the_probe_back<S: S
     claim(s, 0, 10).await;
     s.sweep(at(60), LEASE).await.unwrap();
     let probe = claim(s, 60, 10).await.claimed.remove(0);
-    finish(s, &probe, Outcome::Succeeded, &[], 61)
-        .await
-        .unwrap();
+    finish(s, &probe, Outcome::Succeeded, &[], 61).await.unwrap();
     let b = breaker(s, "payments").await.breaker;
     assert_eq!((b.state, b.probe), (BreakerState::Open, None));
     assert_eq!(
@@ -488,10 +451,7 @@ pub async fn a_run_under_way_when_it_opened_closes_it_with_its_answer<S: Store>(
     )
     .await
     .unwrap();
-    assert_eq!(
-        rep.transitions,
-        vec![("payments".to_string(), Transition::Closed)]
-    );
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Closed)]);
     assert_eq!(rep.released, 1);
     assert_eq!(get(s, more[0]).await.state, DeliveryState::Due);
 }
@@ -519,18 +479,14 @@ pub async fn give_back_makes_a_claimed_delivery_due_without_spending<S: Store>(s
     let c = claim(s, 0, 1).await.claimed.remove(0);
     s.give_back(c.delivery.id, c.token(), at(1)).await.unwrap();
     let d = get(s, ids[0]).await;
-    assert_eq!(
-        (d.state, d.attempts, d.due_at),
-        (DeliveryState::Due, 0, at(1))
-    );
+    assert_eq!((d.state, d.attempts, d.due_at), (DeliveryState::Due, 0, at(1)));
     assert!(d.lease.is_none());
 }
 
 pub async fn operator_retry_gives_a_fresh_budget<S: Store>(s: &S) {
     let ids = emit(s, "log", 2, 0).await;
     let r = claim(s, 0, 2).await;
-    let parked =
-        Outcome::Parked(Failure::new("http.timeout", FailureKind::OutcomeUnknown).record());
+    let parked = Outcome::Parked(Failure::new("http.timeout", FailureKind::OutcomeUnknown).record());
     for c in &r.claimed {
         finish(s, c, parked.clone(), &[], 1).await.unwrap();
     }
@@ -547,10 +503,7 @@ pub async fn operator_retry_gives_a_fresh_budget<S: Store>(s: &S) {
     );
     assert_eq!(d.finished_at, None);
     assert!(
-        s.retry(&[(ids[0], at(5000))], at(4001))
-            .await
-            .unwrap()
-            .is_empty(),
+        s.retry(&[(ids[0], at(5000))], at(4001)).await.unwrap().is_empty(),
         "only failed and parked"
     );
     assert_eq!(
@@ -585,12 +538,7 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
         ..Default::default()
     };
     assert_eq!(
-        s.list(&f)
-            .await
-            .unwrap()
-            .iter()
-            .map(|d| d.id)
-            .collect::<Vec<_>>(),
+        s.list(&f).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
         [logs[2], logs[1]]
     );
     let event = get(s, pays[0]).await.event_id;
@@ -622,11 +570,7 @@ pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S
     let c = claim(s, 500, 1).await.claimed.remove(0);
     finish(s, &c, Outcome::Succeeded, &[], 501).await.unwrap();
 
-    assert_eq!(
-        s.prune(at(100), 2).await.unwrap(),
-        2,
-        "bounded by the batch"
-    );
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 2, "bounded by the batch");
     assert_eq!(s.prune(at(100), 2).await.unwrap(), 1);
     assert_eq!(s.prune(at(100), 2).await.unwrap(), 0);
     for id in &old {
@@ -720,70 +664,39 @@ macro_rules! conformance_tests {
 pub async fn schedules_are_claimed_once_when_due_and_fenced<S: crate::ScheduleStore>(s: &S) {
     let all = [("nightly".to_string(), at(100))];
     assert!(
-        s.claim_schedules(&all, "w1", at(99), LEASE)
-            .await
-            .unwrap()
-            .is_empty(),
+        s.claim_schedules(&all, "w1", at(99), LEASE).await.unwrap().is_empty(),
         "not due yet"
     );
     let c = s.claim_schedules(&all, "w1", at(100), LEASE).await.unwrap();
     assert_eq!(c.len(), 1);
     assert_eq!((c[0].due_at, c[0].lost_run), (at(100), false));
     assert!(
-        s.claim_schedules(&all, "w2", at(101), LEASE)
-            .await
-            .unwrap()
-            .is_empty(),
+        s.claim_schedules(&all, "w2", at(101), LEASE).await.unwrap().is_empty(),
         "one run at a time"
     );
     let token = c[0].state.lease.as_ref().unwrap().token;
-    assert_eq!(
-        s.finish_schedule("nightly", token, None, at(3700))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(s.finish_schedule("nightly", token, None, at(3700)).await.unwrap(), None);
     assert!(matches!(
         s.finish_schedule("nightly", token, None, at(3700)).await,
         Err(StoreError::ScheduleLeaseLost(_))
     ));
     let state = s.schedules().await.unwrap().remove(0);
     assert_eq!(
-        (
-            state.next_due,
-            state.lease.clone(),
-            state.consecutive_failures
-        ),
+        (state.next_due, state.lease.clone(), state.consecutive_failures),
         (at(3700), None, 0)
     );
     assert!(
-        s.claim_schedules(&all, "w1", at(3699), LEASE)
-            .await
-            .unwrap()
-            .is_empty(),
+        s.claim_schedules(&all, "w1", at(3699), LEASE).await.unwrap().is_empty(),
         "its next due time is its retry"
     );
 }
 
-pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate::ScheduleStore>(
-    s: &S,
-) {
+pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate::ScheduleStore>(s: &S) {
     let all = [("sync".to_string(), at(0))];
-    let lost = s
-        .claim_schedules(&all, "w1", at(0), LEASE)
-        .await
-        .unwrap()
-        .remove(0);
-    let again = s
-        .claim_schedules(&all, "w2", at(60), LEASE)
-        .await
-        .unwrap()
-        .remove(0);
+    let lost = s.claim_schedules(&all, "w1", at(0), LEASE).await.unwrap().remove(0);
+    let again = s.claim_schedules(&all, "w2", at(60), LEASE).await.unwrap().remove(0);
     assert!(again.lost_run);
-    assert_eq!(
-        again.state.last_failure,
-        Some(FailureRecord::lease_expired())
-    );
+    assert_eq!(again.state.last_failure, Some(FailureRecord::lease_expired()));
     let old = lost.state.lease.as_ref().unwrap().token;
     assert!(matches!(
         s.finish_schedule("sync", old, None, at(500)).await,
@@ -791,9 +704,7 @@ pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate:
     ));
 }
 
-pub async fn a_schedule_failing_three_runs_in_a_row_raises_one_alert<S: crate::ScheduleStore>(
-    s: &S,
-) {
+pub async fn a_schedule_failing_three_runs_in_a_row_raises_one_alert<S: crate::ScheduleStore>(s: &S) {
     let all = [("sync".to_string(), at(0))];
     let mut alerts = Vec::new();
     for i in 0..4 {
@@ -811,10 +722,7 @@ pub async fn a_schedule_failing_three_runs_in_a_row_raises_one_alert<S: crate::S
         );
     }
     assert_eq!(alerts.len(), 1);
-    assert_eq!(
-        (alerts[0].schedule.as_str(), alerts[0].failures),
-        ("sync", 3)
-    );
+    assert_eq!((alerts[0].schedule.as_str(), alerts[0].failures), ("sync", 3));
 }
 
 /// The schedule scenarios, for stores that keep schedules.

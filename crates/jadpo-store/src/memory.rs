@@ -12,9 +12,7 @@ use crate::types::*;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::FailureRecord;
-use jadpo_core::{
-    claim, Alert, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp,
-};
+use jadpo_core::{claim, Alert, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
@@ -87,17 +85,13 @@ impl MemoryStore {
                     .map(|s| {
                         self.last_delivery += 1;
                         let id = DeliveryId(self.last_delivery);
-                        self.deliveries
-                            .insert(id, Delivery::new(id, event_id, s.clone(), now));
+                        self.deliveries.insert(id, Delivery::new(id, event_id, s.clone(), now));
                         self.index(id);
                         self.changed.push(id);
                         id
                     })
                     .collect();
-                Emitted {
-                    event_id,
-                    deliveries,
-                }
+                Emitted { event_id, deliveries }
             })
             .collect()
     }
@@ -108,10 +102,7 @@ impl MemoryStore {
         let now = req.now;
         let mut ids: Vec<DeliveryId> = Vec::with_capacity(req.limit);
         let mut due = self.due.range(..=(now, DeliveryId(i64::MAX))).peekable();
-        let mut lost = self
-            .running
-            .range(..=(now, DeliveryId(i64::MAX)))
-            .peekable();
+        let mut lost = self.running.range(..=(now, DeliveryId(i64::MAX))).peekable();
         while ids.len() < req.limit {
             // Merge the two queues by time so a lost run waits no longer than
             // a due one.
@@ -155,12 +146,7 @@ impl MemoryStore {
 
     /// The breaker check repeated just before a claimed delivery runs: the
     /// connection whose breaker opened since the claim, if any.
-    pub fn held_before_run(
-        &self,
-        id: DeliveryId,
-        connections: &[String],
-        now: Timestamp,
-    ) -> Option<String> {
+    pub fn held_before_run(&self, id: DeliveryId, connections: &[String], now: Timestamp) -> Option<String> {
         connections
             .iter()
             .find(|c| self.breakers.get(*c).is_some_and(|b| !b.lets_run(id, now)))
@@ -184,12 +170,7 @@ impl MemoryStore {
     }
 
     /// A claimed delivery given back unstarted, at shutdown.
-    pub fn give_back(
-        &mut self,
-        id: DeliveryId,
-        token: LeaseToken,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
+    pub fn give_back(&mut self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
         claim::give_back(&mut d, now);
         self.unprobe(id);
@@ -217,11 +198,7 @@ impl MemoryStore {
         self.attempts.push(plan.attempt);
         self.put(plan.delivery);
         self.write_breakers(plan.breakers);
-        let released = plan
-            .release
-            .iter()
-            .map(|c| self.release_all(c, f.now))
-            .sum();
+        let released = plan.release.iter().map(|c| self.release_all(c, f.now)).sum();
         Ok(FinishReport {
             transitions: plan.transitions,
             released,
@@ -292,12 +269,7 @@ impl MemoryStore {
 
     /// Newest first, as `jadpo deliveries` lists them.
     pub fn list(&self, filter: &DeliveryFilter) -> Vec<Delivery> {
-        let it = self
-            .deliveries
-            .values()
-            .rev()
-            .filter(|d| filter.matches(d))
-            .cloned();
+        let it = self.deliveries.values().rev().filter(|d| filter.matches(d)).cloned();
         match filter.limit {
             Some(n) => it.take(n).collect(),
             None => it.collect(),
@@ -321,11 +293,7 @@ impl MemoryStore {
     }
 
     pub fn attempts(&self, id: DeliveryId) -> Vec<AttemptRecord> {
-        self.attempts
-            .iter()
-            .filter(|a| a.delivery == id)
-            .cloned()
-            .collect()
+        self.attempts.iter().filter(|a| a.delivery == id).cloned().collect()
     }
 
     pub fn event(&self, id: EventId) -> Option<&EventRecord> {
@@ -370,8 +338,7 @@ impl MemoryStore {
         let gone: HashSet<DeliveryId> = old.iter().copied().collect();
         self.attempts.retain(|a| !gone.contains(&a.delivery));
         let live: HashSet<EventId> = self.deliveries.values().map(|d| d.event_id).collect();
-        self.events
-            .retain(|id, e| live.contains(id) || e.emitted_at >= before);
+        self.events.retain(|id, e| live.contains(id) || e.emitted_at >= before);
         old.len()
     }
 
@@ -435,19 +402,12 @@ impl MemoryStore {
 
     fn write_breakers(&mut self, writes: Vec<plan::BreakerWrite>) {
         for w in writes {
-            let current = self
-                .breakers
-                .get(&w.breaker.connection)
-                .map_or(0, |b| b.version);
-            assert_eq!(
-                current, w.read_version,
-                "one owner: no other writer can have moved it"
-            );
+            let current = self.breakers.get(&w.breaker.connection).map_or(0, |b| b.version);
+            assert_eq!(current, w.read_version, "one owner: no other writer can have moved it");
             w.breaker
                 .check_invariants(&self.policy)
                 .unwrap_or_else(|e| panic!("{e}"));
-            self.breakers
-                .insert(w.breaker.connection.clone(), w.breaker);
+            self.breakers.insert(w.breaker.connection.clone(), w.breaker);
         }
     }
 
@@ -466,8 +426,7 @@ impl MemoryStore {
     }
 
     fn get(&self, id: DeliveryId) -> &Delivery {
-        self.delivery(id)
-            .expect("delivery ids come from this store")
+        self.delivery(id).expect("delivery ids come from this store")
     }
 
     /// Every change to a delivery goes through here, so the indexes always
@@ -494,10 +453,7 @@ impl MemoryStore {
             }
             DeliveryState::Held => {
                 let h = d.held.as_ref().expect("held has a connection");
-                self.held
-                    .entry(h.connection.clone())
-                    .or_default()
-                    .insert((h.since, id));
+                self.held.entry(h.connection.clone()).or_default().insert((h.since, id));
             }
             _ => {}
         }

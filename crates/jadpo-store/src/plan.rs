@@ -9,9 +9,7 @@
 use crate::types::*;
 use jadpo_core::breaker::{Breaker, BreakerPolicy, Gate, Transition};
 use jadpo_core::claim::{self, ClaimDecision, ClaimInput};
-use jadpo_core::{
-    attempt, Alert, Delivery, DeliveryId, DeliveryState, Lease, LeaseToken, Outcome, Timestamp,
-};
+use jadpo_core::{attempt, Alert, Delivery, DeliveryId, DeliveryState, Lease, LeaseToken, Outcome, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -33,15 +31,9 @@ pub struct Breakers {
 
 impl Breakers {
     pub fn new(rows: impl IntoIterator<Item = Breaker>) -> Breakers {
-        let rows: BTreeMap<String, Breaker> = rows
-            .into_iter()
-            .map(|b| (b.connection.clone(), b))
-            .collect();
+        let rows: BTreeMap<String, Breaker> = rows.into_iter().map(|b| (b.connection.clone(), b)).collect();
         let read_versions = rows.iter().map(|(c, b)| (c.clone(), b.version)).collect();
-        Breakers {
-            rows,
-            read_versions,
-        }
+        Breakers { rows, read_versions }
     }
 
     pub fn get(&self, connection: &str) -> Option<&Breaker> {
@@ -49,9 +41,7 @@ impl Breakers {
     }
 
     pub fn gate(&self, connection: &str, id: DeliveryId, now: Timestamp) -> Gate {
-        self.rows
-            .get(connection)
-            .map_or(Gate::Pass, |b| b.gate(id, now))
+        self.rows.get(connection).map_or(Gate::Pass, |b| b.gate(id, now))
     }
 
     fn get_mut(&mut self, connection: &str) -> &mut Breaker {
@@ -182,11 +172,7 @@ pub fn claim(
 
 /// Checks that `d` is still held under `token`: the fence every write after
 /// a claim passes.
-pub fn check_lease(
-    d: Option<&Delivery>,
-    id: DeliveryId,
-    token: LeaseToken,
-) -> Result<&Delivery, StoreError> {
+pub fn check_lease(d: Option<&Delivery>, id: DeliveryId, token: LeaseToken) -> Result<&Delivery, StoreError> {
     let d = d.ok_or(StoreError::NotFound(id))?;
     match &d.lease {
         Some(l) if l.token == token && d.state == DeliveryState::Running => Ok(d),
@@ -209,22 +195,14 @@ pub struct FinishPlan {
 }
 
 /// Decides a finish. `d` is the row as read, its lease already checked.
-pub fn finish(
-    d: &Delivery,
-    breakers: &mut Breakers,
-    f: &Finish,
-    policy: &BreakerPolicy,
-) -> FinishPlan {
+pub fn finish(d: &Delivery, breakers: &mut Breakers, f: &Finish, policy: &BreakerPolicy) -> FinishPlan {
     let now = f.now;
     let mut delivery = d.clone();
     attempt::apply(&mut delivery, &f.outcome, now);
     let mut release = Vec::new();
     let mut transitions = Vec::new();
     for (connection, verdict) in &f.calls {
-        if let Some(t) = breakers
-            .get_mut(connection)
-            .record(*verdict, f.id, now, policy)
-        {
+        if let Some(t) = breakers.get_mut(connection).record(*verdict, f.id, now, policy) {
             if t == Transition::Closed {
                 release.push(connection.clone());
             }

@@ -3,9 +3,7 @@
 use crate::memory::MemoryStore;
 use crate::types::*;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
-use jadpo_core::{
-    BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp,
-};
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,10 +26,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Emitted>, StoreError>> + Send;
 
     /// Claims a batch of due deliveries and applies the claim-time decisions.
-    fn claim(
-        &self,
-        req: &ClaimRequest<'_>,
-    ) -> impl Future<Output = Result<ClaimReport, StoreError>> + Send;
+    fn claim(&self, req: &ClaimRequest<'_>) -> impl Future<Output = Result<ClaimReport, StoreError>> + Send;
 
     /// Holds a claimed delivery whose breaker opened after its claim,
     /// giving back its attempt.
@@ -79,26 +74,14 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<Vec<DeliveryId>, StoreError>> + Send;
 
-    fn delivery(
-        &self,
-        id: DeliveryId,
-    ) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;
+    fn delivery(&self, id: DeliveryId) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;
 
     /// Newest first.
-    fn list(
-        &self,
-        filter: &DeliveryFilter,
-    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+    fn list(&self, filter: &DeliveryFilter) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
 
-    fn attempts(
-        &self,
-        id: DeliveryId,
-    ) -> impl Future<Output = Result<Vec<AttemptRecord>, StoreError>> + Send;
+    fn attempts(&self, id: DeliveryId) -> impl Future<Output = Result<Vec<AttemptRecord>, StoreError>> + Send;
 
-    fn event(
-        &self,
-        id: EventId,
-    ) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
+    fn event(&self, id: EventId) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
 
@@ -106,11 +89,7 @@ pub trait Store: Send + Sync + 'static {
     /// with their attempts and handled records, and the events left with no
     /// delivery. Never a delivery that is not finished. Returns how many
     /// deliveries it deleted; call again until it returns less than `batch`.
-    fn prune(
-        &self,
-        before: Timestamp,
-        batch: usize,
-    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
+    fn prune(&self, before: Timestamp, batch: usize) -> impl Future<Output = Result<usize, StoreError>> + Send;
 }
 
 /// The in-memory store behind a mutex, shared by tasks.
@@ -124,10 +103,7 @@ impl SharedMemoryStore {
 
     /// Runs `f` on the store. No lock is held across an await.
     pub fn with<T>(&self, f: impl FnOnce(&mut MemoryStore) -> T) -> T {
-        let mut guard = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut guard)
     }
 }
@@ -155,12 +131,7 @@ impl Store for SharedMemoryStore {
         self.with(|s| s.hold_claimed(id, token, connection, now))
     }
 
-    async fn give_back(
-        &self,
-        id: DeliveryId,
-        token: LeaseToken,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
+    async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
         self.with(|s| s.give_back(id, token, now))
     }
 
@@ -168,10 +139,7 @@ impl Store for SharedMemoryStore {
         self.with(|s| s.finish(f))
     }
 
-    async fn finish_batch(
-        &self,
-        batch: &[Finish],
-    ) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+    async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         Ok(self.with(|s| batch.iter().map(|f| s.finish(f)).collect()))
     }
 
@@ -179,11 +147,7 @@ impl Store for SharedMemoryStore {
         Ok(self.with(|s| s.sweep(now, wake_lease)))
     }
 
-    async fn retry(
-        &self,
-        due: &[(DeliveryId, Timestamp)],
-        now: Timestamp,
-    ) -> Result<Vec<DeliveryId>, StoreError> {
+    async fn retry(&self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
         Ok(self.with(|s| s.retry(due, now)))
     }
 

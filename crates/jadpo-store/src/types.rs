@@ -1,8 +1,8 @@
 //! The plain data a store takes and returns.
 
 use jadpo_core::{
-    Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind,
-    FailureRecord, LeaseToken, Outcome, Timestamp, Transition,
+    Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, LeaseToken,
+    Outcome, Timestamp, Transition,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -195,15 +195,9 @@ pub enum StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::LeaseLost(id) => write!(
-                f,
-                "delivery {id}: its lease was taken over; nothing was written"
-            ),
+            StoreError::LeaseLost(id) => write!(f, "delivery {id}: its lease was taken over; nothing was written"),
             StoreError::ScheduleLeaseLost(name) => {
-                write!(
-                    f,
-                    "schedule {name}: its lease was taken over; nothing was written"
-                )
+                write!(f, "schedule {name}: its lease was taken over; nothing was written")
             }
             StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
             StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),

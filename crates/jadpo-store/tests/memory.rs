@@ -27,10 +27,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
         })
         .collect();
     s.emit(&events, at(0));
-    let r = s.claim(&ClaimRequest {
-        limit: 5,
-        ..req(at(0))
-    });
+    let r = s.claim(&ClaimRequest { limit: 5, ..req(at(0)) });
     for c in &r.claimed {
         s.finish(&Finish {
             id: c.delivery.id,

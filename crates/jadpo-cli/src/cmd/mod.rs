@@ -2,13 +2,13 @@
 
 pub mod breakers;
 pub mod check;
-pub mod demo;
 pub mod completions;
 pub mod deliveries;
+pub mod demo;
 pub mod dev;
-pub mod process;
 pub mod emit;
 pub mod migrate;
+pub mod process;
 pub mod retry;
 pub mod serve;
 

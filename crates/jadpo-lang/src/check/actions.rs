@@ -14,18 +14,9 @@ pub(crate) struct ActionNode {
 }
 
 impl Checker<'_> {
-    pub fn action(
-        &mut self,
-        item: &Item,
-        uses: Option<&[Ident]>,
-        body: Option<&[Stmt]>,
-    ) -> ActionNode {
+    pub fn action(&mut self, item: &Item, uses: Option<&[Ident]>, body: Option<&[Stmt]>) -> ActionNode {
         let name = item.name.name.as_str();
-        let params = self
-            .sigs
-            .get(name)
-            .map(|s| s.params.clone())
-            .unwrap_or_default();
+        let params = self.sigs.get(name).map(|s| s.params.clone()).unwrap_or_default();
         let mut edges = Edges::default();
         let mut ok = !item.broken;
         let body = match (uses, body) {
@@ -33,10 +24,7 @@ impl Checker<'_> {
                 let mut out = Vec::new();
                 let mut event_uses = Vec::new();
                 for stmt in stmts {
-                    let scope = Scope::Action {
-                        name,
-                        params: &params,
-                    };
+                    let scope = Scope::Action { name, params: &params };
                     match self.statement(stmt, &scope, &mut edges, &mut event_uses) {
                         Some(s) => out.push(s),
                         None => ok = false,
@@ -72,16 +60,9 @@ impl Checker<'_> {
         if self.connection_names.contains(&conn.name) {
             return true;
         }
-        let help = hint(
-            &conn.name,
-            self.connection_names.iter().map(String::as_str),
-            || {
-                format!(
-                    "declare it with `connection {} {{ base_url: ... }}`",
-                    conn.name
-                )
-            },
-        );
+        let help = hint(&conn.name, self.connection_names.iter().map(String::as_str), || {
+            format!("declare it with `connection {} {{ base_url: ... }}`", conn.name)
+        });
         self.err(
             Code::ActionConnectionUnknown,
             conn.span,
@@ -184,11 +165,7 @@ impl Checker<'_> {
         let mut body = None;
         let mut key = None;
         for arg in stmt.args.iter().filter(|a| a.name.is_some()) {
-            let n = arg
-                .name
-                .as_ref()
-                .map(|n| n.name.as_str())
-                .unwrap_or_default();
+            let n = arg.name.as_ref().map(|n| n.name.as_str()).unwrap_or_default();
             let slot = match n {
                 "body" => &mut body,
                 "idempotency_key" => &mut key,
@@ -204,11 +181,7 @@ impl Checker<'_> {
                 }
             };
             if slot.is_some() {
-                self.err(
-                    CODE,
-                    arg.value.span,
-                    format!("`{n}:` is given twice; keep one"),
-                );
+                self.err(CODE, arg.value.span, format!("`{n}:` is given twice; keep one"));
                 ok = false;
                 continue;
             }

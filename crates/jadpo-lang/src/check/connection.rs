@@ -10,21 +10,8 @@ use std::collections::BTreeSet;
 impl Checker<'_> {
     pub fn connection(&mut self, item: &Item, entries: &[Entry]) -> Option<Connection> {
         let what = format!("connection `{}`", item.name.name);
-        let allowed = [
-            "driver",
-            "base_url",
-            "headers",
-            "timeout",
-            "retry",
-            "signing_secret",
-        ];
-        let keys = self.keyed(
-            &what,
-            entries,
-            &allowed,
-            Code::KeyUnknown,
-            Code::NameDuplicate,
-        );
+        let allowed = ["driver", "base_url", "headers", "timeout", "retry", "signing_secret"];
+        let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let mut ok = keys.len() == entries.len();
 
         let driver = match keys.get("driver") {
@@ -36,10 +23,7 @@ impl Checker<'_> {
                     self.err(
                         Code::ValueInvalid,
                         e.value.span,
-                        format!(
-                            "`driver:` takes `http`, the only driver; found {}",
-                            describe(&e.value)
-                        ),
+                        format!("`driver:` takes `http`, the only driver; found {}", describe(&e.value)),
                     );
                     None
                 }
@@ -106,11 +90,7 @@ impl Checker<'_> {
             }
         }
         let timeout = match keys.get("timeout") {
-            Some(e) => self.time_limit(
-                &e.value,
-                "a connection's `timeout:`",
-                Connection::MAX_TIMEOUT,
-            ),
+            Some(e) => self.time_limit(&e.value, "a connection's `timeout:`", Connection::MAX_TIMEOUT),
             None => Some(Connection::DEFAULT_TIMEOUT),
         };
         let attempts = match keys.get("retry") {

@@ -31,12 +31,7 @@ const CODE: Code = Code::CallArgumentsInvalid;
 
 impl Checker<'_> {
     /// The value and its type (`None` when only known at run time).
-    pub fn value(
-        &mut self,
-        e: &Expr,
-        scope: &Scope<'_>,
-        uses: &mut Vec<EventUse>,
-    ) -> Option<(Value, Option<Type>)> {
+    pub fn value(&mut self, e: &Expr, scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<(Value, Option<Type>)> {
         Some(match &e.kind {
             ExprKind::Str(s) => (Value::String(s.clone()), Some(Type::String)),
             ExprKind::Bool(b) => (Value::Bool(*b), Some(Type::Bool)),
@@ -58,11 +53,7 @@ impl Checker<'_> {
                     match n.as_int().and_then(|v| i64::try_from(v).ok()) {
                         Some(v) => (Value::Int(v), Some(Type::Int)),
                         None => {
-                            self.err(
-                                CODE,
-                                e.span,
-                                format!("{} does not fit in a 64-bit int", describe(e)),
-                            );
+                            self.err(CODE, e.span, format!("{} does not fit in a 64-bit int", describe(e)));
                             return None;
                         }
                     }
@@ -77,10 +68,7 @@ impl Checker<'_> {
                         self.err(
                             Code::NameDuplicate,
                             entry.key.span,
-                            format!(
-                                "`{}` is given twice in this object; keep one",
-                                entry.key.name
-                            ),
+                            format!("`{}` is given twice in this object; keep one", entry.key.name),
                         );
                         ok = false;
                         continue;
@@ -194,9 +182,7 @@ impl Checker<'_> {
         let name = &fields[0];
         let found = decl.field(name).map(|f| f.ty);
         let through = via
-            .map(|(sub, action)| {
-                format!(" (subscriber `{sub}` is on `{event}` and runs action `{action}`)")
-            })
+            .map(|(sub, action)| format!(" (subscriber `{sub}` is on `{event}` and runs action `{action}`)"))
             .unwrap_or_default();
         match found {
             None => {
@@ -241,19 +227,14 @@ impl Checker<'_> {
         scope: &Scope<'_>,
     ) -> Option<(Value, Option<Type>)> {
         let name = path_text(path);
-        if let Scope::Action {
-            name: action,
-            params,
-        } = scope
-        {
+        if let Scope::Action { name: action, params } = scope {
             if path.len() == 1 {
                 if let Some(p) = params.iter().find(|p| p.name == name) {
                     return Some((Value::Param(name), Some(p.ty)));
                 }
             }
             let help = hint(&name, params.iter().map(|p| p.name.as_str()), || {
-                "pass one of its parameters, `event`, `event.FIELD` or a literal; quote text as \"...\""
-                    .to_string()
+                "pass one of its parameters, `event`, `event.FIELD` or a literal; quote text as \"...\"".to_string()
             });
             self.err(
                 CODE,
@@ -299,8 +280,7 @@ impl Checker<'_> {
                     self.err(
                         CODE,
                         arg.value.span,
-                        "a positional argument comes after a named one; put positional arguments first"
-                            .to_string(),
+                        "a positional argument comes after a named one; put positional arguments first".to_string(),
                     );
                     ok = false;
                     continue;
@@ -327,17 +307,13 @@ impl Checker<'_> {
                         Some(ix) => ix,
                         None => {
                             if !lax {
-                                let help =
-                                    hint(&n.name, params.iter().map(|p| p.name.as_str()), || {
-                                        format!("it takes {}", count_params(&params))
-                                    });
+                                let help = hint(&n.name, params.iter().map(|p| p.name.as_str()), || {
+                                    format!("it takes {}", count_params(&params))
+                                });
                                 self.err(
                                     CODE,
                                     n.span,
-                                    format!(
-                                        "action `{target}` has no parameter `{}`; {help}",
-                                        n.name
-                                    ),
+                                    format!("action `{target}` has no parameter `{}`; {help}", n.name),
                                 );
                             }
                             ok = false;
@@ -409,12 +385,7 @@ impl Checker<'_> {
 
     /// The first argument of `call`: a path in quotes whose `{name}`
     /// placeholders are parameters of the action.
-    pub fn path_template(
-        &mut self,
-        e: &Expr,
-        action: &str,
-        params: &[Field],
-    ) -> Option<PathTemplate> {
+    pub fn path_template(&mut self, e: &Expr, action: &str, params: &[Field]) -> Option<PathTemplate> {
         let ExprKind::Str(text) = &e.kind else {
             self.err(
                 CODE,
@@ -485,9 +456,7 @@ impl Checker<'_> {
                             self.err(
                                 CODE,
                                 at(i, close + 1),
-                                format!(
-                                    "`{{{name}}}` in the path is not a parameter of action `{action}`; {help}"
-                                ),
+                                format!("`{{{name}}}` in the path is not a parameter of action `{action}`; {help}"),
                             );
                             ok = false;
                         }
@@ -515,10 +484,7 @@ fn count_params(params: &[Field]) -> String {
     if params.is_empty() {
         return "no arguments".to_string();
     }
-    let list: Vec<String> = params
-        .iter()
-        .map(|p| format!("{}: {}", p.name, p.ty.name()))
-        .collect();
+    let list: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name, p.ty.name())).collect();
     format!("({})", list.join(", "))
 }
 

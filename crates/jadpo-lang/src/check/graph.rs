@@ -79,8 +79,7 @@ impl Graph {
                     match marks.get(target.as_str()) {
                         Some(Mark::Open) => {
                             let from = stack.iter().position(|(n, _)| *n == target).unwrap_or(0);
-                            let mut names: Vec<&str> =
-                                stack[from..].iter().map(|(n, _)| *n).collect();
+                            let mut names: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
                             names.push(target);
                             let message = if names.len() == 2 {
                                 format!("action `{target}` runs itself; remove this `run`")
@@ -103,8 +102,7 @@ impl Graph {
                 // All runs followed: what this action reaches is its own and
                 // its callees'. A callee still open is on a reported cycle.
                 let mut mine = edges.conns.clone();
-                let mut used: BTreeSet<usize> =
-                    own_uses.get(node).into_iter().flatten().copied().collect();
+                let mut used: BTreeSet<usize> = own_uses.get(node).into_iter().flatten().copied().collect();
                 for (target, _) in &edges.runs {
                     if let Some(theirs) = conns.get(target) {
                         mine.extend(theirs.iter().cloned());

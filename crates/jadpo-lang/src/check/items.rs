@@ -95,10 +95,7 @@ impl Checker<'_> {
                 self.err(
                     Code::NameDuplicate,
                     p.name.span,
-                    format!(
-                        "parameter `{}` is declared twice; rename or remove one",
-                        p.name.name
-                    ),
+                    format!("parameter `{}` is declared twice; rename or remove one", p.name.name),
                 );
                 lax = true;
                 continue;
@@ -147,51 +144,41 @@ impl Checker<'_> {
 
     /// The subscriber, and the event and action it links even when it has
     /// errors, so event fields used inside the action are still checked.
-    pub fn subscriber(
-        &mut self,
-        item: &Item,
-        entries: &[Entry],
-    ) -> (Option<Subscriber>, Option<Link>) {
+    pub fn subscriber(&mut self, item: &Item, entries: &[Entry]) -> (Option<Subscriber>, Option<Link>) {
         let what = format!("subscriber `{}`", item.name.name);
         let allowed = ["on", "run", "retry", "timeout"];
-        let keys = self.keyed(
-            &what,
-            entries,
-            &allowed,
-            Code::KeyUnknown,
-            Code::NameDuplicate,
-        );
+        let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();
         let mut event_known = false;
         let on = match keys.get("on") {
-            Some(e) => {
-                match &e.value.kind {
-                    ExprKind::Path(p) if p.len() == 1 => {
-                        let name = &p[0];
-                        event_known = self.events.contains_key(&name.name);
-                        if !event_known {
-                            let help =
-                                hint(&name.name, self.events.keys().map(String::as_str), || {
-                                    format!("declare it with `event {} {{ ... }}`", name.name)
-                                });
-                            self.err(
-                                Code::SubscriberEventUnknown,
-                                name.span,
-                                format!("no event is named `{}`; {help}", name.name),
-                            );
-                        }
-                        Some(name.name.clone())
-                    }
-                    _ => {
+            Some(e) => match &e.value.kind {
+                ExprKind::Path(p) if p.len() == 1 => {
+                    let name = &p[0];
+                    event_known = self.events.contains_key(&name.name);
+                    if !event_known {
+                        let help = hint(&name.name, self.events.keys().map(String::as_str), || {
+                            format!("declare it with `event {} {{ ... }}`", name.name)
+                        });
                         self.err(
+                            Code::SubscriberEventUnknown,
+                            name.span,
+                            format!("no event is named `{}`; {help}", name.name),
+                        );
+                    }
+                    Some(name.name.clone())
+                }
+                _ => {
+                    self.err(
                         Code::ValueInvalid,
                         e.value.span,
-                        format!("`on:` takes an event's name, as in `on: PaymentReceived`; found {}", describe(&e.value)),
+                        format!(
+                            "`on:` takes an event's name, as in `on: PaymentReceived`; found {}",
+                            describe(&e.value)
+                        ),
                     );
-                        None
-                    }
+                    None
                 }
-            }
+            },
             None => {
                 self.missing(item, &what, "on", "PaymentReceived");
                 None
@@ -247,9 +234,7 @@ impl Checker<'_> {
             ExprKind::Path(p) if p.len() == 1 => &p[0],
             _ => return None,
         };
-        self.sigs
-            .contains_key(&name.name)
-            .then(|| (name.name.clone(), e.span))
+        self.sigs.contains_key(&name.name).then(|| (name.name.clone(), e.span))
     }
 
     pub fn schedule(&mut self, item: &Item, entries: &[Entry]) -> (Option<Schedule>, Option<Link>) {
@@ -263,19 +248,9 @@ impl Checker<'_> {
             );
             ok = false;
         }
-        let entries: Vec<Entry> = entries
-            .iter()
-            .filter(|e| e.key.name != "retry")
-            .cloned()
-            .collect();
+        let entries: Vec<Entry> = entries.iter().filter(|e| e.key.name != "retry").cloned().collect();
         let allowed = ["every", "cron", "run", "timeout"];
-        let keys = self.keyed(
-            &what,
-            &entries,
-            &allowed,
-            Code::KeyUnknown,
-            Code::NameDuplicate,
-        );
+        let keys = self.keyed(&what, &entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         ok &= keys.len() == entries.len();
         let trigger = match (keys.get("every"), keys.get("cron")) {
             (Some(every), None) => self.every(&every.value).map(Trigger::Every),

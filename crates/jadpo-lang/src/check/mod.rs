@@ -84,8 +84,7 @@ impl Checker<'_> {
                     let (params, lax) = self.params(params);
                     if is_first(i) {
                         let lax = lax || item.broken;
-                        self.sigs
-                            .insert(item.name.name.clone(), Sig { params, lax });
+                        self.sigs.insert(item.name.name.clone(), Sig { params, lax });
                     }
                 }
                 _ => {}
@@ -202,11 +201,7 @@ impl Checker<'_> {
                     Some(s) => format!("did you mean `{s}:`?"),
                     None => format!("it takes {}", list_keys(allowed)),
                 };
-                self.err(
-                    unknown,
-                    entry.key.span,
-                    format!("{what} has no key `{key}:`; {hint}"),
-                );
+                self.err(unknown, entry.key.span, format!("{what} has no key `{key}:`; {hint}"));
             } else if map.contains_key(key) {
                 self.err(
                     duplicate,
@@ -250,10 +245,7 @@ fn list_keys(keys: &[&str]) -> String {
 }
 
 /// The closest candidate within a small edit distance, for "did you mean".
-pub(crate) fn suggest<'c>(
-    name: &str,
-    candidates: impl Iterator<Item = &'c str>,
-) -> Option<&'c str> {
+pub(crate) fn suggest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
     // Short names are too close to everything for a guess to help.
     let limit = (name.chars().count() / 3).min(3);
     if limit == 0 {
@@ -304,14 +296,8 @@ mod tests {
     #[test]
     fn suggestions_are_close_names_only() {
         let names = ["PaymentReceived", "RefundIssued"];
-        assert_eq!(
-            suggest("PaymentRecieved", names.into_iter()),
-            Some("PaymentReceived")
-        );
+        assert_eq!(suggest("PaymentRecieved", names.into_iter()), Some("PaymentReceived"));
         assert_eq!(suggest("Shipment", names.into_iter()), None);
-        assert_eq!(
-            suggest("attempt", ["attempts", "within"].into_iter()),
-            Some("attempts")
-        );
+        assert_eq!(suggest("attempt", ["attempts", "within"].into_iter()), Some("attempts"));
     }
 }

@@ -38,10 +38,7 @@ fn parse_duration(e: &Expr) -> Result<Duration, String> {
         }
     };
     if n.negative {
-        return Err(format!(
-            "`{}` is negative; a duration is at least 0",
-            number_text(n)
-        ));
+        return Err(format!("`{}` is negative; a duration is at least 0", number_text(n)));
     }
     if n.frac.is_some() {
         return Err(format!(
@@ -81,10 +78,7 @@ pub(crate) fn describe(e: &Expr) -> String {
 }
 
 pub(crate) fn path_text(p: &[crate::syntax::Ident]) -> String {
-    p.iter()
-        .map(|i| i.name.as_str())
-        .collect::<Vec<_>>()
-        .join(".")
+    p.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(".")
 }
 
 /// Pretty-prints a duration in the largest unit that divides it.
@@ -93,12 +87,7 @@ pub(crate) fn duration_text(d: Duration) -> String {
     if ms == 0 {
         return "0s".to_string();
     }
-    for (unit, per) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
+    for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
         if ms >= per && ms % per == 0 {
             return format!("{}{unit}", ms / per);
         }
@@ -200,11 +189,7 @@ impl Checker<'_> {
         let mut attempts = u64::from(Budget::DEFAULT.attempts());
         let mut within = Budget::DEFAULT.within();
         if let Some(entry) = keys.get("attempts") {
-            match self.attempts(
-                entry,
-                CODE,
-                "`attempts:` takes a whole number from 1 to 100",
-            ) {
+            match self.attempts(entry, CODE, "`attempts:` takes a whole number from 1 to 100") {
                 Some(n) => match Budget::new(n, Budget::DEFAULT.within()) {
                     Ok(_) => attempts = n,
                     Err(why) => {
@@ -265,13 +250,7 @@ impl Checker<'_> {
             );
             return None;
         };
-        let keys = self.keyed(
-            "a connection's `retry:`",
-            entries,
-            &["attempts"],
-            CODE,
-            CODE,
-        );
+        let keys = self.keyed("a connection's `retry:`", entries, &["attempts"], CODE, CODE);
         let entry = keys.get("attempts")?;
         let takes = format!("a connection's `attempts:` takes a whole number from 1 to {max}");
         let n = self.attempts(entry, CODE, &takes)?;

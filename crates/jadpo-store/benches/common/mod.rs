@@ -29,7 +29,13 @@ impl Measured {
 
 pub fn routes() -> Routes {
     let mut r = Routes::new();
-    r.insert("noop", Route { budget: Budget::DEFAULT, connections: vec![] });
+    r.insert(
+        "noop",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec![],
+        },
+    );
     r
 }
 
@@ -40,7 +46,11 @@ pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Durati
     while left > 0 {
         let n = left.min(10_000);
         let events: Vec<NewEvent> = (0..n)
-            .map(|_| NewEvent { name: "Bench".into(), payload: "{}".into(), subscribers: vec!["noop".into()] })
+            .map(|_| NewEvent {
+                name: "Bench".into(),
+                payload: "{}".into(),
+                subscribers: vec!["noop".into()],
+            })
             .collect();
         store.emit(&events, now).await.expect("emit");
         left -= n;
@@ -62,7 +72,13 @@ pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Me
             let name = format!("bench-{w}");
             let mut delivered = 0usize;
             loop {
-                let req = ClaimRequest { worker: &name, routes: &routes, now, limit: batch, lease: Duration::from_secs(60) };
+                let req = ClaimRequest {
+                    worker: &name,
+                    routes: &routes,
+                    now,
+                    limit: batch,
+                    lease: Duration::from_secs(60),
+                };
                 let claimed = store.claim(&req).await.expect("claim").claimed;
                 if claimed.is_empty() {
                     return delivered;
@@ -88,5 +104,9 @@ pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Me
     for t in tasks {
         delivered += t.await.expect("worker");
     }
-    Measured { emit, drain: started.elapsed(), delivered }
+    Measured {
+        emit,
+        drain: started.elapsed(),
+        delivered,
+    }
 }
