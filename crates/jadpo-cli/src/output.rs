@@ -57,6 +57,7 @@ impl CliError {
     pub fn store(e: StoreError) -> CliError {
         match e {
             StoreError::Unavailable(why) => CliError::environment("store.unavailable", why),
+            StoreError::InvalidUrl(why) => CliError::environment("store.url_invalid", why),
             other => CliError::environment("store.failed", other.to_string()),
         }
     }

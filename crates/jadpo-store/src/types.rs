@@ -190,6 +190,9 @@ pub enum StoreError {
     NotFound(DeliveryId),
     /// The store could not be reached, or failed before anything committed.
     Unavailable(String),
+    /// The store's URL is malformed: a configuration mistake to fix, not a
+    /// fault to retry.
+    InvalidUrl(String),
 }
 
 impl fmt::Display for StoreError {
@@ -201,6 +204,7 @@ impl fmt::Display for StoreError {
             }
             StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
             StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),
+            StoreError::InvalidUrl(why) => write!(f, "the store URL is not valid: {why}"),
         }
     }
 }

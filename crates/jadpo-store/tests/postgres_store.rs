@@ -19,6 +19,14 @@ fn unavailable(r: Result<PgStore, StoreError>) -> String {
     }
 }
 
+/// A malformed URL is a configuration mistake, not a fault to retry.
+fn invalid_url(r: Result<PgStore, StoreError>) -> String {
+    match r {
+        Err(StoreError::InvalidUrl(why)) => why,
+        other => panic!("expected InvalidUrl, got {other:?}"),
+    }
+}
+
 async fn claim(s: &PgStore, worker: &str, now: i64, limit: usize) -> ClaimReport {
     let routes = routes();
     let req = ClaimRequest {
@@ -44,10 +52,10 @@ fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
 }
 
 #[tokio::test]
-async fn bad_urls_and_unreachable_servers_are_unavailable_with_the_reason() {
-    let why = unavailable(PgStore::open("mysql://root@localhost/db").await);
+async fn bad_urls_are_invalid_and_unreachable_servers_unavailable_with_the_reason() {
+    let why = invalid_url(PgStore::open("mysql://root@localhost/db").await);
     assert!(why.contains("not a PostgreSQL URL"), "{why}");
-    let why = unavailable(PgStore::open("postgres://postgres@127.0.0.1:notaport/test").await);
+    let why = invalid_url(PgStore::open("postgres://postgres@127.0.0.1:notaport/test").await);
     assert!(why.contains("bad PostgreSQL URL"), "{why}");
     let why = unavailable(
         PgStore::lazy(

@@ -71,6 +71,7 @@ impl StartError {
             StartError::Unregistered(_) => "action.unregistered",
             StartError::Register(_) => "action.register_invalid",
             StartError::Store(StoreError::Unavailable(_)) => "store.unavailable",
+            StartError::Store(StoreError::InvalidUrl(_)) => "store.url_invalid",
             StartError::Store(_) => "store.failed",
         }
     }

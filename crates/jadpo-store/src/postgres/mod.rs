@@ -361,12 +361,12 @@ impl PgStore {
 /// Parses a `postgres://` or `postgresql://` URL into the driver's config.
 fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(StoreError::Unavailable(format!(
+        return Err(StoreError::InvalidUrl(format!(
             "not a PostgreSQL URL (postgres://user@host:port/database): {url:?}"
         )));
     }
     url.parse::<tokio_postgres::Config>()
-        .map_err(|e| StoreError::Unavailable(format!("bad PostgreSQL URL {url:?}: {}", reason(&e))))
+        .map_err(|e| StoreError::InvalidUrl(format!("bad PostgreSQL URL {url:?}: {}", reason(&e))))
 }
 
 impl Store for PgStore {

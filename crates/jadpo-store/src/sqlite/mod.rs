@@ -76,7 +76,7 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 fn invalid(url: &str, why: &str) -> StoreError {
-    StoreError::Unavailable(format!("store URL {url:?}: {why}"))
+    StoreError::InvalidUrl(format!("store URL {url:?}: {why}"))
 }
 
 /// The file a `sqlite:` URL names: `sqlite:PATH`, relative to the current
