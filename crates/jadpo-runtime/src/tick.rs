@@ -5,18 +5,35 @@ use crate::log;
 use crate::run::Executor;
 use crate::schedules;
 use crate::worker::Shared;
-use jadpo_store::ScheduleStore;
+use jadpo_core::Timestamp;
+use jadpo_store::{ScheduleStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often the tick prunes, in engine time, and how many deliveries one
+/// prune deletes at most: retention never holds the store for long.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+pub const PRUNE_BATCH: usize = 1_000;
+/// The most prune batches in one tick.
+const PRUNE_BATCHES: usize = 10;
+
 pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
     let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
+    let mut next_prune = clock.now();
     while !*shutdown.borrow() {
         let now = clock.now();
+        if let Some(retention) = shared.config.retention.filter(|_| now >= next_prune) {
+            next_prune = now.plus(PRUNE_EVERY);
+            prune(
+                &**store,
+                Timestamp::from_millis(now.as_millis().saturating_sub(retention.as_millis() as i64)),
+            )
+            .await;
+        }
         match store.sweep(now, wake_lease).await {
             Ok(report) => {
                 for alert in &report.alerts {
@@ -50,5 +67,27 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
             _ = shutdown.changed() => {}
         }
+    }
+}
+
+/// Deletes finished deliveries older than `before`, in bounded batches.
+async fn prune<S: Store>(store: &S, before: Timestamp) {
+    let mut total = 0;
+    for _ in 0..PRUNE_BATCHES {
+        match store.prune(before, PRUNE_BATCH).await {
+            Ok(n) => {
+                total += n;
+                if n < PRUNE_BATCH {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention.store_unavailable");
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        tracing::info!(pruned = total, before = %crate::rfc3339(before), "retention.pruned");
     }
 }

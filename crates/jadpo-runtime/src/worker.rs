@@ -33,6 +33,9 @@ pub struct WorkerConfig {
     pub lease_margin: Duration,
     /// The most finishes written in one transaction.
     pub finish_batch: usize,
+    /// Finished deliveries older than this are pruned by the tick, with their
+    /// events and attempts; `None` keeps everything.
+    pub retention: Option<Duration>,
 }
 
 impl Default for WorkerConfig {
@@ -43,6 +46,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_secs(1),
             lease_margin: Duration::from_secs(30),
             finish_batch: 1_000,
+            retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }

@@ -292,3 +292,57 @@ async fn schedules_run_when_due_and_their_next_time_is_their_retry() {
     assert_eq!(state.next_due, T0.plus(Duration::from_secs(4 * 3600)));
     running.stop().await;
 }
+
+#[tokio::test]
+async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_else() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let exec = FnExecutor(|ctx: RunContext| async move {
+        if ctx.payload["i"] == 0 {
+            Err(Failure::new("http.503", FailureKind::Unavailable))
+        } else {
+            Ok(())
+        }
+    });
+    let config = WorkerConfig {
+        retention: Some(Duration::from_secs(3600)),
+        ..config()
+    };
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(exec),
+        Arc::new(clock.clone()),
+        catalog(Duration::from_secs(30)),
+        config,
+    );
+    let running = engine.start();
+    engine.emit(&events(3)).await.unwrap();
+    eventually("two succeeded, one waiting to retry", || async {
+        states(&store)
+            .await
+            .iter()
+            .filter(|s| **s == DeliveryState::Succeeded)
+            .count()
+            == 2
+            && states(&store).await.contains(&DeliveryState::Due)
+    })
+    .await;
+    clock.advance(Duration::from_secs(30 * 60));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        store.list(&DeliveryFilter::default()).await.unwrap().len(),
+        3,
+        "nothing is older than an hour yet"
+    );
+    clock.advance(Duration::from_secs(2 * 3600));
+    eventually("the two old finished deliveries are pruned", || async {
+        store.list(&DeliveryFilter::default()).await.unwrap().len() == 1
+    })
+    .await;
+    let left = store.list(&DeliveryFilter::default()).await.unwrap();
+    assert!(
+        !left[0].state.is_finished() || left[0].finished_at > Some(T0.plus(Duration::from_secs(3600))),
+        "{left:?}"
+    );
+    running.stop().await;
+}
