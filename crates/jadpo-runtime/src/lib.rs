@@ -14,6 +14,7 @@ pub mod engine;
 pub mod interpreter;
 mod log;
 pub mod logfmt;
+pub mod metrics;
 pub mod provider;
 pub mod run;
 pub mod schedules;

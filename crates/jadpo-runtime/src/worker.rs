@@ -99,7 +99,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
             limit: free,
             lease,
         };
-        let report = match shared.store.claim(&req).await {
+        let started = std::time::Instant::now();
+        let claimed = shared.store.claim(&req).await;
+        crate::metrics::claimed(started.elapsed());
+        let report = match claimed {
             Ok(r) => r,
             Err(e) => {
                 // A fault before anything committed: nothing was claimed.

@@ -621,6 +621,19 @@ pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     assert!(s.finish_batch(&[]).await.unwrap().is_empty());
 }
 
+pub async fn counts_give_deliveries_by_state<S: Store>(s: &S) {
+    assert!(s.counts().await.unwrap().is_empty());
+    emit(s, "log", 3, 0).await;
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 1).await.unwrap();
+    claim(s, 1, 1).await;
+    let counts = s.counts().await.unwrap();
+    assert_eq!(counts.get(&DeliveryState::Succeeded), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Running), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Due), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Failed), None);
+}
+
 /// One `#[tokio::test]` per scenario, each with a fresh store from `$make`
 /// (an expression giving a future of a migrated store).
 #[macro_export]
@@ -648,6 +661,7 @@ macro_rules! conformance_tests {
             list_filters_and_orders_newest_first,
             prune_deletes_old_finished_deliveries_in_batches_and_nothing_else,
             finish_batch_fences_each_delivery_on_its_own,
+            counts_give_deliveries_by_state,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

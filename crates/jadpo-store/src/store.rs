@@ -3,7 +3,9 @@
 use crate::memory::MemoryStore;
 use crate::types::*;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::DeliveryState;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -84,6 +86,9 @@ pub trait Store: Send + Sync + 'static {
     fn event(&self, id: EventId) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
+
+    /// How many deliveries are in each state (states with none are absent).
+    fn counts(&self) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
 
     /// Retention: deletes up to `batch` deliveries finished before `before`,
     /// with their attempts and handled records, and the events left with no
@@ -180,6 +185,16 @@ impl Store for SharedMemoryStore {
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         Ok(self.with(|s| s.prune(before, batch)))
+    }
+
+    async fn counts(&self) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {
+        Ok(self.with(|s| {
+            let mut counts = BTreeMap::new();
+            for d in s.deliveries() {
+                *counts.entry(d.state).or_default() += 1;
+            }
+            counts
+        }))
     }
 }
 

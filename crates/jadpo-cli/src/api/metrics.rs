@@ -4,10 +4,10 @@
 //! - **The store**, read at each scrape (every process on one store shows
 //!   the same): deliveries by state, and each connection's breaker (state,
 //!   consecutive unavailable attempts, pause, held deliveries, alert).
-//!   The store offers listings, not counts, so each state is counted by a
-//!   listing bounded at [`STATE_CAP`]; a count at the cap means "at least".
-//!   `succeeded` is not counted: it grows without bound (use
-//!   `jadpo_attempts_total{outcome="succeeded"}`).
+//!   Counts by state come from one `GROUP BY`: cheap for a scrape, kept
+//!   small by retention.
+//! - **This process's claims**, timed by the worker
+//!   (`jadpo_claim_seconds`).
 //! - **This process**, counted from the runtime's log events by
 //!   [`CountingLayer`] (attempts by outcome, failures by kind, holds,
 //!   breaker changes, alerts, events emitted). The layer must be part of the
@@ -15,7 +15,7 @@
 
 use jadpo_core::{BreakerState, DeliveryState, FailureKind};
 use jadpo_lang::App;
-use jadpo_store::{DeliveryFilter, Store, StoreError};
+use jadpo_store::{Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,18 +24,6 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::Layer;
-
-/// The most deliveries of one state a scrape counts.
-pub const STATE_CAP: usize = 10_000;
-
-/// States counted from the store at each scrape.
-const GAUGED: [DeliveryState; 5] = [
-    DeliveryState::Due,
-    DeliveryState::Running,
-    DeliveryState::Held,
-    DeliveryState::Failed,
-    DeliveryState::Parked,
-];
 
 /// Counters of this process, by series (`name{labels}`). Labels come only
 /// from fixed sets (outcomes, failure kinds, transitions), never from
@@ -173,20 +161,24 @@ pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError
     let mut out = String::new();
     let w = &mut out;
 
-    let _ = writeln!(
-        w,
-        "# HELP jadpo_deliveries Deliveries in the store by state, counted up to {STATE_CAP} each (succeeded is not counted)."
-    );
+    let _ = writeln!(w, "# HELP jadpo_deliveries Deliveries in the store by state.");
     let _ = writeln!(w, "# TYPE jadpo_deliveries gauge");
-    for state in GAUGED {
-        let filter = DeliveryFilter {
-            state: Some(state),
-            limit: Some(STATE_CAP),
-            ..DeliveryFilter::default()
-        };
-        let n = store.list(&filter).await?.len();
+    let counts = store.counts().await?;
+    for state in DeliveryState::ALL {
+        let n = counts.get(&state).copied().unwrap_or(0);
         let _ = writeln!(w, "jadpo_deliveries{{state=\"{state}\"}} {n}");
     }
+    let claims = jadpo_runtime::metrics::claims();
+    let _ = writeln!(w, "# HELP jadpo_claim_seconds How long the worker's claims took.");
+    let _ = writeln!(w, "# TYPE jadpo_claim_seconds summary");
+    let _ = writeln!(w, "jadpo_claim_seconds_sum {:.6}", claims.total.as_secs_f64());
+    let _ = writeln!(w, "jadpo_claim_seconds_count {}", claims.count);
+    let _ = writeln!(
+        w,
+        "# HELP jadpo_claim_seconds_max The longest claim since the process started."
+    );
+    let _ = writeln!(w, "# TYPE jadpo_claim_seconds_max gauge");
+    let _ = writeln!(w, "jadpo_claim_seconds_max {:.6}", claims.max.as_secs_f64());
 
     let breakers = crate::views::breakers(store, Some(app)).await?;
     let _ = writeln!(

@@ -26,6 +26,9 @@ pub struct Args {
     /// N times faster, to watch days of retries in minutes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub time_scale: u32,
+    /// Finished deliveries are deleted after this many days (0 keeps them).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
+    pub retention_days: u32,
     /// Deliveries run at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
@@ -61,6 +64,8 @@ pub fn run(args: Args) -> ExitCode {
             worker: WorkerConfig {
                 name: worker_name("dev"),
                 concurrency: args.workers as usize,
+                retention: (args.retention_days > 0)
+                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
                 ..WorkerConfig::default()
             },
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),

@@ -20,6 +20,9 @@ pub struct Args {
     /// The store, e.g. postgres://user@host/db (default: $JADPO_STORE).
     #[arg(long, env = "JADPO_STORE")]
     pub store: Option<String>,
+    /// Finished deliveries are deleted after this many days (0 keeps them).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
+    pub retention_days: u32,
     /// Deliveries run at once in this process.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
@@ -70,6 +73,8 @@ pub fn run(args: Args) -> ExitCode {
             worker: WorkerConfig {
                 name: worker_name("serve"),
                 concurrency: args.workers as usize,
+                retention: (args.retention_days > 0)
+                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
                 ..WorkerConfig::default()
             },
             addr: SocketAddr::new(args.bind, args.port),

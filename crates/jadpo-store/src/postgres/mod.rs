@@ -472,6 +472,10 @@ impl Store for PgStore {
         }
         in_transaction!(self, |tx| sweep::prune(&tx, before, batch).await)
     }
+
+    async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
+        in_transaction!(self, |tx| read::counts(&tx).await)
+    }
 }
 
 impl ScheduleStore for PgStore {

@@ -221,3 +221,18 @@ pub(crate) async fn breakers(tx: &Transaction<'_>) -> Result<Vec<BreakerView>, A
         })
         .collect()
 }
+
+/// Deliveries by state. A full count: for metrics, not a hot path.
+pub(crate) async fn counts(
+    tx: &Transaction<'_>,
+) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Abort> {
+    let found = tx
+        .query("SELECT state, COUNT(*) FROM jadpo_deliveries GROUP BY state", &[])
+        .await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for r in found {
+        let state: String = r.try_get(0)?;
+        counts.insert(rows::state(&state)?, r.try_get::<_, i64>(1)? as u64);
+    }
+    Ok(counts)
+}

@@ -271,6 +271,10 @@ impl Store for SqliteStore {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
         self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await
     }
+
+    async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
+        self.pool.read(upkeep::counts).await
+    }
 }
 
 impl ScheduleStore for SqliteStore {

@@ -192,3 +192,17 @@ pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Fault> {
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
+
+/// Deliveries by state. A full count: for metrics, not a hot path.
+pub(crate) fn counts(c: &Connection) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Fault> {
+    let mut stmt = c.prepare_cached("SELECT state, COUNT(*) FROM jadpo_deliveries GROUP BY state")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let mut counts = std::collections::BTreeMap::new();
+    for row in rows {
+        let (state, n) = row?;
+        if let Some(state) = jadpo_core::DeliveryState::parse(&state) {
+            counts.insert(state, n as u64);
+        }
+    }
+    Ok(counts)
+}
