@@ -233,3 +233,96 @@ fn demo_delivers_everything_through_an_outage() {
         "{stdout}"
     );
 }
+
+/// Two `jadpo serve` processes on one PostgreSQL store share the work:
+/// every delivery runs once, and both processes run some.
+#[test]
+fn two_serve_processes_share_one_postgres_store() {
+    use jadpo_runtime::provider::{Behaviour, TestProvider};
+    use jadpo_store::postgres::testing::TestSchema;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(schema) = rt.block_on(TestSchema::create()) else {
+        return;
+    };
+    let provider = rt.block_on(TestProvider::start());
+    provider.set(Behaviour::Slow(Duration::from_millis(30)));
+    let sep = if schema.url().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let dir = tempfile::tempdir().unwrap();
+    let app = APP.replace("http://127.0.0.1:9", &provider.url());
+    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+    let ports = [free_port(), free_port()];
+    let mut children: Vec<Child> = ports
+        .iter()
+        .map(|port| {
+            jadpo(dir.path())
+                .args([
+                    "serve",
+                    "--store",
+                    &url,
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--workers",
+                    "4",
+                ])
+                .env("JADPO_API_TOKEN", "t")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (port, child) in ports.iter().zip(children.iter_mut()) {
+        wait_for_port(*port, child);
+    }
+    for i in 0..40 {
+        let body = format!(r#"{{"id":"p{i}"}}"#);
+        assert_eq!(
+            http("POST", ports[i % 2], "/events/Ping", Some(&body), Some("t")).0,
+            202
+        );
+    }
+    let start = Instant::now();
+    loop {
+        let (_, body) = http(
+            "GET",
+            ports[1],
+            "/deliveries?state=succeeded&limit=100",
+            None,
+            Some("t"),
+        );
+        let done = serde_json::from_str::<serde_json::Value>(&body)
+            .unwrap()
+            .as_array()
+            .map_or(0, |a| a.len());
+        if done == 40 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "only {done} of 40 succeeded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut ran = Vec::new();
+    for child in children.drain(..) {
+        let (status, logs) = terminate(child);
+        assert!(status.success());
+        let ids: Vec<i64> = logs
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "delivery.succeeded")
+            .filter_map(|v| v["delivery"].as_i64())
+            .collect();
+        ran.push(ids);
+    }
+    assert!(
+        ran.iter().all(|ids| !ids.is_empty()),
+        "both processes ran deliveries: {ran:?}"
+    );
+    let mut all: Vec<i64> = ran.concat();
+    all.sort_unstable();
+    let before = all.len();
+    all.dedup();
+    assert_eq!((before, all.len()), (40, 40), "each delivery succeeded exactly once");
+    assert_eq!(provider.calls(), 40, "and the provider was called once for each");
+}
