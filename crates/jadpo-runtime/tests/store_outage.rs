@@ -1,0 +1,141 @@
+//! A store outage under a running worker: claims fail while PostgreSQL
+//! cannot be reached, the worker backs off and reconnects, and when the
+//! store returns it keeps going. Nothing is lost, nothing runs twice.
+//! The outage is real: a TCP proxy between the worker and the server is cut.
+
+use jadpo_core::{Budget, DeliveryState, Timestamp};
+use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, WorkerConfig};
+use jadpo_store::postgres::testing::TestSchema;
+use jadpo_store::postgres::{Options, PgStore};
+use jadpo_store::{DeliveryFilter, NewEvent, Route, Store};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+/// Forwards connections to `upstream` while up; when cut, drops every open
+/// connection and refuses new ones.
+struct Proxy {
+    port: u16,
+    up: Arc<AtomicBool>,
+    relays: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = Arc::new(AtomicBool::new(true));
+        let relays: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let (u, r) = (up.clone(), relays.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !u.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let relay = tokio::spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+                r.lock().unwrap().push(relay.abort_handle());
+            }
+        });
+        Proxy { port, up, relays }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for relay in self.relays.lock().unwrap().drain(..) {
+            relay.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let direct = schema.store(Options::default()).await;
+    let mut url = url::Url::parse(schema.url()).unwrap();
+    let upstream = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let proxy = Proxy::start(upstream).await;
+    url.set_host(Some("127.0.0.1")).unwrap();
+    url.set_port(Some(proxy.port)).unwrap();
+    let options = Options {
+        connect_timeout: Duration::from_millis(500),
+        op_timeout: Duration::from_secs(2),
+        schema: Some(schema.name().to_owned()),
+        ..Options::default()
+    };
+    let store = Arc::new(PgStore::connect(url.as_str(), options).await.unwrap());
+
+    let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
+    let seen = runs.clone();
+    let exec = FnExecutor(move |ctx: RunContext| {
+        *seen.lock().unwrap().entry(ctx.delivery.0).or_default() += 1;
+        async { Ok(()) }
+    });
+    let mut catalog = Catalog::new();
+    catalog.add(
+        "sub",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec![],
+        },
+        Duration::from_secs(30),
+    );
+    let config = WorkerConfig {
+        name: "outage".into(),
+        concurrency: 4,
+        ..WorkerConfig::default()
+    };
+    let clock = ManualClock::new(T0);
+    let engine = Engine::new(store.clone(), Arc::new(exec), Arc::new(clock.clone()), catalog, config);
+    let running = engine.start();
+
+    // The store goes away under the running worker; events keep arriving
+    // (written by another process that can still reach it).
+    proxy.cut();
+    let events: Vec<NewEvent> = (0..20)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"i\":{i}}}"),
+            subscribers: vec!["sub".into()],
+        })
+        .collect();
+    direct.emit(&events, T0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        runs.lock().unwrap().is_empty(),
+        "nothing can be claimed while the store is unreachable"
+    );
+
+    proxy.restore();
+    let mut done = 0;
+    for _ in 0..300 {
+        let list = direct.list(&DeliveryFilter::default()).await.unwrap();
+        done = list.iter().filter(|d| d.state == DeliveryState::Succeeded).count();
+        if done == 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done, 20, "the worker came back and delivered everything");
+    assert!(
+        runs.lock().unwrap().values().all(|n| *n == 1),
+        "nothing ran twice: {:?}",
+        runs.lock().unwrap()
+    );
+    running.stop().await;
+}
