@@ -87,7 +87,7 @@ pub async fn list<S: Store>(store: &S, app: Option<&App>, q: &DeliveryQuery) -> 
             found.extend(store.list(&filter).await?);
         }
     }
-    found.sort_by(|a, b| b.id.cmp(&a.id));
+    found.sort_by_key(|d| std::cmp::Reverse(d.id));
     found.dedup_by_key(|d| d.id);
     found.truncate(limit);
     Ok(found)

@@ -6,9 +6,9 @@
 //! measure the provider, not the engine. [`Clock::engine_span`] converts such
 //! a real span to engine time, so a lease always outlasts the run it covers.
 //!
-//! - [`SystemClock`]: production.
-//! - [`ManualClock`]: tests; time moves only when the test says so.
-//! - [`ScaledClock`]: `jadpo dev --time-scale N`, N times faster.
+//! - [`SystemClock`], in production.
+//! - [`ManualClock`], in tests: time moves only when the test says so.
+//! - [`ScaledClock`], for `jadpo dev --time-scale N`: N times faster.
 
 use futures::future::BoxFuture;
 use jadpo_core::Timestamp;

@@ -388,7 +388,7 @@ impl Sim {
         claimed: &Claimed,
     ) -> (AttemptEnd, Vec<(String, CallVerdict)>, Timestamp) {
         let limit = self.now.plus(sub.timeout);
-        if self.roll(u16::from(sub.defect)) {
+        if self.roll(sub.defect) {
             let f = if self.rng.random_bool(0.5) {
                 Failure::panicked()
             } else {

@@ -186,7 +186,7 @@ async fn matching<S: Store>(
             all
         }
     };
-    found.sort_by(|a, b| b.id.cmp(&a.id));
+    found.sort_by_key(|d| std::cmp::Reverse(d.id));
     found.dedup_by_key(|d| d.id);
     found.truncate(args.limit);
     Ok(found)

@@ -65,7 +65,7 @@ async fn emit_with<S: ?Sized + ToStatement + Sync>(
         // At least one event per chunk, however many subscribers it has.
         let mut take = 0;
         let mut rows_in_chunk = 0;
-        while take < rest.len() && (take == 0 || rows_in_chunk + rest[take].subscribers.len() + 1 <= EMIT_CHUNK) {
+        while take < rest.len() && (take == 0 || rows_in_chunk + rest[take].subscribers.len() < EMIT_CHUNK) {
             rows_in_chunk += rest[take].subscribers.len() + 1;
             take += 1;
         }
