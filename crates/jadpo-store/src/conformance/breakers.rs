@@ -1,0 +1,210 @@
+//! Scenarios of the circuit breaker: hold, probe, reopen, release, alert.
+
+use super::*;
+use crate::Store;
+use jadpo_core::breaker::{BreakerState, CallVerdict, Transition};
+use jadpo_core::{Alert, DeliveryState, Outcome};
+use std::time::Duration;
+
+pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    let waiting = emit(s, "pay", 3, 1).await;
+    let r = claim(s, 1, 10).await;
+    assert!(r.claimed.is_empty());
+    assert_eq!(r.held, waiting);
+    for id in &waiting {
+        let d = get(s, *id).await;
+        assert_eq!(
+            (d.state, d.attempts),
+            (DeliveryState::Held, 0),
+            "held spends no attempt"
+        );
+        assert_eq!(
+            d.held.as_ref().map(|h| (h.connection.as_str(), h.since)),
+            Some(("payments", at(1)))
+        );
+    }
+    let held = s
+        .list(&DeliveryFilter {
+            state: Some(DeliveryState::Held),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 3);
+    // The first five come due at 30 s and are held too.
+    assert_eq!(claim(s, 30, 10).await.held.len(), 5);
+    assert_eq!(breaker(s, "payments").await.held, 8);
+    // After the minute's pause the sweep wakes the longest held as the probe.
+    assert!(s.sweep(at(59), LEASE).await.unwrap().woken.is_empty());
+    let sw = s.sweep(at(60), LEASE).await.unwrap();
+    assert_eq!(sw.woken, vec![waiting[0]]);
+    let probe = claim(s, 60, 10).await.claimed.remove(0);
+    assert_eq!(probe.delivery.id, waiting[0]);
+    assert_eq!(probe.probe_for, vec!["payments".to_string()]);
+    assert_eq!(breaker(s, "payments").await.breaker.state, BreakerState::Probing);
+    let rep = finish(
+        s,
+        &probe,
+        Outcome::Succeeded,
+        &[("payments", CallVerdict::Answered)],
+        61,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Closed)]);
+    assert_eq!(rep.released, 7);
+    let b = breaker(s, "payments").await;
+    assert_eq!((b.breaker.state, b.held), (BreakerState::Closed, 0));
+    let r = claim(s, 61, 10).await;
+    assert_eq!(r.claimed.len(), 7, "released deliveries are due at once");
+    for c in &r.claimed {
+        assert!(
+            c.delivery.held_for >= Duration::from_secs(31),
+            "held time kept: {:?}",
+            c.delivery.held_for
+        );
+        assert!(c.delivery.held.is_none());
+    }
+}
+
+pub async fn the_first_claimed_after_the_pause_is_the_probe<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    let ids = emit(s, "pay", 2, 61).await;
+    // The five that opened it came due at 30 s: the oldest due is claimed
+    // first and probes; the six others are held behind it.
+    let r = claim(s, 61, 10).await;
+    assert_eq!(r.claimed.len(), 1, "one probe at a time");
+    assert_eq!(r.claimed[0].probe_for, vec!["payments".to_string()]);
+    assert_eq!(r.held.len(), 6);
+    assert!(r.held.contains(&ids[0]) && r.held.contains(&ids[1]));
+}
+
+pub async fn a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    emit(s, "pay", 1, 0).await;
+    claim(s, 0, 10).await;
+    s.sweep(at(60), LEASE).await.unwrap();
+    let probe = claim(s, 60, 10).await.claimed.remove(0);
+    let rep = finish(
+        s,
+        &probe,
+        retry_at("http.503", 200),
+        &[("payments", CallVerdict::Unavailable)],
+        61,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Reopened)]);
+    let b = breaker(s, "payments").await.breaker;
+    assert_eq!(
+        (b.state, b.pause, b.opened_at),
+        (BreakerState::Open, Duration::from_secs(120), Some(at(61)))
+    );
+}
+
+pub async fn a_probe_that_no_longer_calls_the_provider_gives_the_probe_back<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    emit(s, "pay", 2, 0).await;
+    claim(s, 0, 10).await;
+    s.sweep(at(60), LEASE).await.unwrap();
+    let probe = claim(s, 60, 10).await.claimed.remove(0);
+    finish(s, &probe, Outcome::Succeeded, &[], 61).await.unwrap();
+    let b = breaker(s, "payments").await.breaker;
+    assert_eq!((b.state, b.probe), (BreakerState::Open, None));
+    assert_eq!(
+        s.sweep(at(62), LEASE).await.unwrap().woken.len(),
+        1,
+        "the next held delivery probes"
+    );
+}
+
+pub async fn a_lost_probe_loses_its_place_when_its_lease_ends<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    emit(s, "pay", 2, 0).await;
+    claim(s, 0, 10).await;
+    s.sweep(at(60), LEASE).await.unwrap();
+    let lost = claim(s, 60, 10).await.claimed.remove(0);
+    assert!(s.sweep(at(119), LEASE).await.unwrap().woken.is_empty());
+    assert_eq!(s.sweep(at(120), LEASE).await.unwrap().woken.len(), 1);
+    let r = claim(s, 120, 10).await;
+    assert_eq!(r.claimed.len(), 1, "still one probe");
+    assert_eq!(r.held.len() + r.claimed.len(), 2);
+    assert!(r.lease_expired.contains(&lost.delivery.id));
+}
+
+pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s: &S) {
+    emit(s, "pay", 6, 0).await;
+    let r = claim(s, 0, 6).await;
+    for c in &r.claimed[..5] {
+        finish(
+            s,
+            c,
+            retry_at("http.503", 30),
+            &[("payments", CallVerdict::Unavailable)],
+            1,
+        )
+        .await
+        .unwrap();
+    }
+    let late = &r.claimed[5];
+    let b = breaker(s, "payments").await.breaker;
+    assert!(!b.lets_run(late.delivery.id, at(2)));
+    s.hold_claimed(late.delivery.id, late.token(), "payments", at(2))
+        .await
+        .unwrap();
+    let d = get(s, late.delivery.id).await;
+    assert_eq!(
+        (d.state, d.attempts),
+        (DeliveryState::Held, 0),
+        "its attempt is given back"
+    );
+}
+
+pub async fn a_run_under_way_when_it_opened_closes_it_with_its_answer<S: Store>(s: &S) {
+    emit(s, "pay", 6, 0).await;
+    let r = claim(s, 0, 6).await;
+    for c in &r.claimed[..5] {
+        finish(
+            s,
+            c,
+            retry_at("http.503", 30),
+            &[("payments", CallVerdict::Unavailable)],
+            1,
+        )
+        .await
+        .unwrap();
+    }
+    let more = emit(s, "pay", 1, 2).await;
+    assert_eq!(claim(s, 2, 1).await.held, more);
+    let rep = finish(
+        s,
+        &r.claimed[5],
+        Outcome::Succeeded,
+        &[("payments", CallVerdict::Answered)],
+        3,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Closed)]);
+    assert_eq!(rep.released, 1);
+    assert_eq!(get(s, more[0]).await.state, DeliveryState::Due);
+}
+
+pub async fn one_alert_per_outage_with_the_held_count<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    emit(s, "pay", 4, 0).await;
+    claim(s, 0, 10).await;
+    let alerts = s.sweep(at(1), LEASE).await.unwrap().alerts;
+    assert_eq!(
+        alerts,
+        vec![Alert {
+            connection: "payments".into(),
+            since: at(0),
+            held: 4
+        }]
+    );
+    assert!(s.sweep(at(2), LEASE).await.unwrap().alerts.is_empty());
+    assert!(s.sweep(at(600), LEASE).await.unwrap().alerts.is_empty());
+    assert!(breaker(s, "payments").await.breaker.alert_raised);
+}

@@ -1,0 +1,302 @@
+//! Scenarios of the claim, fencing, budgets, handled records, operator
+//! retries, listing and retention.
+
+use super::*;
+use crate::Store;
+use jadpo_core::{DeliveryId, DeliveryState, Failure, FailureKind, FailureRecord, Outcome};
+
+pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
+    let events = [NewEvent {
+        name: "PaymentReceived".into(),
+        payload: r#"{"id":"p1"}"#.into(),
+        subscribers: vec!["pay".into(), "log".into()],
+    }];
+    let emitted = s.emit(&events, at(7)).await.unwrap();
+    assert_eq!(emitted.len(), 1);
+    assert_eq!(emitted[0].deliveries.len(), 2);
+    let e = s.event(emitted[0].event_id).await.unwrap().unwrap();
+    assert_eq!(
+        (e.name.as_str(), e.payload.as_str(), e.emitted_at),
+        ("PaymentReceived", r#"{"id":"p1"}"#, at(7))
+    );
+    for id in &emitted[0].deliveries {
+        let d = get(s, *id).await;
+        assert_eq!(
+            (d.state, d.attempts, d.due_at, d.budget_from),
+            (DeliveryState::Due, 0, at(7), at(7))
+        );
+        assert_eq!(d.event_id, emitted[0].event_id);
+    }
+    assert!(s.emit(&[], at(8)).await.unwrap().is_empty());
+}
+
+pub async fn claim_takes_due_deliveries_oldest_first_up_to_the_limit<S: Store>(s: &S) {
+    let ids = emit(s, "log", 3, 0).await;
+    emit(s, "log", 2, 10).await;
+    let r = claim(s, 5, 10).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        ids,
+        "only what is due, oldest first"
+    );
+    for c in &r.claimed {
+        assert_eq!((c.delivery.state, c.delivery.attempts), (DeliveryState::Running, 1));
+        assert_eq!(c.delivery.lease.as_ref().unwrap().until, at(5).plus(LEASE));
+        assert_eq!(c.event_name, "E");
+    }
+    assert_eq!(claim(s, 10, 1).await.claimed.len(), 1);
+    assert_eq!(claim(s, 10, 5).await.claimed.len(), 1);
+    assert!(claim(s, 10, 5).await.claimed.is_empty(), "nothing is claimed twice");
+}
+
+pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(s: &S) {
+    emit(s, "log", 1, 0).await;
+    let first = claim_as(s, "w1", 0, 1).await.claimed.remove(0);
+    // The first worker is paused past its lease; another takes it over.
+    let second = claim_as(s, "w2", 60, 1).await.claimed.remove(0);
+    assert_ne!(first.token(), second.token());
+    assert_eq!(second.delivery.last_failure, Some(FailureRecord::lease_expired()));
+    assert_eq!(second.delivery.attempts, 2);
+    let id = first.delivery.id;
+    assert_eq!(
+        finish(s, &first, Outcome::Succeeded, &[], 61).await,
+        Err(StoreError::LeaseLost(id))
+    );
+    assert_eq!(
+        s.hold_claimed(id, first.token(), "payments", at(61)).await,
+        Err(StoreError::LeaseLost(id))
+    );
+    assert_eq!(
+        s.give_back(id, first.token(), at(61)).await,
+        Err(StoreError::LeaseLost(id))
+    );
+    let failed = Outcome::Failed(FailureRecord::new("crm.rejected", FailureKind::Rejected));
+    finish(s, &second, failed.clone(), &[], 62).await.unwrap();
+    let d = get(s, id).await;
+    assert_eq!(
+        (d.state, d.last_failure.clone()),
+        (DeliveryState::Failed, failed.failure().cloned())
+    );
+    assert_eq!(
+        finish(s, &second, Outcome::Succeeded, &[], 63).await,
+        Err(StoreError::LeaseLost(id)),
+        "a finished delivery takes no second finish"
+    );
+}
+
+pub async fn a_spent_budget_fails_at_the_claim_without_counting_an_attempt<S: Store>(s: &S) {
+    emit(s, "log", 1, 0).await;
+    for t in [0, 100] {
+        let c = claim(s, t, 1).await.claimed.remove(0);
+        finish(s, &c, retry_at("http.503", t + 50), &[], t).await.unwrap();
+    }
+    let r = claim(s, 150, 1).await;
+    assert!(r.claimed.is_empty());
+    assert_eq!(r.gave_up.len(), 1);
+    let d = get(s, r.gave_up[0]).await;
+    assert_eq!((d.state, d.attempts), (DeliveryState::Failed, 2));
+    assert_eq!(d.last_failure.as_ref().map(|f| f.code.as_str()), Some("http.503"));
+    assert_eq!(d.finished_at, Some(at(150)));
+}
+
+pub async fn never_tried_in_time_fails_as_deadline_exceeded<S: Store>(s: &S) {
+    let ids = emit(s, "log", 1, 0).await;
+    let r = claim(s, 3601, 1).await;
+    assert_eq!(r.gave_up, ids);
+    assert_eq!(
+        get(s, ids[0]).await.last_failure,
+        Some(FailureRecord::deadline_exceeded())
+    );
+}
+
+pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
+    let ids = emit(s, "log", 1, 0).await;
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    finish(s, &c, retry_at("http.503", 40), &[], 2).await.unwrap();
+    let c = claim(s, 40, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 41).await.unwrap();
+    let history = s.attempts(ids[0]).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(
+        (history[0].attempt, history[0].state, history[0].ended_at),
+        (1, DeliveryState::Due, at(2))
+    );
+    assert_eq!(
+        history[0].failure,
+        Some(FailureRecord::new("http.503", FailureKind::Unavailable))
+    );
+    assert_eq!(
+        (history[1].attempt, history[1].state, history[1].failure.clone()),
+        (2, DeliveryState::Succeeded, None)
+    );
+    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
+}
+
+pub async fn a_handled_record_makes_a_lost_run_succeeded_without_running_again<S: Store>(s: &S) {
+    let ids = emit(s, "log", 1, 0).await;
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 1).await.unwrap();
+    // An operator cannot make a committed run run again either.
+    assert!(s.retry(&[(ids[0], at(2))], at(2)).await.unwrap().is_empty());
+    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
+}
+
+pub async fn give_back_makes_a_claimed_delivery_due_without_spending<S: Store>(s: &S) {
+    let ids = emit(s, "log", 1, 0).await;
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    s.give_back(c.delivery.id, c.token(), at(1)).await.unwrap();
+    let d = get(s, ids[0]).await;
+    assert_eq!((d.state, d.attempts, d.due_at), (DeliveryState::Due, 0, at(1)));
+    assert!(d.lease.is_none());
+}
+
+pub async fn operator_retry_gives_a_fresh_budget<S: Store>(s: &S) {
+    let ids = emit(s, "log", 2, 0).await;
+    let r = claim(s, 0, 2).await;
+    let parked = Outcome::Parked(Failure::new("http.timeout", FailureKind::OutcomeUnknown).record());
+    for c in &r.claimed {
+        finish(s, c, parked.clone(), &[], 1).await.unwrap();
+    }
+    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Parked);
+    let retried = s
+        .retry(&[(ids[0], at(5000)), (ids[1], at(5001))], at(4000))
+        .await
+        .unwrap();
+    assert_eq!(retried, ids);
+    let d = get(s, ids[0]).await;
+    assert_eq!(
+        (d.state, d.attempts, d.budget_from, d.due_at),
+        (DeliveryState::Due, 0, at(4000), at(5000))
+    );
+    assert_eq!(d.finished_at, None);
+    assert!(
+        s.retry(&[(ids[0], at(5000))], at(4001)).await.unwrap().is_empty(),
+        "only failed and parked"
+    );
+    assert_eq!(
+        claim(s, 5001, 10).await.claimed.len(),
+        2,
+        "within counts from the retry, not the event"
+    );
+}
+
+pub async fn a_subscriber_gone_from_the_app_fails_as_a_defect<S: Store>(s: &S) {
+    let ids = emit(s, "gone", 1, 0).await;
+    let r = claim(s, 0, 1).await;
+    assert_eq!(r.gave_up, ids);
+    let d = get(s, ids[0]).await;
+    assert_eq!(
+        (d.state, d.last_failure.clone()),
+        (DeliveryState::Failed, Some(unknown_subscriber()))
+    );
+}
+
+pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
+    let logs = emit(s, "log", 3, 0).await;
+    let pays = emit(s, "pay", 2, 1).await;
+    let all = s.list(&DeliveryFilter::default()).await.unwrap();
+    assert_eq!(
+        all.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [pays[1], pays[0], logs[2], logs[1], logs[0]]
+    );
+    let f = DeliveryFilter {
+        subscriber: Some("log".into()),
+        limit: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list(&f).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
+        [logs[2], logs[1]]
+    );
+    let event = get(s, pays[0]).await.event_id;
+    let f = DeliveryFilter {
+        event: Some(event),
+        ..Default::default()
+    };
+    assert_eq!(s.list(&f).await.unwrap().len(), 1);
+    let f = DeliveryFilter {
+        state: Some(DeliveryState::Failed),
+        ..Default::default()
+    };
+    assert!(s.list(&f).await.unwrap().is_empty());
+    assert!(s.delivery(DeliveryId(999_999)).await.unwrap().is_none());
+}
+
+pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S: Store>(s: &S) {
+    let old = emit(s, "log", 3, 0).await;
+    let r = claim(s, 0, 3).await;
+    for c in &r.claimed {
+        finish(s, c, Outcome::Succeeded, &[], 10).await.unwrap();
+    }
+    // Old but never finished: a due one, a running one, a held one.
+    let due = emit(s, "log", 1, 0).await;
+    open_breaker(s, 0).await;
+    let held = emit(s, "pay", 1, 0).await;
+    claim(s, 0, 100).await;
+    let recent = emit(s, "log", 1, 500).await;
+    let c = claim(s, 500, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 501).await.unwrap();
+
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 2, "bounded by the batch");
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 1);
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 0);
+    for id in &old {
+        assert!(s.delivery(*id).await.unwrap().is_none());
+        assert!(s.attempts(*id).await.unwrap().is_empty());
+    }
+    for id in due.iter().chain(&held).chain(&recent) {
+        assert!(
+            s.delivery(*id).await.unwrap().is_some(),
+            "delivery {id} was not finished long enough"
+        );
+    }
+    // The five that opened the breaker are due again, not finished: kept.
+    assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 8);
+}
+
+pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
+    let ids = emit(s, "log", 3, 0).await;
+    let first = claim(s, 0, 3).await.claimed;
+    // The third is taken over by another worker after its lease ended.
+    let r = claim_as(s, "w2", 60, 3).await;
+    assert_eq!(r.claimed.len(), 3);
+    let fin = |c: &Claimed, outcome: Outcome| Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome,
+        calls: vec![],
+        probe_for: vec![],
+        started_at: at(60),
+        now: at(61),
+    };
+    let batch = [
+        fin(&r.claimed[0], Outcome::Succeeded),
+        fin(&first[2], Outcome::Succeeded),
+        fin(&r.claimed[1], retry_at("http.503", 90)),
+    ];
+    let results = s.finish_batch(&batch).await.unwrap();
+    assert!(results[0].is_ok());
+    assert_eq!(results[1], Err(StoreError::LeaseLost(ids[2])));
+    assert!(results[2].is_ok());
+    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
+    assert_eq!(get(s, ids[1]).await.state, DeliveryState::Due);
+    assert_eq!(
+        get(s, ids[2]).await.state,
+        DeliveryState::Running,
+        "the late worker's write changed nothing"
+    );
+    assert!(s.finish_batch(&[]).await.unwrap().is_empty());
+}
+
+pub async fn counts_give_deliveries_by_state<S: Store>(s: &S) {
+    assert!(s.counts().await.unwrap().is_empty());
+    emit(s, "log", 3, 0).await;
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    finish(s, &c, Outcome::Succeeded, &[], 1).await.unwrap();
+    claim(s, 1, 1).await;
+    let counts = s.counts().await.unwrap();
+    assert_eq!(counts.get(&DeliveryState::Succeeded), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Running), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Due), Some(&1));
+    assert_eq!(counts.get(&DeliveryState::Failed), None);
+}

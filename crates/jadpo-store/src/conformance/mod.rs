@@ -1,0 +1,197 @@
+//! The scenarios every store must pass, unchanged: memory, SQLite and
+//! PostgreSQL. Each takes a fresh, migrated store. Run them all for a store
+//! with [`conformance_tests!`](crate::conformance_tests):
+//!
+//! ```ignore
+//! jadpo_store::conformance_tests!(async { my_fresh_store().await });
+//! ```
+//!
+//! They cover every rule of the seed that touches a store: the claim,
+//! fencing, lease expiry, the handled record, the budget given up at the
+//! claim, the hold, the probe, the release, one alert per outage, and the
+//! operator's retry with a fresh budget.
+
+use crate::types::*;
+use crate::Store;
+use jadpo_core::breaker::{BreakerState, CallVerdict};
+use jadpo_core::{Budget, DeliveryId, FailureKind, FailureRecord, Outcome, Timestamp};
+use std::time::Duration;
+
+pub const LEASE: Duration = Duration::from_secs(60);
+
+pub fn at(s: i64) -> Timestamp {
+    Timestamp::from_millis(s * 1000)
+}
+
+/// `pay` calls `payments` with the default budget; `log` calls nothing and
+/// has two attempts within an hour.
+pub fn routes() -> Routes {
+    let mut routes = Routes::new();
+    routes.insert(
+        "pay",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec!["payments".into()],
+        },
+    );
+    routes.insert(
+        "log",
+        Route {
+            budget: Budget::new(2, Duration::from_secs(3600)).unwrap(),
+            connections: vec![],
+        },
+    );
+    routes
+}
+
+pub async fn emit<S: Store>(s: &S, subscriber: &str, n: usize, now: i64) -> Vec<DeliveryId> {
+    let events: Vec<NewEvent> = (0..n)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"n\":{i}}}"),
+            subscribers: vec![subscriber.into()],
+        })
+        .collect();
+    s.emit(&events, at(now))
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| e.deliveries)
+        .collect()
+}
+
+pub async fn claim<S: Store>(s: &S, now: i64, limit: usize) -> ClaimReport {
+    claim_as(s, "w1", now, limit).await
+}
+
+pub async fn claim_as<S: Store>(s: &S, worker: &str, now: i64, limit: usize) -> ClaimReport {
+    let routes = routes();
+    s.claim(&ClaimRequest {
+        worker,
+        routes: &routes,
+        now: at(now),
+        limit,
+        lease: LEASE,
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn finish<S: Store>(
+    s: &S,
+    c: &Claimed,
+    outcome: Outcome,
+    calls: &[(&str, CallVerdict)],
+    now: i64,
+) -> Result<FinishReport, StoreError> {
+    s.finish(&Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome,
+        calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
+        probe_for: c.probe_for.clone(),
+        started_at: at(now),
+        now: at(now),
+    })
+    .await
+}
+
+pub fn retry_at(code: &str, now: i64) -> Outcome {
+    Outcome::Retry {
+        at: at(now),
+        failure: FailureRecord::new(code, FailureKind::Unavailable),
+    }
+}
+
+pub(crate) async fn get<S: Store>(s: &S, id: DeliveryId) -> jadpo_core::Delivery {
+    s.delivery(id).await.unwrap().expect("delivery exists")
+}
+
+pub(crate) async fn breaker<S: Store>(s: &S, connection: &str) -> BreakerView {
+    s.breakers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.breaker.connection == connection)
+        .expect("breaker row")
+}
+
+/// Five unavailable attempts open the breaker of `payments` at `now`.
+pub async fn open_breaker<S: Store>(s: &S, now: i64) {
+    emit(s, "pay", 5, now).await;
+    let r = claim(s, now, 5).await;
+    assert_eq!(r.claimed.len(), 5);
+    for c in &r.claimed {
+        finish(
+            s,
+            c,
+            retry_at("http.503", now + 30),
+            &[("payments", CallVerdict::Unavailable)],
+            now,
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(breaker(s, "payments").await.breaker.state, BreakerState::Open);
+}
+
+mod breakers;
+mod deliveries;
+mod schedules;
+
+pub use breakers::*;
+pub use deliveries::*;
+pub use schedules::*;
+
+/// One `#[tokio::test]` per scenario, each with a fresh store from `$make`
+/// (an expression giving a future of a migrated store).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            emit_writes_events_and_due_deliveries,
+            claim_takes_due_deliveries_oldest_first_up_to_the_limit,
+            a_late_worker_whose_lease_was_taken_over_changes_nothing,
+            a_spent_budget_fails_at_the_claim_without_counting_an_attempt,
+            never_tried_in_time_fails_as_deadline_exceeded,
+            attempts_are_recorded_with_code_and_kind,
+            a_handled_record_makes_a_lost_run_succeeded_without_running_again,
+            held_while_open_then_probe_then_release,
+            the_first_claimed_after_the_pause_is_the_probe,
+            a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause,
+            a_probe_that_no_longer_calls_the_provider_gives_the_probe_back,
+            a_lost_probe_loses_its_place_when_its_lease_ends,
+            a_breaker_opening_after_the_claim_holds_before_the_run,
+            a_run_under_way_when_it_opened_closes_it_with_its_answer,
+            one_alert_per_outage_with_the_held_count,
+            give_back_makes_a_claimed_delivery_due_without_spending,
+            operator_retry_gives_a_fresh_budget,
+            a_subscriber_gone_from_the_app_fails_as_a_defect,
+            list_filters_and_orders_newest_first,
+            prune_deletes_old_finished_deliveries_in_batches_and_nothing_else,
+            finish_batch_fences_each_delivery_on_its_own,
+            counts_give_deliveries_by_state,
+        );
+    };
+    (@each $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let store = $make.await;
+                $crate::conformance::$name(&store).await;
+            }
+        )*
+    };
+}
+
+/// The schedule scenarios, for stores that keep schedules.
+#[macro_export]
+macro_rules! schedule_conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            schedules_are_claimed_once_when_due_and_fenced,
+            a_schedule_run_lost_with_its_worker_ends_as_lease_expired,
+            a_schedule_failing_three_runs_in_a_row_raises_one_alert,
+        );
+    };
+}
