@@ -95,10 +95,13 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
             handled: row.try_get(DELIVERY_COLUMNS + 3)?,
         });
     }
-    let mut breakers = Breakers::new(rows::breakers(&open)?);
+    let open = rows::breakers(&open)?;
+    let read_versions: HashMap<String, i64> = open.iter().map(|b| (b.connection.clone(), b.version)).collect();
+    let mut breakers = Breakers::new(open);
     // Each claim of a row issues the token after the last one it had, so a
     // token never repeats for a row.
     let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
+    confirm_holds(tx, &plan.deliveries, &read_versions).await?;
     let mut writes = DeliveryWrites::default();
     for d in &plan.deliveries {
         writes.push(d, tokens[&d.id]);
@@ -106,6 +109,44 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     writes.write(tx).await?;
     rows::write_breakers(tx, &plan.breakers).await?;
     Ok(plan.report)
+}
+
+/// A hold is decided on a breaker read without a lock. Were that breaker
+/// closed by another process before this claim commits, its release would
+/// not see the rows held here, and they would wait for the next sweep. So the
+/// breakers a hold relied on are locked for share and checked unchanged:
+/// a close under way finishes first and this claim is redone, and a close
+/// that comes later waits for this claim and then releases its holds.
+async fn confirm_holds(
+    tx: &Transaction<'_>,
+    planned: &[jadpo_core::Delivery],
+    read_versions: &HashMap<String, i64>,
+) -> Result<(), Abort> {
+    let mut held_on: Vec<&str> = planned
+        .iter()
+        .filter(|d| d.state == jadpo_core::DeliveryState::Held)
+        .filter_map(|d| d.held.as_ref().map(|h| h.connection.as_str()))
+        .collect();
+    if held_on.is_empty() {
+        return Ok(());
+    }
+    held_on.sort_unstable();
+    held_on.dedup();
+    let stmt = tx
+        .prepare_cached("SELECT connection, version FROM jadpo_circuit_breakers WHERE connection = ANY($1) ORDER BY connection FOR SHARE")
+        .await?;
+    let found = tx.query(&stmt, &[&held_on]).await?;
+    if found.len() != held_on.len() {
+        return Err(Abort::Conflict);
+    }
+    for row in found {
+        let connection: String = row.try_get(0)?;
+        let version: i64 = row.try_get(1)?;
+        if read_versions.get(&connection) != Some(&version) {
+            return Err(Abort::Conflict);
+        }
+    }
+    Ok(())
 }
 
 /// The claim's plan as it runs now (`EXPLAIN (ANALYZE, BUFFERS)`), both as
