@@ -159,11 +159,10 @@ async fn the_seeds_outage_through_real_http<S: ScheduleStore>(store: S) {
         if count(&*w.store, DeliveryState::Succeeded).await == 40 {
             break;
         }
-        // On PostgreSQL a claim may hold a delivery while the probe's
-        // finish closes the breaker and releases the others: the seed's
-        // "release racing a hold". The next tick's sweep releases it; under
-        // the manual clock the tick runs when time moves, so move it a
-        // second now and then, as the real clock would.
+        // The tick sweeps every second of real time; under the manual clock
+        // it runs when time moves, so move it a second now and then, as the
+        // real clock would (its sweep is the safety net for a hold that
+        // raced a release).
         if i % 50 == 49 {
             w.clock.advance(Duration::from_secs(1));
         }
