@@ -254,6 +254,33 @@ pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S
     assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 8);
 }
 
+pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
+    let none = NewEvent {
+        name: "Nobody".into(),
+        payload: "{}".into(),
+        subscribers: vec![],
+    };
+    let old = s.emit(&[none.clone(), none.clone()], at(0)).await.unwrap();
+    let recent = s.emit(&[none], at(500)).await.unwrap();
+    let kept = emit(s, "log", 1, 0).await;
+    s.prune(at(100), 10).await.unwrap();
+    for e in &old {
+        assert!(
+            s.event(e.event_id).await.unwrap().is_none(),
+            "an old event with no delivery is pruned"
+        );
+    }
+    assert!(
+        s.event(recent[0].event_id).await.unwrap().is_some(),
+        "a recent one is kept"
+    );
+    let d = s.delivery(kept[0]).await.unwrap().unwrap();
+    assert!(
+        s.event(d.event_id).await.unwrap().is_some(),
+        "an event a delivery still refers to is kept"
+    );
+}
+
 pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     let ids = emit(s, "log", 3, 0).await;
     let first = claim(s, 0, 3).await.claimed;

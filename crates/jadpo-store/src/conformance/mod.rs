@@ -169,6 +169,7 @@ macro_rules! conformance_tests {
             a_subscriber_gone_from_the_app_fails_as_a_defect,
             list_filters_and_orders_newest_first,
             prune_deletes_old_finished_deliveries_in_batches_and_nothing_else,
+            prune_deletes_old_events_no_delivery_refers_to,
             finish_batch_fences_each_delivery_on_its_own,
             counts_give_deliveries_by_state,
         );

@@ -9,7 +9,7 @@ use super::Abort;
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -123,6 +123,10 @@ CREATE TABLE jadpo_schedules (
 /// (6 ms per claim at a million). PostgreSQL's default waits for a fifth of
 /// the table to be dead; a queue wants it far sooner, and its statistics
 /// fresh as the backlog swings. (Only where autovacuum is on at all.)
+/// Retention also prunes events that no delivery refers to (an event with no
+/// subscriber), oldest first.
+const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at, id);";
+
 const V2: &str = "
 ALTER TABLE jadpo_deliveries SET (
     autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,

@@ -137,6 +137,16 @@ DELETE FROM jadpo_events AS e
 WHERE e.id = ANY($1) AND e.emitted_at < $2
   AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d WHERE d.event_id = e.id)";
 
+/// Events no delivery refers to (emitted with no subscriber), oldest first.
+const PRUNE_ORPHAN_EVENTS: &str = "
+DELETE FROM jadpo_events WHERE id IN (
+  SELECT e.id FROM jadpo_events AS e
+  WHERE e.emitted_at < $1
+    AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d WHERE d.event_id = e.id)
+  ORDER BY e.emitted_at, e.id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)";
+
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let stmt = tx.prepare_cached(PRUNE).await?;
     let row = tx.query_one(&stmt, &[&rows::ms(before), &(batch as i64)]).await?;
@@ -146,5 +156,7 @@ pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize)
         let stmt = tx.prepare_cached(PRUNE_EVENTS).await?;
         tx.execute(&stmt, &[&events, &rows::ms(before)]).await?;
     }
+    let stmt = tx.prepare_cached(PRUNE_ORPHAN_EVENTS).await?;
+    tx.execute(&stmt, &[&rows::ms(before), &(batch as i64)]).await?;
     Ok(deleted as usize)
 }

@@ -133,8 +133,21 @@ impl SqliteStore {
             pool: Arc::new(Pool::new(path, options.busy_timeout, options.pool_size)),
             policy: options.policy,
         };
-        store.migrate().await?;
-        Ok(store)
+        // Two processes opening a new file at once meet while it becomes a
+        // WAL database, where SQLite may answer busy without waiting: the
+        // migration is tried again within the busy bound.
+        let deadline = std::time::Instant::now() + options.busy_timeout;
+        loop {
+            match store.migrate().await {
+                Ok(()) => return Ok(store),
+                Err(StoreError::Unavailable(why))
+                    if why.starts_with("database is locked") && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {

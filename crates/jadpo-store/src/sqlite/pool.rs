@@ -143,7 +143,16 @@ impl Pool {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags)?;
         conn.busy_timeout(self.busy)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        // Switching a new file to WAL takes its exclusive lock, and SQLite
+        // answers busy at once, without its busy handler, while another
+        // process is migrating it: try again within the busy bound.
+        let deadline = Instant::now() + self.busy;
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+                Err(e) if is_busy(&e) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                other => break other?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Fault::Store(StoreError::Unavailable(format!(
                 "sqlite {}: journal_mode stayed {mode}; the store needs WAL",

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -19,6 +19,10 @@ pub const LATEST: i64 = MIGRATIONS.len() as i64;
 // successful finish writes one b-tree instead of a table and its index.
 // Partial indexes keep the hot queries to the rows they want, so a claim costs
 // the same with ten million finished deliveries behind it.
+/// Retention also prunes events that no delivery refers to (an event with no
+/// subscriber), oldest first.
+const V2: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at, id);";
+
 const V1: &str = "
 CREATE TABLE jadpo_events (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
