@@ -24,6 +24,16 @@ fn catalog(timeout: Duration) -> Catalog {
     c
 }
 
+fn engine<E: jadpo_runtime::Executor>(
+    store: &Arc<SharedMemoryStore>,
+    clock: &ManualClock,
+    exec: E,
+    catalog: Catalog,
+    config: WorkerConfig,
+) -> Engine<SharedMemoryStore, E> {
+    Engine::new(store.clone(), Arc::new(exec), Arc::new(clock.clone()), catalog, config)
+}
+
 fn config() -> WorkerConfig {
     WorkerConfig {
         name: "test".into(),
@@ -94,13 +104,7 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
             }
         }
     });
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(exec),
-        Arc::new(clock.clone()),
-        catalog(Duration::from_secs(30)),
-        config(),
-    );
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
     let running = engine.start();
     engine.emit(&events(5)).await.unwrap();
     eventually("every first attempt failed", || async {
@@ -136,13 +140,7 @@ async fn a_panic_is_a_defect_not_a_crashed_worker() {
         }
         Ok(())
     });
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(exec),
-        Arc::new(clock.clone()),
-        catalog(Duration::from_secs(30)),
-        config(),
-    );
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
     let running = engine.start();
     engine.emit(&events(3)).await.unwrap();
     eventually("all finished", || async {
@@ -173,13 +171,7 @@ async fn a_run_stopped_by_its_limit_is_deadline_exceeded_counted_at_once() {
         futures::future::pending::<()>().await;
         Ok(())
     });
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(exec),
-        Arc::new(clock.clone()),
-        catalog(Duration::from_millis(100)),
-        config(),
-    );
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_millis(100)), config());
     let running = engine.start();
     let ids = engine.emit(&events(1)).await.unwrap()[0].deliveries.clone();
     eventually("stopped by its limit", || async {
@@ -217,13 +209,7 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
             Ok(())
         }
     });
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(exec),
-        Arc::new(clock.clone()),
-        catalog(Duration::from_secs(30)),
-        config(),
-    );
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
     let running = engine.start();
     engine.emit(&events(6)).await.unwrap();
     eventually("four running", || async {
@@ -267,7 +253,7 @@ async fn schedules_run_when_due_and_their_next_time_is_their_retry() {
         trigger: jadpo_lang::Trigger::Every(Duration::from_secs(3600)),
         timeout: Duration::from_secs(60),
     });
-    let engine = Engine::new(store.clone(), Arc::new(exec), Arc::new(clock.clone()), cat, config());
+    let engine = engine(&store, &clock, exec, cat, config());
     let running = engine.start();
     eventually("the schedule has a row", || async {
         !store.schedules().await.unwrap().is_empty()
@@ -308,13 +294,7 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
         retention: Some(Duration::from_secs(3600)),
         ..config()
     };
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(exec),
-        Arc::new(clock.clone()),
-        catalog(Duration::from_secs(30)),
-        config,
-    );
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config);
     let running = engine.start();
     engine.emit(&events(3)).await.unwrap();
     eventually("two succeeded, one waiting to retry", || async {
