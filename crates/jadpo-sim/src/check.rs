@@ -100,6 +100,11 @@ impl Checker {
         Ok(())
     }
 
+    /// An operator's retry: a fresh budget, so its attempts start again.
+    pub fn operator_retried(&mut self, id: DeliveryId) {
+        self.shadow(id).runs_started = 0;
+    }
+
     pub fn committed(&mut self, id: DeliveryId) {
         self.shadow(id).committed = true;
     }

@@ -101,6 +101,9 @@ impl Faults {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
     pub seed: u64,
+    /// Times an operator runs `jadpo retry` on every failed and parked
+    /// delivery: a fresh budget, spread over a minute.
+    pub operator_retries: Vec<Timestamp>,
     pub subscribers: Vec<SimSubscriber>,
     pub providers: BTreeMap<String, Script>,
     pub emissions: Vec<Emission>,
@@ -223,8 +226,12 @@ impl SimConfig {
             paused: fault(30),
             store_down: fault(50),
         };
+        let operator_retries = (0..rng.random_range(0..=2))
+            .map(|_| Timestamp::from_millis(rng.random_range(600_000..=2 * 86_400_000)))
+            .collect();
         SimConfig {
             seed,
+            operator_retries,
             subscribers,
             providers,
             emissions,

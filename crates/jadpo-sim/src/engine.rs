@@ -44,6 +44,7 @@ struct Run {
 #[derive(Debug)]
 enum Event {
     Emit(usize),
+    OperatorRetry,
     Poll {
         worker: usize,
     },
@@ -134,6 +135,9 @@ impl Sim {
             routes,
             cfg,
         };
+        for at in sim.cfg.operator_retries.clone() {
+            sim.push(at, Event::OperatorRetry);
+        }
         for i in 0..sim.cfg.emissions.len() {
             sim.push(sim.cfg.emissions[i].at, Event::Emit(i));
         }
@@ -191,6 +195,7 @@ impl Sim {
     fn step(&mut self, event: Event) -> Result<(), String> {
         match event {
             Event::Emit(i) => self.emit(i),
+            Event::OperatorRetry => self.operator_retry(),
             Event::Poll { worker } => self.poll(worker),
             Event::Start {
                 worker,
@@ -222,6 +227,39 @@ impl Sim {
             }
             Event::Tick => self.tick(),
         }
+    }
+
+    /// `jadpo retry --state failed` and `--state parked`: a fresh budget for
+    /// each, due over the next minute.
+    fn operator_retry(&mut self) -> Result<(), String> {
+        let due: Vec<(jadpo_core::DeliveryId, Timestamp)> = self
+            .store
+            .deliveries()
+            .filter(|d| d.retryable_by_operator())
+            .map(|d| d.id)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    self.now.plus(Duration::from_millis(self.rng.random_range(0..=60_000))),
+                )
+            })
+            .collect();
+        let retried = self.store.retry(&due, self.now);
+        if retried.len() != due.len() {
+            return Err(format!(
+                "{} failed or parked deliveries, {} retried",
+                due.len(),
+                retried.len()
+            ));
+        }
+        for id in &retried {
+            self.checker.operator_retried(*id);
+        }
+        self.stats.operator_retried += retried.len() as u64;
+        self.wake_idle_workers();
+        Ok(())
     }
 
     fn emit(&mut self, i: usize) -> Result<(), String> {

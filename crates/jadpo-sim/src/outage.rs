@@ -40,6 +40,7 @@ impl OutageConfig {
         let latency = Duration::from_millis(50);
         SimConfig {
             seed: self.seed,
+            operator_retries: vec![],
             subscribers: vec![SimSubscriber {
                 name: "record_payment_webhook".into(),
                 budget: self.budget,

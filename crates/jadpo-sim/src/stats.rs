@@ -24,6 +24,7 @@ pub struct Stats {
     pub paused: u64,
     pub fenced: u64,
     pub store_faults: u64,
+    pub operator_retried: u64,
     pub steps: u64,
     pub ended_at: Timestamp,
 }

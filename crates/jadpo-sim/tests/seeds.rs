@@ -18,9 +18,13 @@ fn a_thousand_seeds_hold_every_invariant() {
     let n = seeds();
     let mut failures = Vec::new();
     let mut steps = 0;
+    let mut retried = 0;
     for seed in 0..n {
         match run_seed(seed) {
-            Ok(sim) => steps += sim.stats.steps,
+            Ok(sim) => {
+                steps += sim.stats.steps;
+                retried += sim.stats.operator_retried;
+            }
             Err(v) => failures.push(v.to_string()),
         }
     }
@@ -32,6 +36,7 @@ fn a_thousand_seeds_hold_every_invariant() {
     );
     // A simulation that does nothing proves nothing.
     assert!(steps > n * 50, "only {steps} steps in {n} seeds");
+    assert!(n < 100 || retried > 0, "no operator retried anything in {n} seeds");
 }
 
 #[test]
