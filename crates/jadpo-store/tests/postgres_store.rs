@@ -484,3 +484,46 @@ async fn the_claim_goes_by_its_partial_indexes_even_without_statistics() {
     // Explaining claimed nothing.
     assert_eq!(claim(&store, "w", 1, 10_000).await.claimed.len(), 5_000);
 }
+
+/// A claim that decides to hold a delivery on a breaker another process is
+/// closing at that moment must not commit the hold after the close: the
+/// close's release would miss it. Here the close is a transaction of our
+/// own, holding the breaker's row while the claim runs; the claim waits for
+/// it, sees the breaker moved, and plans again: the delivery runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_racing_a_close_is_planned_again_not_left_held() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    open_breaker(&store, 0).await;
+    let waiting = emit(&store, "pay", 1, 1).await;
+    // Another process is closing the breaker: its row is locked, its change
+    // not yet committed.
+    let mut closer = schema.client().await;
+    let tx = closer.transaction().await.unwrap();
+    tx.execute(
+        "UPDATE jadpo_circuit_breakers SET state = 'closed', consecutive_unavailable = 0, opened_at = NULL, \
+         outage_since = NULL, pause_ms = 0, probe_delivery = NULL, probe_until = NULL, alert_raised = false, \
+         version = version + 1 WHERE connection = 'payments'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let claiming = {
+        let store = store.clone();
+        tokio::spawn(async move { claim(&store, "w", 2, 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), claiming)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        report.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        waiting,
+        "{report:?}"
+    );
+    assert!(report.held.is_empty(), "held behind a breaker that closed: {report:?}");
+}
