@@ -258,44 +258,29 @@ pub(crate) async fn write_breakers(tx: &Transaction<'_>, writes: &[BreakerWrite]
         let pause_ms = duration_ms(b.pause);
         let probe_delivery = b.probe.map(|p| p.delivery.0);
         let probe_until = b.probe.map(|p| ms(p.until));
-        let n = if w.read_version == 0 {
-            let stmt = tx.prepare_cached(INSERT_BREAKER).await?;
-            tx.execute(
-                &stmt,
-                &[
-                    &b.connection,
-                    &b.state.as_str(),
-                    &consecutive,
-                    &opened_at,
-                    &outage_since,
-                    &pause_ms,
-                    &probe_delivery,
-                    &probe_until,
-                    &b.alert_raised,
-                    &b.version,
-                ],
-            )
-            .await?
+        let state = b.state.as_str();
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &b.connection,
+            &state,
+            &consecutive,
+            &opened_at,
+            &outage_since,
+            &pause_ms,
+            &probe_delivery,
+            &probe_until,
+            &b.alert_raised,
+            &b.version,
+        ];
+        // A row that was absent is inserted only if still absent; one that
+        // was read is updated only if still at the version read.
+        let sql = if w.read_version == 0 {
+            INSERT_BREAKER
         } else {
-            let stmt = tx.prepare_cached(UPDATE_BREAKER).await?;
-            tx.execute(
-                &stmt,
-                &[
-                    &b.connection,
-                    &b.state.as_str(),
-                    &consecutive,
-                    &opened_at,
-                    &outage_since,
-                    &pause_ms,
-                    &probe_delivery,
-                    &probe_until,
-                    &b.alert_raised,
-                    &b.version,
-                    &w.read_version,
-                ],
-            )
-            .await?
+            params.push(&w.read_version);
+            UPDATE_BREAKER
         };
+        let stmt = tx.prepare_cached(sql).await?;
+        let n = tx.execute(&stmt, &params).await?;
         if n != 1 {
             return Err(Abort::Conflict);
         }
