@@ -199,18 +199,23 @@ impl Pool {
         })
     }
 
+    /// A place among the pool's connections, held until the blocking call
+    /// that uses it ends.
+    async fn slot(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the pool is never closed")
+    }
+
     /// A read: one statement, or a deferred transaction opened by `f`.
     pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Fault> + Send + 'static,
     {
-        let permit = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool is never closed");
+        let permit = self.slot().await;
         let pool = self.clone();
         blocking(move || {
             let _permit = permit;
@@ -228,12 +233,7 @@ impl Pool {
         T: Send + 'static,
         F: FnMut(&Transaction<'_>) -> Result<T, Fault> + Send + 'static,
     {
-        let permit = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool is never closed");
+        let permit = self.slot().await;
         let pool = self.clone();
         blocking(move || {
             let _permit = permit;
@@ -265,12 +265,7 @@ impl Pool {
         E: From<StoreError> + Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
     {
-        let permit = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool is never closed");
+        let permit = self.slot().await;
         let pool = self.clone();
         let out = blocking(move || {
             let _permit = permit;
