@@ -133,7 +133,9 @@ pub async fn a_lost_probe_loses_its_place_when_its_lease_ends<S: Store>(s: &S) {
     assert!(r.lease_expired.contains(&lost.delivery.id));
 }
 
-pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s: &S) {
+/// Six deliveries claimed together; five find `payments` unavailable and
+/// open its breaker while the sixth is still under way. Returns the sixth.
+async fn opened_with_one_under_way<S: Store>(s: &S) -> crate::Claimed {
     emit(s, "pay", 6, 0).await;
     let r = claim(s, 0, 6).await;
     for c in &r.claimed[..5] {
@@ -147,7 +149,11 @@ pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s:
         .await
         .unwrap();
     }
-    let late = &r.claimed[5];
+    r.claimed[5].clone()
+}
+
+pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s: &S) {
+    let late = &opened_with_one_under_way(s).await;
     let b = breaker(s, "payments").await.breaker;
     assert!(!b.lets_run(late.delivery.id, at(2)));
     s.hold_claimed(late.delivery.id, late.token(), "payments", at(2))
@@ -162,24 +168,12 @@ pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s:
 }
 
 pub async fn a_run_under_way_when_it_opened_closes_it_with_its_answer<S: Store>(s: &S) {
-    emit(s, "pay", 6, 0).await;
-    let r = claim(s, 0, 6).await;
-    for c in &r.claimed[..5] {
-        finish(
-            s,
-            c,
-            retry_at("http.503", 30),
-            &[("payments", CallVerdict::Unavailable)],
-            1,
-        )
-        .await
-        .unwrap();
-    }
+    let under_way = opened_with_one_under_way(s).await;
     let more = emit(s, "pay", 1, 2).await;
     assert_eq!(claim(s, 2, 1).await.held, more);
     let rep = finish(
         s,
-        &r.claimed[5],
+        &under_way,
         Outcome::Succeeded,
         &[("payments", CallVerdict::Answered)],
         3,
