@@ -55,6 +55,11 @@ macro_rules! patiently {
 /// 32 claimers, each with its own store on the same file, drain 10,000
 /// deliveries in batches: every delivery claimed exactly once, all
 /// succeeded, one attempt each.
+///
+/// The interleaving the test needs is forced, not hoped for: every claimer
+/// starts at one barrier, and the first to claim a batch keeps it unfinished
+/// until a second claimer has claimed one too. Which claimers then win the
+/// write lock is the scheduler's business and is not asserted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
     const DELIVERIES: usize = 10_000;
@@ -81,13 +86,19 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
         },
     );
     let routes = Arc::new(routes);
+    let start = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+    // How many claimers have claimed a batch so far.
+    let (first_claims, _) = tokio::sync::watch::channel(0usize);
+    let first_claims = Arc::new(first_claims);
     let mut tasks = Vec::new();
     for w in 0..CLAIMERS {
         let store = open(&path).await;
         let routes = routes.clone();
+        let (start, first_claims) = (start.clone(), first_claims.clone());
         tasks.push(tokio::spawn(async move {
             let worker = format!("w{w}");
             let (mut claimed, mut unavailable) = (Vec::new(), 0usize);
+            start.wait().await;
             loop {
                 let req = ClaimRequest {
                     worker: &worker,
@@ -99,6 +110,14 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
                 let batch = patiently!(unavailable, store.claim(&req)).claimed;
                 if batch.is_empty() {
                     return (claimed, unavailable);
+                }
+                if claimed.is_empty() {
+                    // Holding an unfinished batch while another claims is
+                    // the overlap under test: its rows stay running, so the
+                    // other claim must skip them.
+                    first_claims.send_modify(|n| *n += 1);
+                    let mut seen = first_claims.subscribe();
+                    seen.wait_for(|n| *n >= 2).await.unwrap();
                 }
                 let finishes: Vec<Finish> = batch.iter().map(|c| fin(c, Outcome::Succeeded, &[], 2)).collect();
                 let results = patiently!(unavailable, store.finish_batch(&finishes));
@@ -115,7 +134,7 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
         unavailable += u;
     }
     eprintln!("{busy_workers} of {CLAIMERS} claimers claimed; {unavailable} calls found the file busy past 5 s");
-    assert!(busy_workers >= 2, "the claimers raced: more than one won batches");
+    assert!(busy_workers >= 2, "the barrier lets a second claimer in while the first holds its batch");
     all.sort();
     let claimed = all.len();
     all.dedup();
