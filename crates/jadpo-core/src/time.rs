@@ -34,6 +34,13 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(add).min(Self::MAX.0))
     }
 
+    /// `self - d`, saturating at [`Timestamp::EPOCH`]: the last moment
+    /// something taking `d` may begin and still end by `self`.
+    pub fn minus(self, d: Duration) -> Timestamp {
+        let sub = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_sub(sub).max(Self::EPOCH.0))
+    }
+
     /// The time from `earlier` to `self`, or zero when `earlier` is later.
     pub fn since(self, earlier: Timestamp) -> Duration {
         let ms = self.0.saturating_sub(earlier.0).max(0);

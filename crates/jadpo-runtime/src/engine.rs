@@ -5,7 +5,7 @@ use crate::run::{Catalog, Executor};
 use crate::tick;
 use crate::worker::{self, Shared, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -55,7 +55,8 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 clock,
                 catalog: Arc::new(catalog),
                 config,
-                breakers: Mutex::new(Default::default()),
+                breakers: Default::default(),
+                pending: Default::default(),
                 wake: Arc::new(Notify::new()),
             }),
         }
@@ -86,7 +87,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
 
     /// Wakes this process's worker: something may be due.
     pub fn wake(&self) {
-        self.shared.wake.notify_waiters();
+        self.shared.wake.notify_one();
     }
 
     /// Emits events now, and wakes this process's worker.
@@ -99,7 +100,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 "event.emitted"
             );
         }
-        self.shared.wake.notify_waiters();
+        self.shared.wake.notify_one();
         Ok(emitted)
     }
 }

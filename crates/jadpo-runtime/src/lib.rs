@@ -8,10 +8,12 @@
 //! - [`engine`]: workers and the tick, started together.
 
 pub mod clock;
+mod completer;
 pub mod connection;
 pub mod emit;
 pub mod engine;
 pub mod interpreter;
+mod local_queue;
 mod log;
 pub mod logfmt;
 pub mod metrics;

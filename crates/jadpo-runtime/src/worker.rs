@@ -7,17 +7,18 @@
 //! batches (`finish_batch`), one transaction for many.
 
 use crate::clock::SharedClock;
+use crate::completer::{BreakerCache, Completer, Finished, PendingVerdicts};
+use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
 use crate::run::{CallLog, Catalog, Executor, RunContext};
+use futures::future::BoxFuture;
 use futures::FutureExt;
-use jadpo_core::{attempt, AttemptEnd, Breaker, Failure, Timestamp};
-use jadpo_store::{ClaimRequest, Claimed, Finish, FinishReport, Store, StoreError};
-use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+use jadpo_core::{attempt, AttemptEnd, Failure, Timestamp};
+use jadpo_store::{ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
 #[derive(Clone, Debug)]
@@ -33,6 +34,11 @@ pub struct WorkerConfig {
     pub lease_margin: Duration,
     /// The most finishes written in one transaction.
     pub finish_batch: usize,
+    /// The most claimed deliveries held waiting for a slot, ahead of the
+    /// free ones. The worker holds fewer when runs are slow, so that each
+    /// starts well inside its lease (see `local_queue.rs`); 0 claims only
+    /// what the free slots can start.
+    pub local_queue: usize,
     /// Finished deliveries older than this are pruned by the tick, with their
     /// events and attempts; `None` keeps everything.
     pub retention: Option<Duration>,
@@ -46,6 +52,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_secs(1),
             lease_margin: Duration::from_secs(30),
             finish_batch: 1_000,
+            local_queue: 1_000,
             retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
@@ -54,6 +61,9 @@ impl Default for WorkerConfig {
 /// The most deliveries one process runs at once: an explicit bound.
 pub const MAX_CONCURRENCY: usize = 10_000;
 
+/// The most deliveries one process holds claimed ahead of its slots.
+pub const MAX_LOCAL_QUEUE: usize = 10_000;
+
 /// Shared between the claim loop and the run tasks.
 pub(crate) struct Shared<S, E> {
     pub store: Arc<S>,
@@ -61,121 +71,204 @@ pub(crate) struct Shared<S, E> {
     pub clock: SharedClock,
     pub catalog: Arc<Catalog>,
     pub config: WorkerConfig,
-    /// Breakers as last read, for the check just before each run.
-    pub breakers: Mutex<BTreeMap<String, Breaker>>,
-    /// Woken when something may have become due (an emit in this process).
+    /// Breakers as this process last saw them, for the check just before
+    /// each run.
+    pub breakers: Arc<BreakerCache>,
+    /// Unavailable verdicts on their way to the store.
+    pub pending: Arc<PendingVerdicts>,
+    /// Woken when something may have become due (an emit or a release in
+    /// this process).
     pub wake: Arc<Notify>,
 }
 
-type FinishReply = oneshot::Sender<Result<FinishReport, StoreError>>;
-
-/// Runs the claim loop until `shutdown` turns true, then lets running
-/// deliveries finish (each within its limit) and returns.
+/// Runs the claim loop until `shutdown` turns true, then gives back what it
+/// claimed ahead, lets running deliveries finish (each within its limit),
+/// writes their outcomes and returns.
+///
+/// The loop keeps up to `local_queue` claimed deliveries waiting ahead of
+/// the free slots (see `local_queue.rs`) and claims the next batch while
+/// runs go on, so no slot waits for the store; outcomes are written by the
+/// completer, apart from the runs.
 pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
-    assert!(shared.config.concurrency >= 1 && shared.config.concurrency <= MAX_CONCURRENCY);
-    let slots = Arc::new(Semaphore::new(shared.config.concurrency));
-    let (finish_tx, finish_rx) = mpsc::channel::<(Finish, FinishReply)>(shared.config.concurrency * 2);
-    let completer = tokio::spawn(complete(shared.clone(), finish_rx));
+    let config = &shared.config;
+    assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
+    assert!(config.local_queue <= MAX_LOCAL_QUEUE);
+    let slots = Arc::new(Semaphore::new(config.concurrency));
+    let (finish_tx, finish_rx) = mpsc::channel::<Finished>(config.finish_batch.max(1) + config.concurrency);
+    let completer = tokio::spawn(
+        Completer {
+            store: shared.store.clone(),
+            clock: shared.clock.clone(),
+            breakers: shared.breakers.clone(),
+            pending: shared.pending.clone(),
+            wake: shared.wake.clone(),
+            batch: config.finish_batch,
+        }
+        .run(finish_rx),
+    );
+    // A lease covers the longest run plus the margin; a queued delivery must
+    // start early enough that its own run and the write of its outcome fit.
+    let lease_real = shared.catalog.longest_timeout() + config.lease_margin;
+    let mut ahead = Ahead::new(config.concurrency, config.local_queue, config.lease_margin / 2);
+    let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Duration>();
+    let mut queue = LocalQueue::default();
     let mut runs = JoinSet::new();
+    let mut claiming: Option<BoxFuture<'static, Result<(ClaimReport, usize), StoreError>>> = None;
+    // The last claim found everything due already taken: wait for a wake,
+    // the poll, or the store to come back before claiming again.
+    let mut idle_until: Option<tokio::time::Instant> = None;
     let mut store_backoff = Duration::from_millis(100);
-    while !*shutdown.borrow() {
+    loop {
+        let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
-        let free = slots.available_permits();
-        if free == 0 {
-            tokio::select! {
-                _ = runs.join_next() => {}
-                _ = shutdown.changed() => {}
-            }
-            continue;
+        while let Ok(took) = ended_rx.try_recv() {
+            ahead.ended(took);
         }
         let now = shared.clock.now();
-        let lease = shared
-            .clock
-            .engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
-        let req = ClaimRequest {
-            worker: &shared.config.name,
-            routes: &shared.catalog.routes,
-            now,
-            limit: free,
-            lease,
-        };
-        let started = std::time::Instant::now();
-        let claimed = shared.store.claim(&req).await;
-        crate::metrics::claimed(started.elapsed());
-        let report = match claimed {
-            Ok(r) => r,
-            Err(e) => {
-                // A fault before anything committed: nothing was claimed.
-                // Reconnect with backoff and keep going.
-                tracing::warn!(error = %e, wait_ms = store_backoff.as_millis() as u64, "store.unavailable");
-                tokio::select! {
-                    _ = tokio::time::sleep(store_backoff) => {}
-                    _ = shutdown.changed() => {}
+        give_back(&shared, queue.take_late(now), now, "delivery.given_back_late");
+        if !stopping {
+            while let Ok(permit) = slots.clone().try_acquire_owned() {
+                let Some(q) = queue.pop(now) else {
+                    drop(permit);
+                    break;
+                };
+                let (shared, finish_tx, ended_tx) = (shared.clone(), finish_tx.clone(), ended_tx.clone());
+                runs.spawn(async move {
+                    let started = std::time::Instant::now();
+                    run_one(&shared, q.claimed, &finish_tx).await;
+                    drop(permit);
+                    let _ = ended_tx.send(started.elapsed());
+                });
+            }
+        }
+        if stopping && claiming.is_none() {
+            break;
+        }
+        let free = slots.available_permits();
+        let want = (free + ahead.target()).saturating_sub(queue.len());
+        let idle = idle_until.is_some_and(|t| tokio::time::Instant::now() < t);
+        // Claim again once the queue is down to half of what it should hold
+        // ahead, so the next batch arrives before the slots run dry.
+        let low = queue.len() <= ahead.target() / 2 || free > queue.len();
+        if claiming.is_none() && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
+            idle_until = None;
+            let s = shared.clone();
+            let limit = want.min(MAX_CLAIM);
+            claiming = Some(Box::pin(async move {
+                let now = s.clock.now();
+                let req = ClaimRequest {
+                    worker: &s.config.name,
+                    routes: &s.catalog.routes,
+                    now,
+                    limit,
+                    lease: s.clock.engine_span(lease_real),
+                };
+                let started = std::time::Instant::now();
+                let claimed = s.store.claim(&req).await;
+                crate::metrics::claimed(started.elapsed());
+                claimed.map(|r| (r, limit))
+            }));
+        }
+        let deadline = queue.next_deadline();
+        let poll_at = shared.clock.now().plus(config.poll);
+        tokio::select! {
+            report = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
+                claiming = None;
+                match report {
+                    Ok((report, limit)) => {
+                        store_backoff = Duration::from_millis(100);
+                        let looked_at = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+                        let exhausted = looked_at < limit;
+                        accept(&shared, report, &mut queue);
+                        if exhausted {
+                            idle_until = Some(tokio::time::Instant::now() + shared.clock.real_span(config.poll).max(Duration::from_millis(5)));
+                        }
+                    }
+                    Err(e) => {
+                        // A fault before anything committed: nothing was
+                        // claimed. Runs already queued go on; claim again
+                        // after a backoff.
+                        tracing::warn!(error = %e, wait_ms = store_backoff.as_millis() as u64, "store.unavailable");
+                        idle_until = Some(tokio::time::Instant::now() + store_backoff);
+                        store_backoff = (store_backoff * 2).min(Duration::from_secs(5));
+                    }
                 }
-                store_backoff = (store_backoff * 2).min(Duration::from_secs(5));
-                continue;
             }
-        };
-        store_backoff = Duration::from_millis(100);
-        log::claim(&report);
-        if report.claimed.iter().any(|c| !c.connections.is_empty()) {
-            refresh_breakers(&shared).await;
-        }
-        let claimed_any = !report.claimed.is_empty();
-        for claimed in report.claimed {
-            let permit = slots.clone().acquire_owned().await.expect("semaphore never closed");
-            let shared = shared.clone();
-            let finish_tx = finish_tx.clone();
-            runs.spawn(async move {
-                run_one(&shared, claimed, &finish_tx).await;
-                drop(permit);
-            });
-        }
-        let decided_any = !(report.succeeded.is_empty() && report.gave_up.is_empty() && report.held.is_empty());
-        if !claimed_any && !decided_any {
-            let until = now.plus(shared.config.poll);
-            tokio::select! {
-                _ = shared.clock.sleep_until(until) => {}
-                _ = tokio::time::sleep(shared.clock.real_span(shared.config.poll).max(Duration::from_millis(5))) => {}
-                _ = shared.wake.notified() => {}
-                _ = runs.join_next(), if !runs.is_empty() => {}
-                _ = shutdown.changed() => {}
-            }
+            Some(took) = ended_rx.recv() => ahead.ended(took),
+            _ = shared.wake.notified() => idle_until = None,
+            _ = shared.clock.sleep_until(poll_at), if idle => idle_until = None,
+            _ = tokio::time::sleep_until(idle_until.unwrap_or_else(tokio::time::Instant::now)), if idle => idle_until = None,
+            _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
+            _ = shutdown.changed(), if !stopping => {}
         }
     }
-    // Graceful: claim nothing more; running deliveries end within their limit.
+    // Graceful: what was claimed ahead goes back at once, due and with its
+    // attempt unspent; running deliveries end within their limit.
+    let now = shared.clock.now();
+    let queued = queue.drain();
+    let given_back = give_back(&shared, queued, now, "delivery.given_back");
     while runs.join_next().await.is_some() {}
+    if let Some(t) = given_back {
+        let _ = t.await;
+    }
     drop(finish_tx);
     let _ = completer.await;
 }
 
-async fn refresh_breakers<S: Store, E>(shared: &Shared<S, E>) {
-    if let Ok(views) = shared.store.breakers().await {
-        let mut cache = shared.breakers.lock().unwrap_or_else(|p| p.into_inner());
-        cache.clear();
-        cache.extend(views.into_iter().map(|v| (v.breaker.connection.clone(), v.breaker)));
+/// The most a single claim asks for: one batch of the store's.
+const MAX_CLAIM: usize = 1_000;
+
+/// Takes a claim's report in: its breakers into the cache, its deliveries
+/// into the queue with the last time each may start.
+fn accept<S: Store, E>(shared: &Shared<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
+    log::claim(&report);
+    shared.breakers.merge(report.breakers.iter().cloned());
+    for claimed in report.claimed {
+        let own_limit = shared.catalog.timeout(&claimed.delivery.subscriber);
+        // Its run and half the margin (the write of its outcome) must fit
+        // between its start and its lease's end.
+        let reserve = shared.clock.engine_span(own_limit + shared.config.lease_margin / 2);
+        let until = claimed.delivery.lease.as_ref().map_or(shared.clock.now(), |l| l.until);
+        let start_by = until.minus(reserve);
+        queue.push(claimed, start_by);
     }
 }
 
-/// The connection whose breaker opened since the claim, if any.
-fn held_before_run<S, E>(shared: &Shared<S, E>, claimed: &Claimed, now: Timestamp) -> Option<String> {
-    let cache = shared.breakers.lock().unwrap_or_else(|p| p.into_inner());
-    claimed
-        .connections
-        .iter()
-        .find(|c| cache.get(*c).is_some_and(|b| !b.lets_run(claimed.delivery.id, now)))
-        .cloned()
+/// Gives claimed deliveries back unstarted, in the background: due again
+/// at once, their attempts unspent, their probe places freed.
+fn give_back<S: Store, E>(
+    shared: &Arc<Shared<S, E>>,
+    queued: Vec<Queued>,
+    now: Timestamp,
+    why: &'static str,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if queued.is_empty() {
+        return None;
+    }
+    let store = shared.store.clone();
+    let wake = shared.wake.clone();
+    Some(tokio::spawn(async move {
+        for q in queued {
+            let id = q.claimed.delivery.id;
+            match store.give_back(id, q.claimed.token(), now).await {
+                Ok(()) => tracing::info!(delivery = id.0, "{why}"),
+                // Its lease ends and the next claim takes it over: nothing
+                // is lost, it only waits longer.
+                Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.give_back_failed"),
+            }
+        }
+        wake.notify_one();
+    }))
 }
 
-async fn run_one<S: Store, E: Executor>(
-    shared: &Shared<S, E>,
-    claimed: Claimed,
-    finish_tx: &mpsc::Sender<(Finish, FinishReply)>,
-) {
+async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed, finish_tx: &mpsc::Sender<Finished>) {
     let id = claimed.delivery.id;
     let token = claimed.token();
+    if !claimed.connections.is_empty() {
+        shared.pending.wait(&claimed.connections).await;
+    }
     let started_at = shared.clock.now();
-    if let Some(connection) = held_before_run(shared, &claimed, started_at) {
+    if let Some(connection) = shared.breakers.holding(&claimed.connections, id, started_at) {
         match shared.store.hold_claimed(id, token, &connection, started_at).await {
             Ok(()) => log::held(&claimed, &connection),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
@@ -198,13 +291,7 @@ async fn run_one<S: Store, E: Executor>(
     };
     let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
     let now = shared.clock.now();
-    let outcome = attempt::decide(
-        &claimed.delivery,
-        claimed.budget,
-        &end,
-        now,
-        &mut rand::rngs::StdRng::from_os_rng(),
-    );
+    let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, now, &mut rand::rng());
     let finish = Finish {
         id,
         token,
@@ -215,36 +302,20 @@ async fn run_one<S: Store, E: Executor>(
         now,
     };
     let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
-    let mut wait = Duration::from_millis(50);
-    loop {
-        let (tx, rx) = oneshot::channel();
-        if finish_tx.send((finish.clone(), tx)).await.is_err() {
-            return;
-        }
-        match rx.await {
-            Ok(Ok(report)) => {
-                log::finished(&claimed, &outcome, &end, &report);
-                return;
-            }
-            Ok(Err(StoreError::LeaseLost(_))) => {
-                tracing::warn!(delivery = id.0, subscriber = %claimed.delivery.subscriber, "delivery.lease_lost");
-                return;
-            }
-            Ok(Err(e)) if shared.clock.now() < lease_until => {
-                // Keep trying to write the outcome while the lease lasts;
-                // after that the next claim takes it over as lease_expired.
-                tracing::warn!(delivery = id.0, error = %e, "delivery.finish_retry");
-                let jitter = Duration::from_millis(rand::rng().random_range(0..50));
-                tokio::time::sleep(wait + jitter).await;
-                wait = (wait * 2).min(Duration::from_secs(5));
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(delivery = id.0, error = %e, "delivery.finish_abandoned");
-                return;
-            }
-            // The completer is gone: the process is stopping.
-            Err(_) => return,
-        }
+    let mut claimed = claimed;
+    claimed.payload = String::new();
+    let finished = Finished {
+        finish,
+        claimed,
+        outcome,
+        end,
+        lease_until,
+    };
+    shared.pending.sent(&finished.finish.calls);
+    // Waits only while the completer is a full batch behind: a slow store
+    // slows new starts, never a run under way.
+    if let Err(unsent) = finish_tx.send(finished).await {
+        shared.pending.settled(&unsent.0.finish.calls);
     }
 }
 
@@ -259,27 +330,5 @@ pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: D
         Ok(Err(_panic)) => (AttemptEnd::Failed(Failure::panicked()), false),
         // Dropping the run's future is what stops it: nothing it did is kept.
         Err(_elapsed) => (AttemptEnd::Failed(Failure::deadline_exceeded()), true),
-    }
-}
-
-/// Writes finishes in batches: whatever has arrived, up to the limit, in
-/// one transaction.
-async fn complete<S: Store, E>(shared: Arc<Shared<S, E>>, mut rx: mpsc::Receiver<(Finish, FinishReply)>) {
-    let limit = shared.config.finish_batch.max(1);
-    let mut batch = Vec::with_capacity(limit);
-    while rx.recv_many(&mut batch, limit).await > 0 {
-        let finishes: Vec<Finish> = batch.iter().map(|(f, _)| f.clone()).collect();
-        match shared.store.finish_batch(&finishes).await {
-            Ok(results) => {
-                for ((_, reply), result) in batch.drain(..).zip(results) {
-                    let _ = reply.send(result);
-                }
-            }
-            Err(e) => {
-                for (_, reply) in batch.drain(..) {
-                    let _ = reply.send(Err(e.clone()));
-                }
-            }
-        }
     }
 }

@@ -201,9 +201,11 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
     let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
     let clock = ManualClock::new(T0);
     let gate = Arc::new(tokio::sync::Notify::new());
-    let g = gate.clone();
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (g, n) = (gate.clone(), started.clone());
     let exec = FnExecutor(move |_ctx: RunContext| {
         let g = g.clone();
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         async move {
             g.notified().await;
             Ok(())
@@ -212,13 +214,14 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
     let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
     let running = engine.start();
     engine.emit(&events(6)).await.unwrap();
-    eventually("four running", || async {
-        states(&store)
-            .await
-            .iter()
-            .filter(|s| **s == DeliveryState::Running)
-            .count()
-            == 4
+    eventually("four running, two claimed ahead", || async {
+        started.load(std::sync::atomic::Ordering::SeqCst) == 4
+            && states(&store)
+                .await
+                .iter()
+                .filter(|s| **s == DeliveryState::Running)
+                .count()
+                == 6
     })
     .await;
     let stopping = tokio::spawn(running.stop());
@@ -226,13 +229,16 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
     assert!(!stopping.is_finished(), "stop waits for running deliveries");
     gate.notify_waiters();
     stopping.await.unwrap();
-    let s = states(&store).await;
-    assert_eq!(s.iter().filter(|s| **s == DeliveryState::Succeeded).count(), 4);
     assert_eq!(
-        s.iter().filter(|s| **s == DeliveryState::Due).count(),
-        2,
-        "nothing claimed after stop"
+        started.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "nothing started after stop"
     );
+    let all = store.list(&DeliveryFilter::default()).await.unwrap();
+    assert_eq!(all.iter().filter(|d| d.state == DeliveryState::Succeeded).count(), 4);
+    let back: Vec<_> = all.iter().filter(|d| d.state == DeliveryState::Due).collect();
+    assert_eq!(back.len(), 2, "the two claimed ahead are given back at stop");
+    assert!(back.iter().all(|d| d.attempts == 0 && d.lease.is_none()), "{back:?}");
 }
 
 #[tokio::test]
@@ -324,5 +330,83 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
         !left[0].state.is_finished() || left[0].finished_at > Some(T0.plus(Duration::from_secs(3600))),
         "{left:?}"
     );
+    running.stop().await;
+}
+
+/// The local queue: with one slot busy, a delivery claimed ahead whose
+/// lease would run out before the slot frees is given back (due, its
+/// attempt unspent), never started late; once the slot frees, every
+/// delivery runs exactly once.
+#[tokio::test]
+async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let (g, seen) = (gate.clone(), runs.clone());
+    let exec = FnExecutor(move |ctx: RunContext| {
+        seen.lock().unwrap().push(ctx.delivery);
+        let g = g.clone();
+        async move {
+            g.acquire().await.unwrap().forget();
+            Ok(())
+        }
+    });
+    // A 30 s run limit and a 30 s margin: a lease of 60 s, and a delivery
+    // must start within 15 s of its claim to leave room for its run and
+    // the write of its outcome.
+    let config = WorkerConfig {
+        concurrency: 1,
+        lease_margin: Duration::from_secs(30),
+        ..config()
+    };
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config);
+    let running = engine.start();
+    engine.emit(&events(3)).await.unwrap();
+    let running_count = || async {
+        states(&store)
+            .await
+            .iter()
+            .filter(|s| **s == DeliveryState::Running)
+            .count()
+    };
+    eventually("one running, one claimed ahead", || async {
+        runs.lock().unwrap().len() == 1 && running_count().await == 2
+    })
+    .await;
+    let first = runs.lock().unwrap()[0];
+
+    clock.advance(Duration::from_secs(16));
+    eventually("the one claimed ahead given back", || async {
+        store
+            .list(&DeliveryFilter::default())
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.id != first && d.state == DeliveryState::Due && d.due_at == T0.plus(Duration::from_secs(16)))
+    })
+    .await;
+    assert_eq!(runs.lock().unwrap().len(), 1, "nothing started late");
+    let given_back: Vec<_> = store
+        .list(&DeliveryFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.id != first && d.attempts == 0)
+        .collect();
+    assert!(!given_back.is_empty(), "its attempt is not spent");
+
+    gate.add_permits(100);
+    eventually("all three succeeded", || async {
+        states(&store).await.iter().all(|s| *s == DeliveryState::Succeeded)
+    })
+    .await;
+    let mut ran = runs.lock().unwrap().clone();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), 3);
+    assert_eq!(runs.lock().unwrap().len(), 3, "each ran exactly once");
+    let all = store.list(&DeliveryFilter::default()).await.unwrap();
+    assert!(all.iter().all(|d| d.attempts == 1), "{all:?}");
     running.stop().await;
 }

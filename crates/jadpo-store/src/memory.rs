@@ -197,11 +197,13 @@ impl MemoryStore {
         }
         self.attempts.push(plan.attempt);
         self.put(plan.delivery);
+        let changed = plan.breakers.iter().map(|w| w.breaker.clone()).collect();
         self.write_breakers(plan.breakers);
         let released = plan.release.iter().map(|c| self.release_all(c, f.now)).sum();
         Ok(FinishReport {
             transitions: plan.transitions,
             released,
+            breakers: changed,
         })
     }
 

@@ -167,6 +167,7 @@ pub fn claim(
         plan.deliveries.push(d);
     }
     plan.breakers = breakers.writes();
+    plan.report.breakers = breakers.rows.values().cloned().collect();
     plan
 }
 

@@ -99,6 +99,11 @@ pub struct ClaimReport {
     pub gave_up: Vec<DeliveryId>,
     pub held: Vec<DeliveryId>,
     pub lease_expired: Vec<DeliveryId>,
+    /// Every breaker the claim decided with, as it left them (a connection
+    /// with no row is closed). The check just before each run uses these
+    /// and the breakers this process's own finishes wrote, newest version
+    /// first, so it needs no read of its own.
+    pub breakers: Vec<jadpo_core::Breaker>,
 }
 
 /// The end of an attempt, for the store to write down.
@@ -120,6 +125,8 @@ pub struct Finish {
 pub struct FinishReport {
     pub transitions: Vec<(String, Transition)>,
     pub released: usize,
+    /// The breakers this finish changed, as it left them.
+    pub breakers: Vec<jadpo_core::Breaker>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

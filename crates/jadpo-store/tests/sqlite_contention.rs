@@ -134,7 +134,10 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
         unavailable += u;
     }
     eprintln!("{busy_workers} of {CLAIMERS} claimers claimed; {unavailable} calls found the file busy past 5 s");
-    assert!(busy_workers >= 2, "the barrier lets a second claimer in while the first holds its batch");
+    assert!(
+        busy_workers >= 2,
+        "the barrier lets a second claimer in while the first holds its batch"
+    );
     all.sort();
     let claimed = all.len();
     all.dedup();

@@ -57,17 +57,15 @@ const CLAIM: &str = concat!(
 /// ordered index scans are the cheapest plan left. For this transaction only.
 const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
 
-/// Only breakers that are not closed change a claim: a closed one (or none)
-/// lets everything pass and holds no probe. That set is small, so it is read
-/// whole, in the same round trip as the batch.
-const OPEN_BREAKERS: &str = concat!(
-    "SELECT ",
-    breaker_columns!(),
-    " FROM jadpo_circuit_breakers WHERE state <> 'closed'"
-);
+/// Every breaker, in the same round trip as the batch: one row per
+/// connection, a small set. Only the ones not closed change the claim, but
+/// the closed ones come back with it too, with their versions, so the
+/// worker's check just before each run knows a breaker closed since it last
+/// saw it open, without a read of its own.
+const BREAKERS: &str = concat!("SELECT ", breaker_columns!(), " FROM jadpo_circuit_breakers");
 
 pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
-    let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(OPEN_BREAKERS))?;
+    let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(BREAKERS))?;
     let now = rows::ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];

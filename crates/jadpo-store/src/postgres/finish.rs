@@ -115,6 +115,7 @@ pub(crate) async fn finish_batch(
         results.push(Ok(FinishReport {
             transitions: p.transitions,
             released: 0,
+            breakers: p.breakers.into_iter().map(|w| w.breaker).collect(),
         }));
     }
     let mut writes = DeliveryWrites::default();

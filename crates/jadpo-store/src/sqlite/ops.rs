@@ -209,6 +209,7 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     Ok(FinishReport {
         transitions: plan.transitions,
         released,
+        breakers: plan.breakers.into_iter().map(|w| w.breaker).collect(),
     })
 }
 

@@ -1,0 +1,283 @@
+//! Writes the outcomes of finished runs in batches, apart from the runs.
+//!
+//! A run hands its outcome over and frees its slot at once; the completer
+//! writes whatever has arrived, up to the batch limit, in one transaction
+//! (`finish_batch`) while the worker's next claim is in flight. When the
+//! store fails, it keeps trying each outcome while that delivery's lease
+//! lasts; after that the next claim takes the delivery over as
+//! `lease_expired`, as it would from a lost worker. The channel into it is
+//! bounded, so a slow store makes new runs wait for a slot, never the runs
+//! already started.
+
+use crate::clock::SharedClock;
+use crate::log;
+use jadpo_core::{AttemptEnd, Breaker, CallVerdict, Outcome, Timestamp};
+use jadpo_store::{Claimed, Finish, FinishReport, Store, StoreError};
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+/// A run's outcome on its way to the store.
+pub(crate) struct Finished {
+    pub finish: Finish,
+    /// The delivery as claimed, for the log line (its payload dropped).
+    pub claimed: Claimed,
+    pub outcome: Outcome,
+    pub end: AttemptEnd,
+    /// Past this engine time the lease is gone and writing is pointless.
+    pub lease_until: Timestamp,
+}
+
+/// Breakers as this process last saw them: from its claims and its own
+/// finishes, the newest version of each. The check just before a run reads
+/// only this.
+#[derive(Debug, Default)]
+pub(crate) struct BreakerCache(Mutex<BTreeMap<String, Breaker>>);
+
+impl BreakerCache {
+    pub fn merge(&self, seen: impl IntoIterator<Item = Breaker>) {
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for b in seen {
+            match cache.get(&b.connection) {
+                Some(known) if known.version >= b.version => {}
+                _ => {
+                    cache.insert(b.connection.clone(), b);
+                }
+            }
+        }
+    }
+
+    /// The first of `connections` whose breaker does not let `id` run now.
+    pub fn holding(&self, connections: &[String], id: jadpo_core::DeliveryId, now: Timestamp) -> Option<String> {
+        let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        connections
+            .iter()
+            .find(|c| cache.get(*c).is_some_and(|b| !b.lets_run(id, now)))
+            .cloned()
+    }
+}
+
+/// Unavailable verdicts this process has seen but not yet written, by
+/// connection. A run hands its outcome over and frees its slot before the
+/// write, so without this a provider that went down would get a call from
+/// every queued delivery while the failures that should open its breaker
+/// wait in the completer. A delivery that calls such a connection waits for
+/// those writes, then checks the breaker as they left it; deliveries of
+/// healthy connections never wait.
+#[derive(Debug, Default)]
+pub(crate) struct PendingVerdicts {
+    unavailable: Mutex<BTreeMap<String, usize>>,
+    written: Notify,
+}
+
+impl PendingVerdicts {
+    fn count(&self, calls: &[(String, CallVerdict)], add: bool) {
+        let mut pending = self.unavailable.lock().unwrap_or_else(|p| p.into_inner());
+        for (connection, verdict) in calls {
+            if *verdict != CallVerdict::Unavailable {
+                continue;
+            }
+            if add {
+                *pending.entry(connection.clone()).or_default() += 1;
+            } else if let Some(n) = pending.get_mut(connection) {
+                *n -= 1;
+                if *n == 0 {
+                    pending.remove(connection);
+                }
+            }
+        }
+    }
+
+    /// Counts the verdicts of a finish on its way to the store.
+    pub fn sent(&self, calls: &[(String, CallVerdict)]) {
+        self.count(calls, true);
+    }
+
+    /// Those verdicts are written, or will never be.
+    pub fn settled(&self, calls: &[(String, CallVerdict)]) {
+        self.count(calls, false);
+        self.written.notify_waiters();
+    }
+
+    /// Waits until no unavailable verdict on `connections` is unwritten.
+    pub async fn wait(&self, connections: &[String]) {
+        loop {
+            let written = self.written.notified();
+            {
+                let pending = self.unavailable.lock().unwrap_or_else(|p| p.into_inner());
+                if connections.iter().all(|c| !pending.contains_key(c)) {
+                    return;
+                }
+            }
+            written.await;
+        }
+    }
+}
+
+pub(crate) struct Completer<S> {
+    pub store: Arc<S>,
+    pub clock: SharedClock,
+    pub breakers: Arc<BreakerCache>,
+    pub pending: Arc<PendingVerdicts>,
+    /// Woken when a finish released held deliveries: they are due now.
+    pub wake: Arc<Notify>,
+    pub batch: usize,
+}
+
+impl<S: Store> Completer<S> {
+    /// Runs until every sender is gone and everything received is written
+    /// or abandoned.
+    pub async fn run(self, mut rx: mpsc::Receiver<Finished>) {
+        let limit = self.batch.max(1);
+        let mut batch = Vec::with_capacity(limit);
+        while rx.recv_many(&mut batch, limit).await > 0 {
+            self.write(&mut batch).await;
+            batch.clear();
+        }
+    }
+
+    async fn write(&self, batch: &mut Vec<Finished>) {
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let finishes: Vec<Finish> = batch.iter().map(|f| f.finish.clone()).collect();
+            match self.store.finish_batch(&finishes).await {
+                Ok(results) => {
+                    for (f, result) in batch.drain(..).zip(results) {
+                        self.written(f, result);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let now = self.clock.now();
+                    batch.retain(|f| {
+                        let keep = now < f.lease_until;
+                        if !keep {
+                            tracing::warn!(delivery = f.finish.id.0, error = %e, "delivery.finish_abandoned");
+                            self.pending.settled(&f.finish.calls);
+                        }
+                        keep
+                    });
+                    if batch.is_empty() {
+                        return;
+                    }
+                    tracing::warn!(deliveries = batch.len(), error = %e, "delivery.finish_retry");
+                    let jitter = Duration::from_millis(rand::rng().random_range(0..50));
+                    tokio::time::sleep(wait + jitter).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    fn written(&self, f: Finished, result: Result<FinishReport, StoreError>) {
+        // The breakers as written go into the cache before the waiting runs
+        // are told, so they check against them.
+        if let Ok(report) = &result {
+            self.breakers.merge(report.breakers.iter().cloned());
+        }
+        self.pending.settled(&f.finish.calls);
+        match result {
+            Ok(report) => {
+                if report.released > 0 {
+                    self.wake.notify_one();
+                }
+                log::finished(&f.claimed, &f.outcome, &f.end, &report);
+            }
+            Err(StoreError::LeaseLost(_)) => {
+                tracing::warn!(delivery = f.finish.id.0, subscriber = %f.claimed.delivery.subscriber, "delivery.lease_lost");
+            }
+            Err(e) => tracing::warn!(delivery = f.finish.id.0, error = %e, "delivery.finish_abandoned"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::{BreakerPolicy, DeliveryId};
+
+    fn opened(connection: &str) -> Breaker {
+        let mut b = Breaker::new(connection);
+        let policy = BreakerPolicy::DEFAULT;
+        for i in 0..policy.threshold {
+            b.record(
+                CallVerdict::Unavailable,
+                DeliveryId(i as i64),
+                Timestamp::from_millis(0),
+                &policy,
+            );
+        }
+        assert!(!b.is_closed());
+        b
+    }
+
+    #[test]
+    fn the_newest_version_of_a_breaker_wins() {
+        let cache = BreakerCache::default();
+        let open = opened("payments");
+        let mut closed = open.clone();
+        closed.record(
+            CallVerdict::Answered,
+            DeliveryId(99),
+            Timestamp::from_millis(1),
+            &BreakerPolicy::DEFAULT,
+        );
+        assert!(closed.version > open.version);
+        let conns = ["payments".to_string()];
+        let now = Timestamp::from_millis(2);
+        cache.merge([open.clone()]);
+        assert_eq!(cache.holding(&conns, DeliveryId(7), now), Some("payments".into()));
+        cache.merge([closed.clone()]);
+        assert_eq!(cache.holding(&conns, DeliveryId(7), now), None);
+        // A claim that read the breaker before this process closed it does
+        // not bring the old state back.
+        cache.merge([open]);
+        assert_eq!(cache.holding(&conns, DeliveryId(7), now), None);
+    }
+
+    #[test]
+    fn a_connection_never_seen_lets_everything_run() {
+        let cache = BreakerCache::default();
+        cache.merge([opened("email")]);
+        let conns = ["payments".to_string()];
+        assert_eq!(cache.holding(&conns, DeliveryId(1), Timestamp::from_millis(0)), None);
+    }
+}
+
+#[cfg(test)]
+mod pending_tests {
+    use super::*;
+    use futures::FutureExt;
+
+    #[test]
+    fn a_run_on_a_healthy_connection_never_waits() {
+        let p = PendingVerdicts::default();
+        p.sent(&[("payments".into(), CallVerdict::Answered)]);
+        p.sent(&[("email".into(), CallVerdict::Unavailable)]);
+        assert!(p.wait(&["payments".into()]).now_or_never().is_some());
+        assert!(p.wait(&[]).now_or_never().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_run_waits_for_the_unavailable_verdicts_on_its_connections() {
+        let p = Arc::new(PendingVerdicts::default());
+        let calls = vec![("payments".to_string(), CallVerdict::Unavailable)];
+        p.sent(&calls);
+        p.sent(&calls);
+        let waiter = tokio::spawn({
+            let p = p.clone();
+            async move { p.wait(&["email".into(), "payments".into()]).await }
+        });
+        tokio::task::yield_now().await;
+        p.settled(&calls);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one verdict is still unwritten");
+        p.settled(&calls);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken once both are written")
+            .unwrap();
+    }
+}

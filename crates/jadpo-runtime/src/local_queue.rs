@@ -1,0 +1,242 @@
+//! The worker's local queue: deliveries claimed ahead of its free slots, so
+//! a slot that frees starts the next run at once instead of waiting for a
+//! claim's round trip to the store.
+//!
+//! A claimed delivery must start well inside its lease: its run (up to its
+//! subscriber's time limit) and the write of its outcome must fit before the
+//! lease ends, or another worker could take it over while it runs. So each
+//! queued delivery carries the last moment it may start, and one still
+//! queued then is given back (due again, its attempt not spent), never
+//! started late and never left to expire.
+//!
+//! How far ahead to claim follows how long slots stay busy: with runs of
+//! `d` on `c` slots, the `k`-th queued delivery starts after about
+//! `k * d / c`, so the queue holds what starts within half the start window.
+//! Everything here is plain data and a time passed in: the worker feeds it.
+
+use jadpo_core::Timestamp;
+use jadpo_store::Claimed;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A claimed delivery waiting for a slot.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub claimed: Claimed,
+    /// The last engine time it may start and still finish inside its lease.
+    pub start_by: Timestamp,
+}
+
+/// The most payload bytes the queue holds: a bound on memory whatever the
+/// events' size (a payload may be up to 256 KiB).
+pub(crate) const MAX_QUEUED_BYTES: usize = 32 << 20;
+
+#[derive(Debug, Default)]
+pub(crate) struct LocalQueue {
+    items: VecDeque<Queued>,
+    bytes: usize,
+}
+
+impl LocalQueue {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The queue holds enough bytes that claiming more would pass its bound.
+    pub fn full_of_bytes(&self) -> bool {
+        self.bytes >= MAX_QUEUED_BYTES
+    }
+
+    pub fn push(&mut self, claimed: Claimed, start_by: Timestamp) {
+        self.bytes += claimed.payload.len();
+        self.items.push_back(Queued { claimed, start_by });
+    }
+
+    /// The next delivery that may still start at `now`, in claim order.
+    /// Those whose start window has passed are left for [`Self::take_late`].
+    pub fn pop(&mut self, now: Timestamp) -> Option<Queued> {
+        let i = self.items.iter().position(|q| now <= q.start_by)?;
+        let q = self.items.remove(i).expect("position is in range");
+        self.bytes -= q.claimed.payload.len();
+        Some(q)
+    }
+
+    /// Every queued delivery that can no longer start in time at `now`.
+    pub fn take_late(&mut self, now: Timestamp) -> Vec<Queued> {
+        let (late, keep): (Vec<Queued>, Vec<Queued>) = self.items.drain(..).partition(|q| now > q.start_by);
+        self.items = keep.into();
+        self.bytes -= late.iter().map(|q| q.claimed.payload.len()).sum::<usize>();
+        late
+    }
+
+    /// When the next queued delivery's start window closes.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.items.iter().map(|q| q.start_by).min()
+    }
+
+    /// Everything queued, for a worker that stops.
+    pub fn drain(&mut self) -> Vec<Queued> {
+        self.bytes = 0;
+        self.items.drain(..).collect()
+    }
+}
+
+/// How many deliveries to hold ahead of the free slots, from how long runs
+/// keep a slot. Before the first run has ended it assumes one batch of
+/// `concurrency` ahead; the start window then corrects it either way.
+#[derive(Clone, Debug)]
+pub(crate) struct Ahead {
+    concurrency: usize,
+    most: usize,
+    /// Real time a queued delivery may wait: half its start window.
+    wait: Duration,
+    /// Average time a run keeps its slot, once one has ended.
+    busy: Option<Duration>,
+}
+
+impl Ahead {
+    pub fn new(concurrency: usize, most: usize, window: Duration) -> Ahead {
+        Ahead {
+            concurrency,
+            most,
+            wait: window / 2,
+            busy: None,
+        }
+    }
+
+    /// A run kept its slot for `took`.
+    pub fn ended(&mut self, took: Duration) {
+        // A moving average over about the last 64 runs: quick to follow a
+        // provider that slows down, steady under jitter.
+        self.busy = Some(match self.busy {
+            None => took,
+            Some(avg) => avg.mul_f64(63.0 / 64.0) + took.mul_f64(1.0 / 64.0),
+        });
+    }
+
+    /// How many to hold ahead of the free slots now.
+    pub fn target(&self) -> usize {
+        match self.busy {
+            None => self.concurrency.min(self.most),
+            Some(busy) => {
+                let per_slot = self.wait.as_secs_f64() / busy.as_secs_f64().max(1e-6);
+                let n = (per_slot * self.concurrency as f64).floor();
+                if n >= self.most as f64 {
+                    self.most
+                } else {
+                    n as usize
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::{Budget, Delivery, DeliveryId, DeliveryState, EventId, Lease, LeaseToken};
+
+    fn claimed(id: i64, payload: &str) -> Claimed {
+        let mut delivery = Delivery::new(DeliveryId(id), EventId(id), "s", Timestamp::from_millis(0));
+        delivery.state = DeliveryState::Running;
+        delivery.lease = Some(Lease {
+            owner: "w".into(),
+            token: LeaseToken(1),
+            until: Timestamp::from_millis(60_000),
+        });
+        Claimed {
+            delivery,
+            budget: Budget::DEFAULT,
+            connections: vec![],
+            probe_for: vec![],
+            event_name: "E".into(),
+            payload: payload.into(),
+        }
+    }
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    #[test]
+    fn pops_in_claim_order_and_never_a_late_one() {
+        let mut q = LocalQueue::default();
+        q.push(claimed(1, "{}"), at(100));
+        q.push(claimed(2, "{}"), at(50));
+        q.push(claimed(3, "{}"), at(200));
+        assert_eq!(q.next_deadline(), Some(at(50)));
+        assert_eq!(q.pop(at(10)).unwrap().claimed.delivery.id, DeliveryId(1));
+        // At 60, 2 may no longer start: 3 goes first, 2 waits to be given back.
+        assert_eq!(q.pop(at(60)).unwrap().claimed.delivery.id, DeliveryId(3));
+        assert!(q.pop(at(60)).is_none());
+        let late = q.take_late(at(60));
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].claimed.delivery.id, DeliveryId(2));
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_start_exactly_at_the_deadline_is_in_time() {
+        let mut q = LocalQueue::default();
+        q.push(claimed(1, "{}"), at(100));
+        assert!(q.take_late(at(100)).is_empty());
+        assert!(q.pop(at(100)).is_some());
+    }
+
+    #[test]
+    fn counts_payload_bytes_in_and_out() {
+        let mut q = LocalQueue::default();
+        let big = "x".repeat(MAX_QUEUED_BYTES / 2);
+        q.push(claimed(1, &big), at(100));
+        assert!(!q.full_of_bytes());
+        q.push(claimed(2, &big), at(10));
+        assert!(q.full_of_bytes());
+        q.take_late(at(50));
+        assert!(!q.full_of_bytes());
+        q.pop(at(50));
+        assert_eq!(q.bytes, 0);
+        q.push(claimed(3, &big), at(100));
+        q.drain();
+        assert_eq!(q.bytes, 0);
+    }
+
+    #[test]
+    fn holds_one_batch_ahead_before_any_run_ended() {
+        assert_eq!(Ahead::new(24, 1000, Duration::from_secs(15)).target(), 24);
+        assert_eq!(Ahead::new(24, 10, Duration::from_secs(15)).target(), 10);
+    }
+
+    #[test]
+    fn fast_runs_fill_the_queue_to_its_bound() {
+        let mut a = Ahead::new(24, 1000, Duration::from_secs(15));
+        a.ended(Duration::from_micros(20));
+        assert_eq!(a.target(), 1000);
+        // Instant runs, as a no-op action's can be, do not divide by zero.
+        a.ended(Duration::ZERO);
+        assert_eq!(a.target(), 1000);
+    }
+
+    #[test]
+    fn slow_runs_hold_only_what_starts_within_half_the_window() {
+        let mut a = Ahead::new(24, 1000, Duration::from_secs(16));
+        a.ended(Duration::from_secs(30));
+        // 8 s of waiting at 30 s per run on 24 slots: 6 ahead.
+        assert_eq!(a.target(), 6);
+        // Runs longer than the window: nothing ahead, only free slots.
+        let mut a = Ahead::new(1, 1000, Duration::from_secs(16));
+        a.ended(Duration::from_secs(60));
+        assert_eq!(a.target(), 0);
+    }
+
+    #[test]
+    fn the_average_follows_a_provider_that_slows_down() {
+        let mut a = Ahead::new(10, 1000, Duration::from_secs(20));
+        a.ended(Duration::from_millis(1));
+        assert_eq!(a.target(), 1000);
+        for _ in 0..2000 {
+            a.ended(Duration::from_secs(1));
+        }
+        // 10 s of waiting at 1 s per run on 10 slots.
+        assert!((99..=100).contains(&a.target()), "{}", a.target());
+    }
+}
