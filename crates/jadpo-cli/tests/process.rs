@@ -235,7 +235,9 @@ fn demo_delivers_everything_through_an_outage() {
 }
 
 /// Two `jadpo serve` processes on one PostgreSQL store share the work:
-/// every delivery runs once, and both processes run some.
+/// every delivery runs once, and both processes run some. That both do is
+/// forced, not hoped for: the provider answers nothing until five calls are
+/// in flight at once, more than one process's four workers can make.
 #[test]
 fn two_serve_processes_share_one_postgres_store() {
     use jadpo_runtime::provider::{Behaviour, TestProvider};
@@ -245,7 +247,7 @@ fn two_serve_processes_share_one_postgres_store() {
         return;
     };
     let provider = rt.block_on(TestProvider::start());
-    provider.set(Behaviour::Slow(Duration::from_millis(30)));
+    provider.set(Behaviour::Together { calls: 5 });
     let sep = if schema.url().contains('?') { '&' } else { '?' };
     let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
     let dir = tempfile::tempdir().unwrap();

@@ -52,6 +52,11 @@ pub enum Behaviour {
     Hangup,
     /// Up for `period`, then down for `period`, and so on, from when set.
     Flapping { period: Duration },
+    /// Each call waits, unanswered, until `calls` calls have arrived since
+    /// it was set; then every one answers `200`, and so do later calls. For
+    /// tests that need calls to be in flight at once (from several
+    /// processes, say) instead of hoping the scheduler overlaps them.
+    Together { calls: u64 },
 }
 
 /// A request as the provider received it.
@@ -129,6 +134,8 @@ struct State_ {
     signing_secret: Option<String>,
     listener: Option<Bound>,
     accept_waker: Option<Waker>,
+    /// Calls that arrived under `Together` since it was set.
+    together: u64,
 }
 
 enum Bound {
@@ -151,6 +158,8 @@ impl State_ {
 struct Shared {
     addr: SocketAddr,
     state: Mutex<State_>,
+    /// Woken when `Together`'s count is reached.
+    together: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -183,7 +192,9 @@ impl TestProvider {
                 signing_secret: None,
                 listener: Some(Bound::Std(listener)),
                 accept_waker: None,
+                together: 0,
             }),
+            together: tokio::sync::Notify::new(),
         });
         let app = Router::new().fallback(answer).with_state(shared.clone());
         let listening = Switch { shared: shared.clone() };
@@ -214,6 +225,7 @@ impl TestProvider {
         }
         state.behaviour = behaviour;
         state.since = Instant::now();
+        state.together = 0;
         if let Some(waker) = state.accept_waker.take() {
             waker.wake();
         }
@@ -366,6 +378,7 @@ async fn answer(
         status: 200,
         at: now,
     };
+    let mut wait_for = None;
     let (status, delay, retry_after) = {
         let mut state = shared.lock();
         let behaviour = match state.script.pop_front() {
@@ -395,6 +408,15 @@ async fn answer(
                     503
                 }
             }
+            Behaviour::Together { calls } => {
+                state.together += 1;
+                if state.together >= *calls {
+                    shared.together.notify_waiters();
+                } else {
+                    wait_for = Some(*calls);
+                }
+                200
+            }
         };
         if let Some(secret) = &state.signing_secret {
             if recorded.verify_signature(secret).is_err() {
@@ -408,6 +430,17 @@ async fn answer(
         state.requests.push(recorded);
         (status, delay, retry_after)
     };
+    if let Some(calls) = wait_for {
+        loop {
+            let reached = shared.together.notified();
+            tokio::pin!(reached);
+            reached.as_mut().enable();
+            if shared.lock().together >= calls {
+                break;
+            }
+            reached.await;
+        }
+    }
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
     }
