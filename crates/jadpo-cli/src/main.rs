@@ -41,6 +41,9 @@ enum Command {
     Breakers(cmd::breakers::Args),
     /// Create or upgrade the store's tables.
     Migrate(cmd::migrate::Args),
+    /// Time the engine: emit N events, drain them through the real workers
+    /// to a no-op (or local HTTP) subscriber, report rates and latency.
+    Bench(cmd::bench::Args),
     /// Print a shell completion script.
     Completions(cmd::completions::Args),
 }
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Retry(args) => cmd::retry::run(args),
         Command::Breakers(args) => cmd::breakers::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),
     }
 }

@@ -217,6 +217,7 @@ fn every_command_and_flag_has_help() {
         "breakers",
         "migrate",
         "completions",
+        "bench",
     ] {
         assert!(top.stdout().contains(cmd), "{cmd} is listed");
     }
@@ -228,6 +229,7 @@ fn every_command_and_flag_has_help() {
         vec!["breakers"],
         vec!["migrate"],
         vec!["completions"],
+        vec!["bench"],
     ] {
         let mut args = cmd.clone();
         args.push("--help");

@@ -11,6 +11,7 @@
 //! - `schedules`: schedules' state (`ScheduleStore`).
 //! - `read`: emit (also inside the caller's transaction) and the listings.
 //! - [`testing`]: a fresh store in a schema of its own, for tests.
+//! - [`scratch`]: a schema made and dropped for a one-off run (`jadpo bench`).
 //!
 //! Why READ COMMITTED is enough: every row a method changes is locked first
 //! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, so two
@@ -41,6 +42,7 @@ mod read;
 mod rows;
 mod schedules;
 pub mod schema;
+pub mod scratch;
 mod sweep;
 pub mod testing;
 

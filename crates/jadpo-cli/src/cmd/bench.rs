@@ -1,0 +1,508 @@
+//! `jadpo bench`: the real engine (the workers, the completer and the tick
+//! `jadpo serve` runs) draining deliveries to a subscriber that does nothing,
+//! or with `--http` to a local HTTP sink over real HTTP, timed.
+//!
+//! `--backlog` (the default) emits every event first, 1,000 per store
+//! emit, then starts the engine and times the drain; `--rate R/s` starts
+//! the engine first and emits at that rate. Either way it waits until every
+//! delivery finished, knowing it from the runtime's own log events
+//! (`finishes.rs`), not by asking the store; the store's counts confirm it.
+//! It works in a schema or file of its own (`scratch.rs`), removed at the
+//! end unless `--keep`. See docs/cli.md.
+
+mod finishes;
+mod report;
+mod scratch;
+mod sink;
+
+use crate::cmd::dev::worker_name;
+use crate::output::{self, CliError};
+use crate::{operator, with_store};
+use finishes::{Finishes, Watch};
+use indicatif::{ProgressBar, ProgressStyle};
+use jadpo::Jadpo;
+use jadpo_core::DeliveryState;
+use jadpo_runtime::interpreter::RustAction;
+use jadpo_runtime::logfmt::{Format, Lines};
+use jadpo_runtime::WorkerConfig;
+use jadpo_store::{ScheduleStore, Store};
+use report::Report;
+use scratch::Scratch;
+use serde_json::json;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where to bench: postgres://USER@HOST/DB (a fresh schema in it) or
+    /// sqlite:PATH (a fresh file in a new folder beside PATH); default:
+    /// $JADPO_STORE, else a SQLite file in a temporary folder.
+    #[arg(long, env = "JADPO_STORE", value_name = "URL")]
+    pub store: Option<String>,
+    /// Events to emit, one delivery each: 1 to 1000000.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub events: u64,
+    /// Deliveries the engine runs at once (and requests the HTTP baseline
+    /// sends at once): 1 to 10000.
+    #[arg(long, value_name = "C", default_value_t = 24)]
+    pub concurrency: u64,
+    /// Emit every event first, then start the engine and time the drain
+    /// (the default).
+    #[arg(long, conflicts_with = "rate")]
+    pub backlog: bool,
+    /// Start the engine first, then emit at this rate (such as 500/s) and
+    /// time until every delivery finished.
+    #[arg(long, value_name = "R/s")]
+    pub rate: Option<String>,
+    /// The subscriber calls a local HTTP sink over real HTTP; a plain HTTP
+    /// loop is timed against the same sink to compare.
+    #[arg(long)]
+    pub http: bool,
+    /// With --http: the sink answers after this long (such as 50ms; 0s to
+    /// 10s; default 0s).
+    #[arg(long, value_name = "DURATION", requires = "http")]
+    pub latency: Option<String>,
+    /// Print one JSON object on the last line of stdout instead of the
+    /// summary, and no progress bar.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the bench's store (schema or file) and print where it is.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Events per store emit in `--backlog`, and at most per emit at a rate.
+const CHUNK: u64 = 1_000;
+/// An explicit bound: the bench keeps 32 bytes per event to time it.
+const MAX_EVENTS: u64 = 1_000_000;
+const MAX_RATE: u64 = 1_000_000;
+/// The most deliveries one process runs at once (the runtime's bound).
+const MAX_CONCURRENCY: u64 = 10_000;
+const MAX_LATENCY: Duration = Duration::from_secs(10);
+/// Without a delivery finishing for this long, the store is asked.
+const CONFIRM_AFTER: Duration = Duration::from_secs(2);
+/// Without a delivery finishing for this long, the bench gives up.
+const STALLED_AFTER: Duration = Duration::from_secs(60);
+
+const EVENT: &str = "BenchEvent";
+const SINK_VAR: &str = "JADPO_BENCH_SINK_URL";
+const NOOP_APP: &str = "// `jadpo bench`: one event, one subscriber whose action does nothing.
+event BenchEvent { n: int }
+action noop(n: int)
+subscriber bench { on: BenchEvent  run: noop(event.n) }
+";
+const HTTP_APP: &str = r#"// `jadpo bench --http`: one event, one subscriber calling the local sink.
+event BenchEvent { n: int }
+connection sink { base_url: env("JADPO_BENCH_SINK_URL")  timeout: 30s }
+action deliver(n: int) { call sink.post("/deliver/{n}", body: event) }
+subscriber bench { on: BenchEvent  run: deliver(event.n)  timeout: 1m }
+"#;
+
+/// What the flags ask for, checked.
+#[derive(Debug, Clone)]
+struct Settings {
+    events: u64,
+    concurrency: usize,
+    rate: Option<u64>,
+    /// `Some` with `--http`.
+    latency: Option<Duration>,
+    json: bool,
+    keep: bool,
+}
+
+/// Set by SIGINT: the bench stops, and still removes its store.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn interrupted() -> Result<(), CliError> {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        return Err(CliError::environment("bench.interrupted", "interrupted"));
+    }
+    Ok(())
+}
+
+fn usage(code: &'static str, message: String) -> CliError {
+    CliError::environment(code, message)
+}
+
+/// `500/s` or `500`: events per second, a whole number from 1.
+fn parse_rate(text: &str) -> Result<u64, CliError> {
+    let digits = text.trim().strip_suffix("/s").unwrap_or(text.trim());
+    match digits.parse::<u64>() {
+        Ok(r) if (1..=MAX_RATE).contains(&r) => Ok(r),
+        _ => Err(usage(
+            "bench.rate_invalid",
+            format!("--rate {text:?}: events per second from 1 to {MAX_RATE}, such as 500/s"),
+        )),
+    }
+}
+
+/// `50ms`, `1s`, `0`: at most [`MAX_LATENCY`].
+fn parse_latency(text: &str) -> Result<Duration, CliError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let d = match (digits.parse::<u64>(), unit) {
+        (Ok(n), "ms") => Some(Duration::from_millis(n)),
+        (Ok(n), "s") => Some(Duration::from_secs(n)),
+        (Ok(0), "") => Some(Duration::ZERO),
+        _ => None,
+    };
+    d.filter(|d| *d <= MAX_LATENCY).ok_or_else(|| {
+        usage(
+            "bench.latency_invalid",
+            format!("--latency {text:?}: a duration from 0s to 10s, such as 50ms or 1s"),
+        )
+    })
+}
+
+fn settings(args: &Args) -> Result<Settings, CliError> {
+    if !(1..=MAX_EVENTS).contains(&args.events) {
+        return Err(usage(
+            "bench.events_invalid",
+            format!("--events {}: from 1 to {MAX_EVENTS}", args.events),
+        ));
+    }
+    if !(1..=MAX_CONCURRENCY).contains(&args.concurrency) {
+        return Err(usage(
+            "bench.concurrency_invalid",
+            format!("--concurrency {}: from 1 to {MAX_CONCURRENCY}", args.concurrency),
+        ));
+    }
+    let latency = match (&args.latency, args.http) {
+        (Some(l), _) => Some(parse_latency(l)?),
+        (None, true) => Some(Duration::ZERO),
+        (None, false) => None,
+    };
+    Ok(Settings {
+        events: args.events,
+        concurrency: args.concurrency as usize,
+        rate: args.rate.as_deref().map(parse_rate).transpose()?,
+        latency,
+        json: args.json,
+        keep: args.keep,
+    })
+}
+
+/// Logs as `jadpo dev` prints them (warnings only unless `RUST_LOG` says
+/// more), and the layer that sees deliveries finish, whatever is printed.
+fn init_logs(finishes: Arc<Finishes>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{filter::Targets, EnvFilter, Layer};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let lines = Lines {
+        format: Format::Human,
+        out: Mutex::new(Box::new(std::io::stderr())),
+    };
+    let watch = Watch(finishes).with_filter(Targets::new().with_target(finishes::TARGET, tracing::Level::INFO));
+    let _ = tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(watch)
+        .try_init();
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let finishes = Finishes::new(Instant::now());
+    init_logs(finishes.clone());
+    output::run_async(async move {
+        let s = settings(&args)?;
+        tokio::spawn(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                INTERRUPTED.store(true, Ordering::Relaxed);
+            }
+        });
+        let scratch = Scratch::create(args.store.as_deref()).await?;
+        let measured = measure_in(&scratch, &s, finishes).await;
+        let url = scratch.url();
+        if !s.keep {
+            scratch.remove().await;
+        }
+        let mut report = measured?;
+        report.kept = s.keep;
+        report.store_url = url;
+        if s.json {
+            let mut line = serde_json::to_string(&report.json()).unwrap_or_default();
+            line.push('\n');
+            output::print(&line);
+        } else {
+            output::print(&report.human());
+        }
+        if report.succeeded() == s.events {
+            Ok(ExitCode::SUCCESS)
+        } else {
+            Err(CliError::invalid(
+                "bench.not_all_succeeded",
+                format!(
+                    "{} of {} deliveries succeeded (see the counts above)",
+                    report.succeeded(),
+                    s.events
+                ),
+            ))
+        }
+    })
+}
+
+async fn measure_in(scratch: &Scratch, s: &Settings, finishes: Arc<Finishes>) -> Result<Report, CliError> {
+    let store = scratch.open().await?;
+    let sink = match s.latency {
+        Some(latency) => Some(sink::Sink::start(latency).await?),
+        None => None,
+    };
+    let sink_url = sink.as_ref().map(sink::Sink::url);
+    let mut report = with_store!(store, |st| measure(st, s, sink_url.clone(), finishes).await)?;
+    report.store = scratch.kind();
+    report.schema = scratch.schema().map(str::to_owned);
+    if let (Some(sink), Some(url)) = (sink, sink_url) {
+        report.sink_requests = Some(sink.requests());
+        report.http_baseline_per_s = Some(sink::baseline(&url, s.events, s.concurrency).await?);
+        sink.stop().await;
+    }
+    Ok(report)
+}
+
+fn noop() -> RustAction {
+    Arc::new(|_, _| Box::pin(async { Ok(()) }))
+}
+
+fn bar(s: &Settings, len: u64, label: &str) -> ProgressBar {
+    if s.json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    let template = format!("{label:<8} {{bar:40}} {{human_pos}}/{{human_len}} {{elapsed}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+async fn measure<S: ScheduleStore>(
+    store: S,
+    s: &Settings,
+    sink_url: Option<String>,
+    finishes: Arc<Finishes>,
+) -> Result<Report, CliError> {
+    let builder = jadpo::builder()
+        .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
+        .worker(WorkerConfig {
+            name: worker_name("bench"),
+            concurrency: s.concurrency,
+            ..WorkerConfig::default()
+        });
+    let builder = if s.latency.is_some() {
+        builder.app_source("bench.jadpo", HTTP_APP)
+    } else {
+        builder
+            .app_source("bench.jadpo", NOOP_APP)
+            .map(|b| b.action("noop", noop()))
+    };
+    let jadpo = builder
+        .map_err(operator::start_error)?
+        .build(store)
+        .await
+        .map_err(operator::start_error)?;
+    let n = s.events;
+    let mut emitted: Vec<(i64, u64)> = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    let (emit, started) = match s.rate {
+        None => {
+            let emit_bar = bar(s, n, "emit");
+            let t = Instant::now();
+            let mut sent = 0;
+            while sent < n {
+                interrupted()?;
+                let k = CHUNK.min(n - sent);
+                emit_chunk(&jadpo, &finishes, sent, k, &mut emitted).await?;
+                sent += k;
+                emit_bar.inc(k);
+            }
+            let emit = t.elapsed();
+            emit_bar.finish_and_clear();
+            let started = Instant::now();
+            let running = jadpo.start();
+            let drain_bar = bar(s, n, "drain");
+            let waited = wait(jadpo.store().as_ref(), &finishes, n, &drain_bar).await;
+            running.stop().await;
+            drain_bar.finish_and_clear();
+            waited?;
+            (emit, started)
+        }
+        Some(rate) => {
+            let running = jadpo.start();
+            let finish_bar = bar(s, n, "finished");
+            let started = Instant::now();
+            let result = tokio::try_join!(
+                emit_at(&jadpo, &finishes, n, rate, &mut emitted),
+                wait(jadpo.store().as_ref(), &finishes, n, &finish_bar)
+            );
+            running.stop().await;
+            finish_bar.finish_and_clear();
+            (result?.0, started)
+        }
+    };
+    let peak_rss_bytes = report::peak_rss_bytes();
+    let finished = finishes.take();
+    // The drain ends at the last finish seen, else when the store said so.
+    let end = finished
+        .iter()
+        .map(|(_, at)| *at)
+        .max()
+        .unwrap_or_else(|| finishes.micros(Instant::now()));
+    let drain = Duration::from_micros(end.saturating_sub(finishes.micros(started)));
+    emitted.sort_unstable();
+    let p = finishes::percentiles(&emitted, &finished, &[0.50, 0.99]);
+    let counts = settled_counts(jadpo.store().as_ref(), n).await?;
+    Ok(Report {
+        events: n,
+        concurrency: s.concurrency,
+        mode: if s.rate.is_some() { "rate" } else { "backlog" },
+        rate_per_s: s.rate,
+        subscriber: if s.latency.is_some() { "http" } else { "noop" },
+        http_latency: s.latency,
+        emit,
+        drain,
+        p50_ms: p.as_ref().map(|p| p[0]),
+        p99_ms: p.as_ref().map(|p| p[1]),
+        peak_rss_bytes,
+        counts,
+        ..Report::default()
+    })
+}
+
+/// Emits events `first..first + k` in one store emit; notes each
+/// delivery's emit time (when the emit returned: committed).
+async fn emit_chunk<S: ScheduleStore>(
+    jadpo: &Jadpo<S>,
+    finishes: &Finishes,
+    first: u64,
+    k: u64,
+    emitted: &mut Vec<(i64, u64)>,
+) -> Result<(), CliError> {
+    let payloads: Vec<(&str, serde_json::Value)> = (first..first + k).map(|i| (EVENT, json!({ "n": i }))).collect();
+    let out = jadpo.emit_many(&payloads).await.map_err(|e| match e {
+        jadpo::EmitError::Store(e) => CliError::store(e),
+        jadpo::EmitError::Event(e) => CliError::environment("bench.failed", e.to_string()),
+    })?;
+    let at = finishes.micros(Instant::now());
+    emitted.extend(out.iter().flat_map(|e| e.deliveries.iter().map(move |d| (d.0, at))));
+    Ok(())
+}
+
+/// Emits `n` events at `rate` per second: each second's share as it comes
+/// due, at most [`CHUNK`] per emit. Returns the time it took.
+async fn emit_at<S: ScheduleStore>(
+    jadpo: &Jadpo<S>,
+    finishes: &Finishes,
+    n: u64,
+    rate: u64,
+    emitted: &mut Vec<(i64, u64)>,
+) -> Result<Duration, CliError> {
+    let t = Instant::now();
+    let mut sent = 0;
+    while sent < n {
+        interrupted()?;
+        // Event i is due at i / rate seconds.
+        let due = ((t.elapsed().as_secs_f64() * rate as f64) as u64 + 1).min(n);
+        if due > sent {
+            let k = (due - sent).min(CHUNK);
+            emit_chunk(jadpo, finishes, sent, k, emitted).await?;
+            sent += k;
+        } else {
+            let next = t + Duration::from_secs_f64(sent as f64 / rate as f64);
+            tokio::time::sleep_until(next.into()).await;
+        }
+    }
+    Ok(t.elapsed())
+}
+
+/// Finished deliveries in the store's counts, and whether any is left.
+fn tally(counts: &std::collections::BTreeMap<DeliveryState, u64>) -> (u64, u64) {
+    let done = counts.iter().filter(|(s, _)| s.is_finished()).map(|(_, n)| n).sum();
+    let left = counts.iter().filter(|(s, _)| !s.is_finished()).map(|(_, n)| n).sum();
+    (done, left)
+}
+
+/// Waits until `n` deliveries finished. The runtime's events say so as it
+/// happens; the store is asked only when none arrived for a while (so a
+/// runtime that logs differently still ends), and the bench gives up when
+/// nothing at all moved for [`STALLED_AFTER`].
+async fn wait<S: Store>(store: &S, finishes: &Finishes, n: u64, bar: &ProgressBar) -> Result<(), CliError> {
+    let mut progress = (0u64, 0u64, Instant::now());
+    let mut asked = Instant::now();
+    loop {
+        interrupted()?;
+        let seen = finishes.count();
+        bar.set_position(seen.min(n));
+        if seen >= n {
+            return Ok(());
+        }
+        if seen != progress.0 {
+            progress = (seen, progress.1, Instant::now());
+        } else if progress.2.elapsed() >= CONFIRM_AFTER && asked.elapsed() >= CONFIRM_AFTER {
+            asked = Instant::now();
+            let counts = store.counts().await.map_err(CliError::store)?;
+            let (done, left) = tally(&counts);
+            if done >= n && left == 0 {
+                return Ok(());
+            }
+            if done != progress.1 {
+                progress = (seen, done, Instant::now());
+            } else if progress.2.elapsed() >= STALLED_AFTER {
+                return Err(CliError::environment(
+                    "bench.stalled",
+                    format!(
+                        "no delivery finished for {}s: {done} of {n} finished, {left} not yet",
+                        STALLED_AFTER.as_secs()
+                    ),
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The store's counts once every delivery shows finished there (at once,
+/// unless the in-process signal ran ahead of it).
+async fn settled_counts<S: Store>(
+    store: &S,
+    n: u64,
+) -> Result<std::collections::BTreeMap<DeliveryState, u64>, CliError> {
+    let deadline = Instant::now() + CONFIRM_AFTER;
+    loop {
+        let counts = store.counts().await.map_err(CliError::store)?;
+        let (done, left) = tally(&counts);
+        if (done >= n && left == 0) || Instant::now() >= deadline {
+            return Ok(counts);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_latencies_are_read_or_refused_with_a_code() {
+        assert_eq!(parse_rate("500/s").unwrap(), 500);
+        assert_eq!(parse_rate("7").unwrap(), 7);
+        for bad in ["0/s", "0", "-1/s", "fast", "1.5/s", "10/m"] {
+            assert_eq!(parse_rate(bad).unwrap_err().code, "bench.rate_invalid", "{bad}");
+        }
+        assert_eq!(parse_latency("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_latency("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_latency("0").unwrap(), Duration::ZERO);
+        for bad in ["11s", "50", "soon", "1m"] {
+            assert_eq!(parse_latency(bad).unwrap_err().code, "bench.latency_invalid", "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_bench_apps_are_valid() {
+        for app in [NOOP_APP, HTTP_APP] {
+            jadpo::check_app("bench.jadpo", app).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

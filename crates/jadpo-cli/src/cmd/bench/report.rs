@@ -1,0 +1,185 @@
+//! What a bench run measured, as a readable summary or one JSON line.
+
+use jadpo_core::DeliveryState;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One run's figures.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub events: u64,
+    pub concurrency: usize,
+    /// `backlog` or `rate`.
+    pub mode: &'static str,
+    pub rate_per_s: Option<u64>,
+    /// `noop` or `http`.
+    pub subscriber: &'static str,
+    pub http_latency: Option<Duration>,
+    pub store: &'static str,
+    pub schema: Option<String>,
+    pub store_url: String,
+    pub kept: bool,
+    pub emit: Duration,
+    pub drain: Duration,
+    /// Emit to finish, in milliseconds; `None` when no finish was seen in
+    /// process.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+    pub counts: BTreeMap<DeliveryState, u64>,
+    pub sink_requests: Option<u64>,
+    pub http_baseline_per_s: Option<f64>,
+}
+
+fn per_s(n: u64, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
+}
+
+/// Rounded to a tenth, for people and JSON alike.
+fn tenth(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The process's peak resident memory (`VmHWM`), on Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+impl Report {
+    pub fn emit_per_s(&self) -> f64 {
+        per_s(self.events, self.emit)
+    }
+
+    pub fn drain_per_s(&self) -> f64 {
+        per_s(self.events, self.drain)
+    }
+
+    pub fn succeeded(&self) -> u64 {
+        self.counts.get(&DeliveryState::Succeeded).copied().unwrap_or(0)
+    }
+
+    /// The engine's drain against the plain HTTP loop, as a fraction.
+    pub fn http_ratio(&self) -> Option<f64> {
+        self.http_baseline_per_s
+            .filter(|b| *b > 0.0)
+            .map(|b| self.drain_per_s() / b)
+    }
+
+    pub fn json(&self) -> Value {
+        let counts: Map<String, Value> = self
+            .counts
+            .iter()
+            .map(|(s, n)| (s.as_str().to_owned(), json!(n)))
+            .collect();
+        json!({
+            "events": self.events,
+            "concurrency": self.concurrency,
+            "mode": self.mode,
+            "rate_per_s": self.rate_per_s,
+            "subscriber": self.subscriber,
+            "http_latency_ms": self.http_latency.map(|d| d.as_secs_f64() * 1000.0),
+            "store": self.store,
+            "schema": self.schema,
+            "store_url": self.store_url,
+            "kept": self.kept,
+            "emit_seconds": self.emit.as_secs_f64(),
+            "emit_per_s": tenth(self.emit_per_s()),
+            "drain_seconds": self.drain.as_secs_f64(),
+            "drain_per_s": tenth(self.drain_per_s()),
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "counts": counts,
+            "sink_requests": self.sink_requests,
+            "http_baseline_per_s": self.http_baseline_per_s.map(tenth),
+            "http_ratio": self.http_ratio().map(|r| (r * 1000.0).round() / 1000.0),
+        })
+    }
+
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let subscriber = match self.http_latency {
+            Some(l) => format!(
+                "HTTP subscriber (sink answers after {})",
+                crate::output::duration_short(l)
+            ),
+            None => "no-op subscriber".to_owned(),
+        };
+        let mode = match self.rate_per_s {
+            Some(r) => format!("emitting at {r}/s"),
+            None => "backlog".to_owned(),
+        };
+        out.push_str(&format!(
+            "jadpo bench: {} events, concurrency {}, {mode}, {subscriber}, {}\n",
+            self.events, self.concurrency, self.store
+        ));
+        out.push_str(&format!(
+            "  emit      {:>10.0} events/s      ({} in {:.2} s)\n",
+            self.emit_per_s(),
+            self.events,
+            self.emit.as_secs_f64()
+        ));
+        out.push_str(&format!(
+            "  drain     {:>10.0} deliveries/s  ({} in {:.2} s)\n",
+            self.drain_per_s(),
+            self.events,
+            self.drain.as_secs_f64()
+        ));
+        match (self.p50_ms, self.p99_ms) {
+            (Some(p50), Some(p99)) => out.push_str(&format!(
+                "  latency   p50 {p50:.1} ms, p99 {p99:.1} ms (emit to finish)\n"
+            )),
+            _ => out.push_str("  latency   not measured: no finish was seen in process\n"),
+        }
+        if let Some(rss) = self.peak_rss_bytes {
+            out.push_str(&format!("  peak RSS  {:.1} MiB\n", rss as f64 / (1024.0 * 1024.0)));
+        }
+        let counts: Vec<String> = self.counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        out.push_str(&format!("  store     {}\n", counts.join(", ")));
+        if let (Some(base), Some(ratio)) = (self.http_baseline_per_s, self.http_ratio()) {
+            out.push_str(&format!(
+                "  http      a plain HTTP loop: {base:.0} requests/s; the engine drained at {:.1}% of it\n",
+                ratio * 100.0
+            ));
+        }
+        if self.kept {
+            out.push_str(&format!("  kept      {}\n", self.store_url));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_the_ratio_come_from_the_durations() {
+        let r = Report {
+            events: 1_000,
+            emit: Duration::from_millis(100),
+            drain: Duration::from_millis(500),
+            http_baseline_per_s: Some(4_000.0),
+            counts: [(DeliveryState::Succeeded, 1_000)].into(),
+            ..Report::default()
+        };
+        assert_eq!(r.emit_per_s(), 10_000.0);
+        assert_eq!(r.drain_per_s(), 2_000.0);
+        assert_eq!(r.http_ratio(), Some(0.5));
+        let j = r.json();
+        assert_eq!(j["counts"]["succeeded"], 1_000);
+        assert_eq!(j["http_ratio"], 0.5);
+        assert_eq!(r.succeeded(), 1_000);
+    }
+
+    #[test]
+    fn peak_rss_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+        }
+    }
+}
