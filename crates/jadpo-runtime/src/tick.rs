@@ -46,7 +46,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
                     tracing::info!(released = report.released, "delivery.released");
                 }
                 if !report.woken.is_empty() || report.released > 0 {
-                    wake.notify_waiters();
+                    wake.notify_one();
                 }
             }
             Err(e) => tracing::warn!(error = %e, "tick.store_unavailable"),

@@ -63,7 +63,7 @@ pub(crate) struct Shared<S, E> {
     pub config: WorkerConfig,
     /// Breakers as last read, for the check just before each run.
     pub breakers: Mutex<BTreeMap<String, Breaker>>,
-    /// Woken when something may have become due (an emit in this process).
+    /// Woken when something may have become due (see `wake.rs`).
     pub wake: Arc<Notify>,
 }
 
@@ -133,10 +133,9 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
         }
         let decided_any = !(report.succeeded.is_empty() && report.gave_up.is_empty() && report.held.is_empty());
         if !claimed_any && !decided_any {
-            let until = now.plus(shared.config.poll);
+            let until = crate::wake::next_look(&*shared.store, &shared.clock, now, shared.config.poll).await;
             tokio::select! {
-                _ = shared.clock.sleep_until(until) => {}
-                _ = tokio::time::sleep(shared.clock.real_span(shared.config.poll).max(Duration::from_millis(5))) => {}
+                _ = crate::wake::sleep_until(&shared.clock, until) => {}
                 _ = shared.wake.notified() => {}
                 _ = runs.join_next(), if !runs.is_empty() => {}
                 _ = shutdown.changed() => {}
