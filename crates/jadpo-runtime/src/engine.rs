@@ -3,6 +3,7 @@
 use crate::clock::SharedClock;
 use crate::run::{Catalog, Executor};
 use crate::tick;
+use crate::wake;
 use crate::worker::{self, Shared, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::sync::Arc;
@@ -74,18 +75,22 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
         &self.shared.catalog
     }
 
-    /// Starts the claim loop and the tick on the current tokio runtime.
+    /// Starts the claim loop, the tick and the store's listener on the
+    /// current tokio runtime.
     pub fn start(&self) -> Running {
         let (shutdown, rx) = watch::channel(false);
         let s = &self.shared;
         let tasks = vec![
             tokio::spawn(worker::run(s.clone(), rx.clone())),
-            tokio::spawn(tick::run(s.clone(), rx)),
+            tokio::spawn(tick::run(s.clone(), rx.clone())),
+            tokio::spawn(wake::listen(s.clone(), rx)),
         ];
         Running { shutdown, tasks }
     }
 
-    /// Wakes this process's worker: something may be due.
+    /// Wakes this process's worker: something may be due. A worker busy
+    /// right now looks again as soon as it is idle: wake-ups are never lost,
+    /// and many of them in a row make one.
     pub fn wake(&self) {
         self.shared.wake.notify_one();
     }

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod run;
 pub mod schedules;
 mod tick;
+mod wake;
 mod worker;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SharedClock, SystemClock};

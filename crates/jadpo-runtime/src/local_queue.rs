@@ -11,8 +11,12 @@
 //!
 //! How far ahead to claim follows how long slots stay busy: with runs of
 //! `d` on `c` slots, the `k`-th queued delivery starts after about
-//! `k * d / c`, so the queue holds what starts within half the start window.
-//! Everything here is plain data and a time passed in: the worker feeds it.
+//! `k * d / c`, so the queue holds what starts within [`HORIZON`] (or half
+//! the start window, if shorter). The queue is there to hide a claim's round
+//! trip, not to hoard: a delivery waiting in one busy process's queue is one
+//! an idle process cannot take, so a process holds nothing ahead until its
+//! runs have shown they are short. Everything here is plain data and a time
+//! passed in: the worker feeds it.
 
 use jadpo_core::Timestamp;
 use jadpo_store::Claimed;
@@ -81,14 +85,19 @@ impl LocalQueue {
     }
 }
 
+/// The most work, in real time, the queue holds ahead: many claims' round
+/// trips, so the slots never run dry, and short enough that deliveries do
+/// not wait in one process while another has idle slots.
+pub(crate) const HORIZON: Duration = Duration::from_secs(1);
+
 /// How many deliveries to hold ahead of the free slots, from how long runs
-/// keep a slot. Before the first run has ended it assumes one batch of
-/// `concurrency` ahead; the start window then corrects it either way.
+/// keep a slot. Before the first run has ended it holds none.
 #[derive(Clone, Debug)]
 pub(crate) struct Ahead {
     concurrency: usize,
     most: usize,
-    /// Real time a queued delivery may wait: half its start window.
+    /// Real time a queued delivery may wait: [`HORIZON`], or half its
+    /// start window if shorter.
     wait: Duration,
     /// Average time a run keeps its slot, once one has ended.
     busy: Option<Duration>,
@@ -99,7 +108,7 @@ impl Ahead {
         Ahead {
             concurrency,
             most,
-            wait: window / 2,
+            wait: (window / 2).min(HORIZON),
             busy: None,
         }
     }
@@ -117,7 +126,7 @@ impl Ahead {
     /// How many to hold ahead of the free slots now.
     pub fn target(&self) -> usize {
         match self.busy {
-            None => self.concurrency.min(self.most),
+            None => 0,
             Some(busy) => {
                 let per_slot = self.wait.as_secs_f64() / busy.as_secs_f64().max(1e-6);
                 let n = (per_slot * self.concurrency as f64).floor();
@@ -201,9 +210,8 @@ mod tests {
     }
 
     #[test]
-    fn holds_one_batch_ahead_before_any_run_ended() {
-        assert_eq!(Ahead::new(24, 1000, Duration::from_secs(15)).target(), 24);
-        assert_eq!(Ahead::new(24, 10, Duration::from_secs(15)).target(), 10);
+    fn holds_nothing_ahead_before_a_run_ended() {
+        assert_eq!(Ahead::new(24, 1000, Duration::from_secs(15)).target(), 0);
     }
 
     #[test]
@@ -217,15 +225,24 @@ mod tests {
     }
 
     #[test]
-    fn slow_runs_hold_only_what_starts_within_half_the_window() {
-        let mut a = Ahead::new(24, 1000, Duration::from_secs(16));
+    fn holds_what_starts_within_the_horizon() {
+        let mut a = Ahead::new(24, 1000, Duration::from_secs(60));
+        a.ended(Duration::from_millis(100));
+        // 1 s of waiting at 100 ms per run on 24 slots.
+        assert_eq!(a.target(), 240);
+        // Runs longer than the horizon: nothing ahead, only free slots.
         a.ended(Duration::from_secs(30));
-        // 8 s of waiting at 30 s per run on 24 slots: 6 ahead.
-        assert_eq!(a.target(), 6);
-        // Runs longer than the window: nothing ahead, only free slots.
-        let mut a = Ahead::new(1, 1000, Duration::from_secs(16));
-        a.ended(Duration::from_secs(60));
-        assert_eq!(a.target(), 0);
+        let mut slow = Ahead::new(24, 1000, Duration::from_secs(60));
+        slow.ended(Duration::from_secs(30));
+        assert_eq!(slow.target(), 0);
+    }
+
+    #[test]
+    fn a_short_start_window_holds_less_than_the_horizon() {
+        let mut a = Ahead::new(10, 1000, Duration::from_millis(400));
+        a.ended(Duration::from_millis(10));
+        // 200 ms of waiting at 10 ms per run on 10 slots.
+        assert_eq!(a.target(), 200);
     }
 
     #[test]
@@ -234,9 +251,9 @@ mod tests {
         a.ended(Duration::from_millis(1));
         assert_eq!(a.target(), 1000);
         for _ in 0..2000 {
-            a.ended(Duration::from_secs(1));
+            a.ended(Duration::from_millis(100));
         }
-        // 10 s of waiting at 1 s per run on 10 slots.
+        // 1 s of waiting at 100 ms per run on 10 slots.
         assert!((99..=100).contains(&a.target()), "{}", a.target());
     }
 }

@@ -76,8 +76,7 @@ pub(crate) struct Shared<S, E> {
     pub breakers: Arc<BreakerCache>,
     /// Unavailable verdicts on their way to the store.
     pub pending: Arc<PendingVerdicts>,
-    /// Woken when something may have become due (an emit or a release in
-    /// this process).
+    /// Woken when something may have become due (see `wake.rs`).
     pub wake: Arc<Notify>,
 }
 
@@ -113,10 +112,12 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Duration>();
     let mut queue = LocalQueue::default();
     let mut runs = JoinSet::new();
-    let mut claiming: Option<BoxFuture<'static, Result<(ClaimReport, usize), StoreError>>> = None;
-    // The last claim found everything due already taken: wait for a wake,
-    // the poll, or the store to come back before claiming again.
-    let mut idle_until: Option<tokio::time::Instant> = None;
+    let mut claiming: Option<BoxFuture<'static, Result<Claim, StoreError>>> = None;
+    // The last claim found everything due already taken: look again at this
+    // engine time (see `wake.rs`), or at a wake-up.
+    let mut idle_until: Option<Timestamp> = None;
+    // The store failed: claim again after this real time.
+    let mut backoff_until: Option<tokio::time::Instant> = None;
     let mut store_backoff = Duration::from_millis(100);
     loop {
         let stopping = *shutdown.borrow();
@@ -146,12 +147,12 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
         }
         let free = slots.available_permits();
         let want = (free + ahead.target()).saturating_sub(queue.len());
-        let idle = idle_until.is_some_and(|t| tokio::time::Instant::now() < t);
+        let idle = idle_until.is_some() || backoff_until.is_some_and(|t| tokio::time::Instant::now() < t);
         // Claim again once the queue is down to half of what it should hold
         // ahead, so the next batch arrives before the slots run dry.
         let low = queue.len() <= ahead.target() / 2 || free > queue.len();
         if claiming.is_none() && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
-            idle_until = None;
+            backoff_until = None;
             let s = shared.clone();
             let limit = want.min(MAX_CLAIM);
             claiming = Some(Box::pin(async move {
@@ -166,38 +167,43 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 let started = std::time::Instant::now();
                 let claimed = s.store.claim(&req).await;
                 crate::metrics::claimed(started.elapsed());
-                claimed.map(|r| (r, limit))
+                let report = claimed?;
+                let looked_at =
+                    report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+                // Fewer than asked for: nothing more is due now. Find when
+                // something will be, while still off the loop.
+                let look_again = if looked_at < limit {
+                    Some(crate::wake::next_look(&*s.store, &s.clock, now, s.config.poll).await)
+                } else {
+                    None
+                };
+                Ok(Claim { report, look_again })
             }));
         }
         let deadline = queue.next_deadline();
-        let poll_at = shared.clock.now().plus(config.poll);
         tokio::select! {
             report = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
                 claiming = None;
                 match report {
-                    Ok((report, limit)) => {
+                    Ok(Claim { report, look_again }) => {
                         store_backoff = Duration::from_millis(100);
-                        let looked_at = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
-                        let exhausted = looked_at < limit;
                         accept(&shared, report, &mut queue);
-                        if exhausted {
-                            idle_until = Some(tokio::time::Instant::now() + shared.clock.real_span(config.poll).max(Duration::from_millis(5)));
-                        }
+                        idle_until = look_again;
                     }
                     Err(e) => {
                         // A fault before anything committed: nothing was
                         // claimed. Runs already queued go on; claim again
                         // after a backoff.
                         tracing::warn!(error = %e, wait_ms = store_backoff.as_millis() as u64, "store.unavailable");
-                        idle_until = Some(tokio::time::Instant::now() + store_backoff);
+                        backoff_until = Some(tokio::time::Instant::now() + store_backoff);
                         store_backoff = (store_backoff * 2).min(Duration::from_secs(5));
                     }
                 }
             }
             Some(took) = ended_rx.recv() => ahead.ended(took),
             _ = shared.wake.notified() => idle_until = None,
-            _ = shared.clock.sleep_until(poll_at), if idle => idle_until = None,
-            _ = tokio::time::sleep_until(idle_until.unwrap_or_else(tokio::time::Instant::now)), if idle => idle_until = None,
+            _ = crate::wake::sleep_until(&shared.clock, idle_until.unwrap_or(now)), if idle_until.is_some() => idle_until = None,
+            _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
             _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
             _ = shutdown.changed(), if !stopping => {}
         }
@@ -213,6 +219,12 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     }
     drop(finish_tx);
     let _ = completer.await;
+}
+
+/// A claim's report, and when to look again if it found nothing more due.
+struct Claim {
+    report: ClaimReport,
+    look_again: Option<Timestamp>,
 }
 
 /// The most a single claim asks for: one batch of the store's.

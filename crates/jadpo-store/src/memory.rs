@@ -315,7 +315,7 @@ impl MemoryStore {
     }
 
     /// The earliest time anything becomes claimable, for a simulation that
-    /// jumps over idle time.
+    /// jumps over idle time, and for an idle worker's wait.
     pub fn next_due(&self) -> Option<Timestamp> {
         let due = self.due.first().map(|&(t, _)| t);
         let lost = self.running.first().map(|&(t, _)| t);

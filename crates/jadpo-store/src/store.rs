@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// A store of events, deliveries, handled records, attempts and breakers.
 ///
@@ -95,6 +96,25 @@ pub trait Store: Send + Sync + 'static {
     /// delivery. Never a delivery that is not finished. Returns how many
     /// deliveries it deleted; call again until it returns less than `batch`.
     fn prune(&self, before: Timestamp, batch: usize) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// The earliest time a claim could find something: the earliest due
+    /// time of a due delivery, or the earliest lease end of a running one.
+    /// `None` when there is neither. An idle worker sleeps until then rather
+    /// than until its next poll, so a retry scheduled by backoff starts on
+    /// time.
+    fn next_due(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// Wakes `wake` (`notify_one`) whenever another process may have made a
+    /// delivery due now: an emit, an operator's retry, a release, a probe's
+    /// wake-up. Runs until dropped, reconnecting by itself after an outage;
+    /// after each (re)connection it wakes once, since what was sent while it
+    /// was not listening is lost. A store only one process writes (memory),
+    /// or one whose other writers are left to the poll (SQLite), has nothing
+    /// to listen to and returns at once: that process's own wake is enough.
+    fn listen(&self, wake: Arc<Notify>) -> impl Future<Output = ()> + Send {
+        drop(wake);
+        async {}
+    }
 }
 
 /// The in-memory store behind a mutex, shared by tasks.
@@ -185,6 +205,10 @@ impl Store for SharedMemoryStore {
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         Ok(self.with(|s| s.prune(before, batch)))
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self.with(|s| s.next_due()))
     }
 
     async fn counts(&self) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {

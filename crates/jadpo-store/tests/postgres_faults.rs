@@ -2,18 +2,19 @@
 //! cut (every connection dropped, new ones closed at once), stalled, or cut
 //! just as a transaction's COMMIT goes out. The store answers
 //! `Unavailable`, nothing is half-written, and once the proxy is back the
-//! same store value works again.
+//! same store value works again, its listener included.
 
 use jadpo_core::{DeliveryState, Outcome};
 use jadpo_store::conformance::{at, routes, LEASE};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::{ClaimRequest, Finish, NewEvent, Store, StoreError};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 const UP: u8 = 0;
@@ -28,6 +29,8 @@ const CUT_AT_COMMIT: u8 = 3;
 struct Proxy {
     port: u16,
     mode: Arc<AtomicU8>,
+    /// Connections closed at once because the proxy was down.
+    refused: Arc<AtomicUsize>,
     relays: Arc<Mutex<Vec<AbortHandle>>>,
     upstream: String,
 }
@@ -38,10 +41,12 @@ impl Proxy {
         let proxy = Proxy {
             port: listener.local_addr().unwrap().port(),
             mode: Arc::new(AtomicU8::new(UP)),
+            refused: Arc::new(AtomicUsize::new(0)),
             relays: Arc::new(Mutex::new(Vec::new())),
             upstream,
         };
         let (mode, relays, upstream) = (proxy.mode.clone(), proxy.relays.clone(), proxy.upstream.clone());
+        let refused = proxy.refused.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
@@ -49,6 +54,7 @@ impl Proxy {
                 };
                 if mode.load(Ordering::SeqCst) == DOWN {
                     drop(client);
+                    refused.fetch_add(1, Ordering::SeqCst);
                     continue;
                 }
                 let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -301,4 +307,45 @@ async fn a_server_that_stops_answering_times_out_as_unavailable() {
         count(&schema, "SELECT count(*) FROM jadpo_deliveries WHERE attempts = 1").await,
         5
     );
+}
+
+/// The listening connection is cut: the listener tries again with backoff
+/// while the server is gone, and once it is back it listens again, wakes
+/// the workers once (what was sent meanwhile is lost), and hears the next
+/// notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_reconnects_after_a_cut_and_wakes_again() {
+    let Some(Setup { schema, proxy, store }) = setup(Duration::from_secs(10)).await else {
+        return;
+    };
+    // Emits beside the proxy, so they commit while it is down.
+    let direct = schema.store(Options::default()).await;
+    let within = Duration::from_secs(10);
+    let wake = Arc::new(Notify::new());
+    let listener = tokio::spawn({
+        let (store, wake) = (store.clone(), wake.clone());
+        async move { store.listen(wake).await }
+    });
+    tokio::time::timeout(within, wake.notified()).await.expect("listening");
+    direct.emit(&events(1), at(0)).await.unwrap();
+    tokio::time::timeout(within, wake.notified())
+        .await
+        .expect("an emit wakes it");
+
+    proxy.set(DOWN);
+    direct.emit(&events(1), at(1)).await.unwrap();
+    let started = Instant::now();
+    while proxy.refused.load(Ordering::SeqCst) < 2 {
+        assert!(started.elapsed() < within, "the listener tries to reconnect");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.set(UP);
+    tokio::time::timeout(within, wake.notified())
+        .await
+        .expect("a wake-up once it listens again: the emit made while it was cut was not heard");
+    direct.emit(&events(1), at(2)).await.unwrap();
+    tokio::time::timeout(within, wake.notified())
+        .await
+        .expect("and it hears the next emit");
+    listener.abort();
 }

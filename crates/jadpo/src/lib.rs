@@ -316,13 +316,16 @@ impl<S: ScheduleStore> Jadpo<S> {
         self.engine.emit(&prepared).await.map_err(EmitError::Store)
     }
 
-    /// Wakes this process's workers, after emitting in your own transaction.
+    /// Wakes this process's workers, after emitting in your own transaction
+    /// (on PostgreSQL its commit wakes every process's workers anyway).
     pub fn wake(&self) {
         self.engine.wake();
     }
 
     /// An operator's retry of failed and parked deliveries: a fresh budget
     /// from now. More than one is spread evenly at random over `spread`.
+    /// Wakes this process's workers (and, on PostgreSQL, every process's):
+    /// those due now start at once, the others at their time.
     pub async fn retry(&self, ids: &[DeliveryId], spread: Duration) -> Result<Vec<DeliveryId>, StoreError> {
         let now = self.clock.now();
         let spread_ms = if ids.len() > 1 {
@@ -335,6 +338,10 @@ impl<S: ScheduleStore> Jadpo<S> {
             .iter()
             .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=spread_ms)))))
             .collect();
-        self.store.retry(&due, now).await
+        let retried = self.store.retry(&due, now).await?;
+        if !retried.is_empty() {
+            self.engine.wake();
+        }
+        Ok(retried)
     }
 }

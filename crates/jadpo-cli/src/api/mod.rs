@@ -358,6 +358,7 @@ async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<St
         let now = store.delivery(id).await.map_err(ApiError::store)?;
         return Err(not_retryable(now.map_or(d.state, |d| d.state)));
     }
+    api.jadpo.wake();
     Ok(Json(detail(store, id).await?).into_response())
 }
 

@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -32,6 +33,10 @@ pub struct Args {
     /// Deliveries run at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
+    /// How long an idle worker waits before looking for due deliveries
+    /// again, when nothing wakes it sooner (10ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_poll)]
+    pub poll: Duration,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -64,6 +69,7 @@ pub fn run(args: Args) -> ExitCode {
             worker: WorkerConfig {
                 name: worker_name("dev"),
                 concurrency: args.workers as usize,
+                poll: args.poll,
                 retention: (args.retention_days > 0)
                     .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
                 ..WorkerConfig::default()
@@ -80,4 +86,16 @@ pub fn run(args: Args) -> ExitCode {
 pub fn worker_name(mode: &str) -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     format!("{mode}@{host}:{}", std::process::id())
+}
+
+/// `--poll`: a duration such as `1s`, `250ms` or `5m`, from 10 ms to 1 h.
+/// Emits and retries wake idle workers at once (in every process on
+/// PostgreSQL), so the poll is only the fallback for a wake-up that was lost
+/// or that a store does not send.
+pub fn parse_poll(s: &str) -> Result<Duration, String> {
+    let d = crate::cmd::retry::parse_duration(s)?;
+    if d < Duration::from_millis(10) || d > Duration::from_secs(3600) {
+        return Err(format!("{s:?}: the poll is from 10ms to 1h"));
+    }
+    Ok(d)
 }

@@ -89,6 +89,15 @@ impl From<RetryState> for DeliveryState {
 
 /// `30s`, `5m`, `1h`, `500ms`, `0s`; at most an hour.
 pub fn parse_spread(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > Duration::from_secs(3600) {
+        return Err("the spread is at most 1h".into());
+    }
+    Ok(d)
+}
+
+/// `30s`, `5m`, `1h`, `500ms`, `0s` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
@@ -102,9 +111,6 @@ pub fn parse_spread(s: &str) -> Result<Duration, String> {
         "h" => Duration::from_secs(n.saturating_mul(3600)),
         _ => return Err(format!("{s:?}: the unit is one of ms, s, m, h")),
     };
-    if d > Duration::from_secs(3600) {
-        return Err("the spread is at most 1h".into());
-    }
     Ok(d)
 }
 

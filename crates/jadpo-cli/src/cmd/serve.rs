@@ -1,7 +1,7 @@
 //! `jadpo serve [APP] --store URL`: production mode, JSON logs, the API
 //! behind a bearer token; many processes share one PostgreSQL store.
 
-use crate::cmd::dev::worker_name;
+use crate::cmd::dev::{parse_poll, worker_name};
 use crate::cmd::process::{self, Process};
 use crate::output::{self, CliError};
 use crate::{operator, store_url, with_store};
@@ -32,6 +32,10 @@ pub struct Args {
     /// The address the API listens on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: IpAddr,
+    /// How long an idle worker waits before looking for due deliveries
+    /// again, when nothing wakes it sooner (10ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_poll)]
+    pub poll: std::time::Duration,
     /// Refused: `--time-scale` is for `jadpo dev` only.
     #[arg(long, hide = true)]
     pub time_scale: Option<String>,
@@ -73,6 +77,7 @@ pub fn run(args: Args) -> ExitCode {
             worker: WorkerConfig {
                 name: worker_name("serve"),
                 concurrency: args.workers as usize,
+                poll: args.poll,
                 retention: (args.retention_days > 0)
                     .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
                 ..WorkerConfig::default()

@@ -138,10 +138,12 @@ pub async fn open_breaker<S: Store>(s: &S, now: i64) {
 mod breakers;
 mod deliveries;
 mod schedules;
+mod wake;
 
 pub use breakers::*;
 pub use deliveries::*;
 pub use schedules::*;
+pub use wake::*;
 
 /// One `#[tokio::test]` per scenario, each with a fresh store from `$make`
 /// (an expression giving a future of a migrated store).
@@ -172,6 +174,7 @@ macro_rules! conformance_tests {
             prune_deletes_old_events_no_delivery_refers_to,
             finish_batch_fences_each_delivery_on_its_own,
             counts_give_deliveries_by_state,
+            next_due_is_the_first_due_time_or_lease_end,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

@@ -10,6 +10,8 @@
 //! - `claim`, `finish`, `sweep`: the hot paths.
 //! - `schedules`: schedules' state (`ScheduleStore`).
 //! - `read`: emit (also inside the caller's transaction) and the listings.
+//! - `listen`: the notifications that wake idle workers in every process,
+//!   and the next due time an idle worker sleeps until.
 //! - [`testing`]: a fresh store in a schema of its own, for tests.
 //! - [`scratch`]: a schema made and dropped for a one-off run (`jadpo bench`).
 //!
@@ -38,6 +40,7 @@
 
 mod claim;
 mod finish;
+mod listen;
 mod read;
 mod rows;
 mod schedules;
@@ -55,6 +58,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 pub use read::emit_in;
 
@@ -101,6 +105,9 @@ pub struct PgStore {
 
 struct Inner {
     pool: Pool,
+    /// For the listening connection, which is not the pool's.
+    listen_config: tokio_postgres::Config,
+    connect_timeout: Duration,
     policy: BreakerPolicy,
     op_timeout: Duration,
     /// Transactions redone because another process moved a breaker.
@@ -245,6 +252,7 @@ impl PgStore {
             None => session,
         };
         config.options(all);
+        let listen_config = config.clone();
         let manager = Manager::from_config(
             config,
             tokio_postgres::NoTls,
@@ -265,6 +273,8 @@ impl PgStore {
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,
+                listen_config,
+                connect_timeout: options.connect_timeout,
                 policy: options.policy,
                 op_timeout: options.op_timeout,
                 redone: AtomicU64::new(0),
@@ -316,6 +326,12 @@ impl PgStore {
             .await
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))?;
         Ok(plan)
+    }
+
+    /// The channel this store's notifications go to (`jadpo_due_<schema>`):
+    /// `LISTEN` on it to hear of deliveries made due.
+    pub async fn channel(&self) -> Result<String, StoreError> {
+        in_transaction!(self, |tx| listen::channel(&tx).await)
     }
 
     /// How many transactions this store redid from the start because
@@ -477,6 +493,14 @@ impl Store for PgStore {
 
     async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
         in_transaction!(self, |tx| read::counts(&tx).await)
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        in_transaction!(self, |tx| listen::next_due(&tx).await)
+    }
+
+    async fn listen(&self, wake: Arc<Notify>) {
+        listen::run(&self.inner.listen_config, self.inner.connect_timeout, &wake).await
     }
 }
 

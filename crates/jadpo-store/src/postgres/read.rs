@@ -1,5 +1,6 @@
 //! Emit (in the store's own transaction or the caller's) and the listings.
 
+use super::listen::NOTIFY;
 use super::rows::{self, breaker_columns, delivery_columns};
 use super::{reason, Abort};
 use crate::types::*;
@@ -35,23 +36,45 @@ const EMIT_CHUNK: usize = 10_000;
 /// only if that transaction commits. The transaction must see the store's
 /// tables (same database, and `search_path` if the store uses a schema).
 /// Many events take two statements per 10,000 rows, not one per event.
+/// Idle workers in every process are woken when the transaction commits
+/// (its notification is sent then, and never if it rolls back).
 pub async fn emit_in(
     tx: &tokio_postgres::Transaction<'_>,
     events: &[NewEvent],
     now: Timestamp,
 ) -> Result<Vec<Emitted>, StoreError> {
-    emit_with(tx, NEXT_IDS, INSERT, events, now)
+    emit_with(tx, [NEXT_IDS, INSERT, NOTIFY], events, now)
         .await
         .map_err(|e| StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))
 }
 
 /// The store's own emit, with its statements prepared once per connection.
 pub(crate) async fn emit(tx: &Transaction<'_>, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
-    let (next, insert) = tokio::try_join!(tx.prepare_cached(NEXT_IDS), tx.prepare_cached(INSERT))?;
-    Ok(emit_with(tx, &next, &insert, events, now).await?)
+    let (next, insert, notify) = tokio::try_join!(
+        tx.prepare_cached(NEXT_IDS),
+        tx.prepare_cached(INSERT),
+        tx.prepare_cached(NOTIFY)
+    )?;
+    Ok(emit_with(tx, [&next, &insert, &notify], events, now).await?)
 }
 
+/// The statements are the ids, the insert and the notification.
 async fn emit_with<S: ?Sized + ToStatement + Sync>(
+    tx: &tokio_postgres::Transaction<'_>,
+    [next_ids, insert, notify]: [&S; 3],
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Vec<Emitted>, tokio_postgres::Error> {
+    if events.iter().all(|e| e.subscribers.is_empty()) {
+        return write_events(tx, next_ids, insert, events, now).await;
+    }
+    // One notification for the whole emit, sent in the same round trip as
+    // the first statement.
+    let (_, emitted) = tokio::try_join!(tx.execute(notify, &[]), write_events(tx, next_ids, insert, events, now))?;
+    Ok(emitted)
+}
+
+async fn write_events<S: ?Sized + ToStatement + Sync>(
     tx: &tokio_postgres::Transaction<'_>,
     next_ids: &S,
     insert: &S,

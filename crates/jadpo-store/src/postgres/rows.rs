@@ -308,6 +308,8 @@ WITH released AS (
 SELECT connection, count(*) FROM released GROUP BY connection";
 
 /// Releases everything held behind each connection; how many for each.
+/// What it released is due now: idle workers in every process are woken
+/// when the transaction commits.
 pub(crate) async fn release(
     tx: &Transaction<'_>,
     connections: &[(&str, Timestamp)],
@@ -319,6 +321,9 @@ pub(crate) async fn release(
     let nows: Vec<i64> = connections.iter().map(|(_, t)| ms(*t)).collect();
     let stmt = tx.prepare_cached(RELEASE).await?;
     let rows = tx.query(&stmt, &[&names, &nows]).await?;
+    if !rows.is_empty() {
+        super::listen::notify(tx).await?;
+    }
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)? as usize)))
         .collect()

@@ -58,7 +58,11 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
     if !plan.wake.is_empty() {
         let ids: Vec<i64> = plan.wake.iter().map(|id| id.0).collect();
         let stmt = tx.prepare_cached(WAKE).await?;
-        let n = tx.execute(&stmt, &[&ids, &rows::ms(now)]).await?;
+        // The probe is due now: wake idle workers everywhere on commit.
+        let (n, ()) = tokio::try_join!(
+            async { Ok::<_, Abort>(tx.execute(&stmt, &[&ids, &rows::ms(now)]).await?) },
+            super::listen::notify(tx)
+        )?;
         if n as usize != ids.len() {
             // The longest held was released or woken by another process
             // since the summary was read.
@@ -84,6 +88,8 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
 }
 
 /// Failed and parked deliveries get a fresh budget, each due at its time.
+/// Idle workers everywhere are woken on commit: those due later are then
+/// waited for until their time (see `Store::next_due`).
 pub(crate) async fn retry(
     tx: &Transaction<'_>,
     due: &[(DeliveryId, Timestamp)],
@@ -106,7 +112,10 @@ pub(crate) async fn retry(
         let (d, token) = &current[id];
         writes.push(d, *token);
     }
-    writes.write(tx).await?;
+    if retried.is_empty() {
+        return Ok(retried);
+    }
+    tokio::try_join!(writes.write(tx), super::listen::notify(tx))?;
     Ok(retried)
 }
 

@@ -7,6 +7,11 @@
 //! or another. Breaker rows are still written conditionally on their
 //! version, as the interface requires of every store.
 //!
+//! Nothing is listened for ([`Store::listen`] returns at once): a process
+//! wakes its own workers after its emits and retries, and what another
+//! process writes to the file (`jadpo emit` or `jadpo retry` beside a
+//! `jadpo dev`) is picked up at the worker's next poll (1 s by default).
+//!
 //! - [`SqliteStore::open`]: from a URL, creating the folder and migrating.
 //! - [`emit_in`]: emit inside the caller's own transaction (the embedded
 //!   API: an event exists if and only if that transaction committed).
@@ -287,6 +292,10 @@ impl Store for SqliteStore {
 
     async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
         self.pool.read(upkeep::counts).await
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.pool.read(upkeep::next_due).await
     }
 }
 

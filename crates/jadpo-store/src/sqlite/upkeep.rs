@@ -214,3 +214,16 @@ pub(crate) fn counts(c: &Connection) -> Result<std::collections::BTreeMap<jadpo_
     }
     Ok(counts)
 }
+
+/// The first row of each claim queue, each read from the front of its
+/// partial index (`jadpo_deliveries_due`, `jadpo_deliveries_lost`).
+pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
+    let (due, lost): (Option<i64>, Option<i64>) = c
+        .prepare_cached(
+            "SELECT (SELECT due_at FROM jadpo_deliveries WHERE state = 'due' ORDER BY due_at, id LIMIT 1), \
+                    (SELECT lease_until FROM jadpo_deliveries WHERE state = 'running' \
+                     ORDER BY lease_until, id LIMIT 1)",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
+}

@@ -1,0 +1,192 @@
+//! `jadpo serve` processes on one PostgreSQL schema, for the wake-up test
+//! and the wake-up benchmark (which includes this file by path): started
+//! for real, reached over HTTP, their JSON logs read as they come, stopped
+//! with SIGTERM.
+
+#![allow(dead_code)]
+
+use jadpo_store::postgres::testing::TestSchema;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub const TOKEN: &str = "t";
+
+/// A URL to the schema: its `search_path` set through the URL's `options`.
+pub fn url(schema: &TestSchema) -> String {
+    let sep = if schema.url().contains('?') { '&' } else { '?' };
+    format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name())
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running `jadpo serve`.
+pub struct Serve {
+    pub port: u16,
+    child: Child,
+    logs: Arc<Mutex<Vec<String>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Serve {
+    /// Starts `jadpo serve` in `dir` (which holds `app.jadpo`) with `args`
+    /// after the store, port and token, and waits until its API answers and
+    /// its listener listens.
+    pub fn start(dir: &Path, store: &str, args: &[&str]) -> Serve {
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            .current_dir(dir)
+            .env_remove("JADPO_STORE")
+            .env_remove("RUST_LOG")
+            .env("JADPO_API_TOKEN", TOKEN)
+            .args([
+                "serve",
+                "--store",
+                store,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("jadpo runs");
+        let stderr = child.stderr.take().unwrap();
+        let logs: Arc<Mutex<Vec<String>>> = Arc::default();
+        let lines = logs.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut serve = Serve {
+            port,
+            child,
+            logs,
+            reader: Some(reader),
+        };
+        serve.wait_for(
+            "the API listens and the store's listener listens",
+            Duration::from_secs(30),
+            |s| TcpStream::connect(("127.0.0.1", s.port)).is_ok() && s.logged("store.listening") > 0,
+        );
+        serve
+    }
+
+    /// How many log lines have `event` as their event.
+    pub fn logged(&self, event: &str) -> usize {
+        self.events(event).len()
+    }
+
+    /// The log lines whose event is `event`, as JSON.
+    pub fn events(&self, event: &str) -> Vec<serde_json::Value> {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == event)
+            .collect()
+    }
+
+    /// Every log line so far, for a failure's message.
+    pub fn log_text(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    /// Polls `check` until it holds, failing after `limit` or if the process
+    /// exits.
+    pub fn wait_for(&mut self, what: &str, limit: Duration, check: impl Fn(&Serve) -> bool) {
+        let start = Instant::now();
+        while !check(self) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "exited early with {status} while waiting for {what}:\n{}",
+                    self.log_text()
+                );
+            }
+            assert!(
+                start.elapsed() < limit,
+                "timed out waiting for {what}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends a request to this process's API with the token; the status and
+    /// the body.
+    pub fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let body = body.unwrap_or("");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        (status, body)
+    }
+
+    /// Stops it with SIGTERM; its exit status and its whole log.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log_text())
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // A test that failed midway leaves no process behind.
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The first connection to `listener`, failing after `limit`.
+pub fn accept_within(listener: &TcpListener, limit: Duration) -> TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let start = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return stream,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    start.elapsed() < limit,
+                    "no connection to {:?} within {limit:?}",
+                    listener.local_addr()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Two `jadpo serve` processes on one PostgreSQL store, their idle workers
+//! polling only every ten minutes: an event emitted through one process (or
+//! by `jadpo emit`, a third) starts in the other within seconds, because
+//! the emit's notification wakes it. Fails, rather than skips, under
+//! `CI=true` when PostgreSQL is unreachable.
+
+#[path = "support/serve.rs"]
+mod serve;
+
+use jadpo_runtime::provider::TestProvider;
+use jadpo_store::postgres::testing::TestSchema;
+use serve::Serve;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `Ping` is delivered to the provider; `Block` to a port that accepts and
+/// never answers, which keeps a worker busy as long as the test wants.
+const APP: &str = r#"
+event Ping { id: string }
+event Block { id: string }
+connection echo { base_url: "PROVIDER" }
+connection blackhole { base_url: "BLACKHOLE"  timeout: 5m }
+action forward(id: string) { call echo.post("/ping/{id}", body: event) }
+action hang(id: string) { call blackhole.post("/hang/{id}", body: event) }
+subscriber forward_ping { on: Ping  run: forward(event.id) }
+subscriber hang_block { on: Block  run: hang(event.id)  timeout: 5m }
+"#;
+
+/// Far longer than the test: only a wake-up starts anything in time.
+const POLL: &str = "10m";
+/// Emit to start, at most: minutes without the wake-up.
+const WITHIN: Duration = Duration::from_secs(5);
+
+#[test]
+fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(schema) = rt.block_on(TestSchema::create()) else {
+        return;
+    };
+    let provider = rt.block_on(TestProvider::start());
+    let blackhole = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = APP
+        .replace("PROVIDER", &provider.url())
+        .replace("BLACKHOLE", &format!("http://{}", blackhole.local_addr().unwrap()));
+    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+    let url = serve::url(&schema);
+
+    // A runs one delivery at a time, and that one hangs: from then on A
+    // cannot claim, so whatever starts is B's doing.
+    let a = Serve::start(dir.path(), &url, &["--workers", "1", "--poll", POLL]);
+    assert_eq!(a.http("POST", "/events/Block", Some(r#"{"id":"b"}"#)).0, 202);
+    let hung = serve::accept_within(&blackhole, Duration::from_secs(30));
+    let b = Serve::start(dir.path(), &url, &["--workers", "4", "--poll", POLL]);
+
+    let mut sent = 0;
+    let mut deliver = |how: &dyn Fn(&str), id: &str| {
+        // Let B's claim loop finish its last look and go idle first, so
+        // this start is a wake-up's doing, not a look already under way.
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        how(id);
+        sent += 1;
+        let path = format!("/ping/{id}");
+        while !provider.requests().iter().any(|r| r.path == path) {
+            assert!(
+                started.elapsed() < WITHIN,
+                "{id}: not started within {WITHIN:?}; B's log:\n{}",
+                b.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!("{id}: emit to start {:?}", started.elapsed());
+    };
+    let through_a = |id: &str| {
+        let body = format!(r#"{{"id":"{id}"}}"#);
+        assert_eq!(a.http("POST", "/events/Ping", Some(&body)).0, 202);
+    };
+    for i in 0..3 {
+        deliver(&through_a, &format!("api{i}"));
+    }
+    let by_cli = |id: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            .current_dir(dir.path())
+            .env_remove("JADPO_STORE")
+            .args(["emit", "Ping", &format!(r#"{{"id":"{id}"}}"#), "--store", &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    deliver(&by_cli, "cli");
+    assert_eq!(provider.calls(), sent);
+
+    // The hanging call ends, so A can stop.
+    drop(hung);
+    drop(blackhole);
+    let (status_b, logs_b) = b.terminate();
+    let (status_a, logs_a) = a.terminate();
+    assert!(status_a.success() && status_b.success(), "{logs_a}\n{logs_b}");
+    let succeeded = |logs: &str| {
+        logs.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "delivery.succeeded")
+            .count() as u64
+    };
+    assert_eq!(succeeded(&logs_b), sent, "B ran every ping:\n{logs_b}");
+    assert_eq!(succeeded(&logs_a), 0, "A's only worker was busy throughout:\n{logs_a}");
+}

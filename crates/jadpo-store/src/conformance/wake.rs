@@ -1,0 +1,33 @@
+//! What an idle worker sleeps until: the store's next due time.
+
+use super::*;
+use crate::Store;
+use jadpo_core::Outcome;
+
+pub async fn next_due_is_the_first_due_time_or_lease_end<S: Store>(s: &S) {
+    assert_eq!(s.next_due().await.unwrap(), None, "nothing stored");
+    let ids = emit(s, "log", 2, 10).await;
+    assert_eq!(s.next_due().await.unwrap(), Some(at(10)));
+    let r = claim(s, 10, 1).await;
+    assert_eq!(r.claimed[0].delivery.id, ids[0]);
+    assert_eq!(s.next_due().await.unwrap(), Some(at(10)), "the other is still due");
+    let r2 = claim(s, 10, 1).await;
+    assert_eq!(
+        s.next_due().await.unwrap(),
+        Some(at(10).plus(LEASE)),
+        "both running: the first lease end, when a claim could take it over"
+    );
+    finish(s, &r.claimed[0], retry_at("http.503", 40), &[], 11)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.next_due().await.unwrap(),
+        Some(at(40)),
+        "a retry scheduled by backoff"
+    );
+    finish(s, &r2.claimed[0], Outcome::Succeeded, &[], 12).await.unwrap();
+    assert_eq!(s.next_due().await.unwrap(), Some(at(40)));
+    let r = claim(s, 40, 1).await;
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 41).await.unwrap();
+    assert_eq!(s.next_due().await.unwrap(), None, "everything finished");
+}
