@@ -144,8 +144,15 @@ impl<S: Store> Completer<S> {
             let finishes: Vec<Finish> = batch.iter().map(|f| f.finish.clone()).collect();
             match self.store.finish_batch(&finishes).await {
                 Ok(results) => {
+                    // A retry written here may be due before the time an
+                    // idle claim loop planned to look again (it asked the
+                    // store before this commit): wake it to ask again.
+                    let retries = batch.iter().any(|f| matches!(f.outcome, Outcome::Retry { .. }));
                     for (f, result) in batch.drain(..).zip(results) {
                         self.written(f, result);
+                    }
+                    if retries {
+                        self.wake.notify_one();
                     }
                     return;
                 }
