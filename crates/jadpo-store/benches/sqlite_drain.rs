@@ -77,7 +77,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let mut backlogs = vec![10_000];
+    let mut backlogs = vec![common::backlog()];
     if std::env::var_os("JADPO_BENCH_1M").is_some() {
         backlogs.push(1_000_000);
     }

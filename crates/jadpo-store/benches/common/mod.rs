@@ -9,6 +9,15 @@ use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The first backlog drained: 10,000, or `JADPO_BENCH_BACKLOG` (a larger
+/// one evens out a noisy machine).
+pub fn backlog() -> usize {
+    std::env::var("JADPO_BENCH_BACKLOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
 pub struct Drain {
     pub backlog: usize,
     pub batch: usize,
