@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -22,6 +22,19 @@ pub const LATEST: i64 = MIGRATIONS.len() as i64;
 /// Retention also prunes events that no delivery refers to (an event with no
 /// subscriber), oldest first.
 const V2: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at, id);";
+
+/// The retention index's condition was `state IN ('succeeded', 'failed',
+/// 'parked')`. SQLite evaluates a partial index's condition for the old and
+/// the new row of every UPDATE that sets `state`, and an IN list of more than
+/// two values builds a temporary b-tree each time: measured, it made each
+/// claim's and finish's per-row UPDATE five times slower (35 us against
+/// 7 us). `finished_at IS NOT NULL` holds the same rows (`finished_at` is set
+/// exactly when a delivery finishes) and costs a NULL test. Retention still
+/// filters on the state, so the index only has to contain its rows.
+const V3: &str = "
+DROP INDEX jadpo_deliveries_finished;
+CREATE INDEX jadpo_deliveries_finished ON jadpo_deliveries (finished_at) WHERE finished_at IS NOT NULL;
+";
 
 const V1: &str = "
 CREATE TABLE jadpo_events (
