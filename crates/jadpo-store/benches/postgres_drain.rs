@@ -98,11 +98,12 @@ fn main() {
                 let m = drain(&store, &d, now).await;
                 assert_eq!(m.delivered, backlog, "every delivery drained");
                 println!(
-                    "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s",
+                    "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s  cpu {:>5} us/delivery",
                     m.emit.as_secs_f64(),
                     backlog as f64 / m.emit.as_secs_f64(),
                     m.drain.as_secs_f64(),
-                    m.per_second()
+                    m.per_second(),
+                    m.cpu_per_delivery()
                 );
                 if backlog >= 1_000_000 && i == 0 {
                     let later = Timestamp::from_millis(2_000);
