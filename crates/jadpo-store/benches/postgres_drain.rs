@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{drain, fill, Drain};
+use common::{drain, drain_filled, fill, Drain};
 use jadpo_core::Timestamp;
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
@@ -36,6 +36,55 @@ UPDATE jadpo_deliveries AS d SET state = 'succeeded', lease_owner = NULL, lease_
     finished_at = $1, updated_at = $1
 FROM unnest($2::bigint[], $3::bigint[]) AS u(id, token)
 WHERE d.id = u.id AND CASE WHEN d.state = 'running' THEN d.lease_token = u.token ELSE false END";
+
+/// What the server did meanwhile: WAL written, and the CPU time of every
+/// `postgres` process on this machine (backends, WAL writer, autovacuum),
+/// read from `/proc`. Meaningful while nothing else uses the server.
+struct Server {
+    wal: i64,
+    cpu: Option<Duration>,
+}
+
+async fn server(store: &PgStore) -> Server {
+    let client = store.connection().await.expect("connection");
+    let wal: i64 = client
+        .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint", &[])
+        .await
+        .expect("wal position")
+        .get(0);
+    Server {
+        wal,
+        cpu: postgres_cpu(),
+    }
+}
+
+fn postgres_cpu() -> Option<Duration> {
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim() == "postgres") {
+            let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+                continue;
+            };
+            let Some(end) = stat.rfind(')') else { continue };
+            let fields: Vec<&str> = stat[end + 2..].split_whitespace().collect();
+            ticks += fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+                + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Server work per delivery between two readings: WAL bytes and CPU us.
+fn per_delivery(a: &Server, b: &Server, n: usize) -> String {
+    let cpu = a.cpu.zip(b.cpu).map_or("?".into(), |(a, b)| {
+        format!("{:.1}", b.saturating_sub(a).as_secs_f64() * 1e6 / n as f64)
+    });
+    format!(
+        "server: wal {:>5} B, cpu {cpu:>5} us /delivery",
+        (b.wal - a.wal) / n as i64
+    )
+}
 
 /// The reference the store is measured against, on one connection.
 async fn raw_drain(store: &PgStore, batch: usize, now: i64) -> (usize, Duration) {
@@ -95,15 +144,19 @@ fn main() {
                 };
                 let store = schema.store(options).await;
                 let d = Drain { backlog, batch, workers };
-                let m = drain(&store, &d, now).await;
+                let emit = fill(&store, backlog, now).await;
+                let before = server(&store).await;
+                let m = drain_filled(&store, &d, now, emit).await;
+                let after = server(&store).await;
                 assert_eq!(m.delivered, backlog, "every delivery drained");
                 println!(
-                    "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s  cpu {:>5} us/delivery",
+                    "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s  cpu {:>5} us/delivery  {}",
                     m.emit.as_secs_f64(),
                     backlog as f64 / m.emit.as_secs_f64(),
                     m.drain.as_secs_f64(),
                     m.per_second(),
-                    m.cpu_per_delivery()
+                    m.cpu_per_delivery(),
+                    per_delivery(&before, &after, backlog)
                 );
                 if backlog >= 1_000_000 && i == 0 {
                     let later = Timestamp::from_millis(2_000);
@@ -129,12 +182,15 @@ fn main() {
             };
             let store = schema.store(Options::default()).await;
             fill(&store, backlog, Timestamp::from_millis(1_000)).await;
+            let before = server(&store).await;
             let (drained, took) = raw_drain(&store, 1_000, 1_000).await;
+            let after = server(&store).await;
             assert_eq!(drained, backlog);
             println!(
-                "backlog {backlog:>9}  raw SQL reference, batch 1000, one connection:          drain {:>7.2} s  {:>8.0} rows/s",
+                "backlog {backlog:>9}  raw SQL reference, batch 1000, one connection:          drain {:>7.2} s  {:>8.0} rows/s  {}",
                 took.as_secs_f64(),
-                drained as f64 / took.as_secs_f64()
+                drained as f64 / took.as_secs_f64(),
+                per_delivery(&before, &after, backlog)
             );
         });
     }

@@ -88,9 +88,15 @@ pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Durati
     started.elapsed()
 }
 
-/// Drains the backlog with `workers` concurrent claim-run-finish loops.
+/// Emits the backlog, then drains it with `workers` concurrent
+/// claim-run-finish loops.
 pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Measured {
     let emit = fill(store, d.backlog, now).await;
+    drain_filled(store, d, now, emit).await
+}
+
+/// Drains a backlog already emitted (in `emit`).
+pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp, emit: Duration) -> Measured {
     let cpu = cpu_time();
     let started = Instant::now();
     let routes = Arc::new(routes());
