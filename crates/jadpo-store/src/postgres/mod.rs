@@ -13,11 +13,12 @@
 //! - [`testing`]: a fresh store in a schema of its own, for tests.
 //!
 //! Why READ COMMITTED is enough: every row a method changes is locked first
-//! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, so two
-//! transactions never write the same delivery from stale reads; and every
-//! breaker write is one statement conditional on the version read, so a
-//! stale breaker read makes the write hit zero rows and the whole method is
-//! redone. SERIALIZABLE would add predicate locks and serialization
+//! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, or (a
+//! finish) written only if still running under the lease it read, else the
+//! method is redone; so two transactions never write the same delivery from
+//! stale reads; and every breaker write is one statement conditional on the
+//! version read, so a stale breaker read makes the write hit zero rows and
+//! the whole method is redone. SERIALIZABLE would add predicate locks and serialization
 //! failures on the hottest table without protecting anything more.
 //!
 //! A connection lost while its COMMIT is in flight leaves the outcome
