@@ -77,7 +77,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let mut backlogs = vec![10_000];
+    let mut backlogs = vec![common::backlog()];
     if std::env::var_os("JADPO_BENCH_1M").is_some() {
         backlogs.push(1_000_000);
     }
@@ -104,11 +104,12 @@ fn main() {
             });
             assert_eq!(m.delivered, backlog, "every delivery drained");
             println!(
-                "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s",
+                "backlog {backlog:>9}  batch {batch:>5}  workers {workers}  emit {:>7.2} s ({:>8.0} events/s)  drain {:>7.2} s  {:>8.0} deliveries/s  cpu {:>5} us/delivery",
                 m.emit.as_secs_f64(),
                 backlog as f64 / m.emit.as_secs_f64(),
                 m.drain.as_secs_f64(),
-                m.per_second()
+                m.per_second(),
+                m.cpu_per_delivery()
             );
             fresh(&dir, &format!("drain-{backlog}-{batch}-{workers}.db"));
         }
@@ -119,12 +120,15 @@ fn main() {
                 .expect("open");
             fill(&store, backlog, Timestamp::from_millis(1_000)).await;
         });
+        let cpu = common::cpu_time();
         let (drained, took) = raw_drain(&path, 1_000, 1_000);
+        let cpu = cpu.zip(common::cpu_time()).map(|(a, b)| b.saturating_sub(a));
         assert_eq!(drained, backlog);
         println!(
-            "backlog {backlog:>9}  raw SQL reference, batch 1000, one connection:          drain {:>7.2} s  {:>8.0} rows/s",
+            "backlog {backlog:>9}  raw SQL reference, batch 1000, one connection:          drain {:>7.2} s  {:>8.0} rows/s      cpu {:>5} us/row",
             took.as_secs_f64(),
-            drained as f64 / took.as_secs_f64()
+            drained as f64 / took.as_secs_f64(),
+            cpu.map_or("?".into(), |t| format!("{:.1}", t.as_secs_f64() * 1e6 / drained as f64))
         );
         fresh(&dir, &format!("raw-{backlog}.db"));
     }

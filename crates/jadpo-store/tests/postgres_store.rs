@@ -527,3 +527,61 @@ async fn a_hold_racing_a_close_is_planned_again_not_left_held() {
     );
     assert!(report.held.is_empty(), "held behind a breaker that closed: {report:?}");
 }
+
+/// A finish reads its rows without locking them and writes each fenced on
+/// its lease. Here another process takes the lease over (its change not yet
+/// committed) after the finish read the row: the finish's write waits for
+/// it, finds the new token, and the finish is redone and refused as lease
+/// lost, leaving the takeover's row as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finish_whose_lease_is_taken_over_after_its_read_writes_nothing() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let ids = emit(&store, "log", 1, 0).await;
+    let first = claim(&store, "late", 0, 1).await.claimed.remove(0);
+    let mut taker = schema.client().await;
+    let tx = taker.transaction().await.unwrap();
+    let taker_pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    tx.execute(
+        "UPDATE jadpo_deliveries SET lease_owner = 'new', lease_token = lease_token + 1, \
+         attempts = attempts + 1 WHERE id = $1",
+        &[&ids[0].0],
+    )
+    .await
+    .unwrap();
+    let finishing = {
+        let store = store.clone();
+        let f = finish_of(&first, Outcome::Succeeded, 61);
+        tokio::spawn(async move { store.finish(&f).await })
+    };
+    // Wait until the finish's write is blocked behind the takeover.
+    let watcher = schema.client().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let blocked: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
+                &[&taker_pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if blocked > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the finish never waited for the takeover");
+        tokio::task::yield_now().await;
+    }
+    tx.commit().await.unwrap();
+    let finished = tokio::time::timeout(Duration::from_secs(10), finishing)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(finished, Err(StoreError::LeaseLost(ids[0])));
+    let d = store.delivery(ids[0]).await.unwrap().unwrap();
+    assert_eq!(d.state, DeliveryState::Running);
+    assert_eq!(d.lease.as_ref().map(|l| l.owner.as_str()), Some("new"));
+    assert!(store.attempts(ids[0]).await.unwrap().is_empty(), "no attempt recorded");
+}

@@ -371,3 +371,55 @@ async fn a_claim_survives_the_process_and_is_reclaimed_after_its_lease() {
         DeliveryState::Succeeded
     );
 }
+
+/// Migration 4 rebuilds the deliveries table: a file that had rows keeps
+/// every one as it was, and an id pruned from the top is not issued again.
+#[tokio::test]
+async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
+    let path = fresh_dir("rebuild").join("r.db");
+    let store = SqliteStore::open(&url(&path)).await.unwrap();
+    let ids = emit(&store, "log", 3, 0).await;
+    let running = claim(&store, 0, 1).await.claimed.remove(0);
+    let before = store.delivery(ids[1]).await.unwrap().unwrap();
+    drop(store);
+    // The newest delivery pruned, then the rebuild run again on these rows.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(&format!(
+        "DELETE FROM jadpo_deliveries WHERE id = {}; DELETE FROM jadpo_migrations WHERE version = 4;",
+        ids[2].0
+    ))
+    .unwrap();
+
+    let store = SqliteStore::open(&url(&path)).await.unwrap();
+    assert_eq!(store.delivery(ids[1]).await.unwrap().unwrap(), before);
+    assert_eq!(store.delivery(ids[0]).await.unwrap().unwrap(), running.delivery);
+    assert!(store.delivery(ids[2]).await.unwrap().is_none());
+    let next = emit(&store, "log", 1, 1).await;
+    assert!(next[0] > ids[2], "{next:?} after {ids:?}");
+    finish(&store, &running, Outcome::Succeeded, &[], 1).await.unwrap();
+    let bad = conn.execute("UPDATE jadpo_deliveries SET state = 'lost' WHERE id = ?1", [ids[1].0]);
+    assert!(bad.is_err(), "the state is still checked");
+}
+
+/// The row updates of a claim and a finish set `state`. Any IN list in a
+/// CHECK or a partial index's condition on the deliveries would make SQLite
+/// build a temporary b-tree for each such update (several times slower), so
+/// none may come back.
+#[tokio::test]
+async fn a_state_update_builds_no_temporary_btree() {
+    let path = fresh_dir("ephemeral").join("e.db");
+    SqliteStore::open(&url(&path)).await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let ops: Vec<String> = conn
+        .prepare("EXPLAIN UPDATE jadpo_deliveries SET state = ?1, finished_at = ?2 WHERE id = ?3")
+        .unwrap()
+        .query_map(
+            [rusqlite::types::Null, rusqlite::types::Null, rusqlite::types::Null],
+            |r| r.get::<_, String>(1),
+        )
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(ops.iter().any(|op| op == "IdxInsert"), "{ops:?}");
+    assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{ops:?}");
+}

@@ -9,6 +9,15 @@ use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The first backlog drained: 10,000, or `JADPO_BENCH_BACKLOG` (a larger
+/// one evens out a noisy machine).
+pub fn backlog() -> usize {
+    std::env::var("JADPO_BENCH_BACKLOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
 pub struct Drain {
     pub backlog: usize,
     pub batch: usize,
@@ -18,6 +27,8 @@ pub struct Drain {
 pub struct Measured {
     pub emit: Duration,
     pub drain: Duration,
+    /// CPU time this process spent draining, where the OS tells it.
+    pub drain_cpu: Option<Duration>,
     pub delivered: usize,
 }
 
@@ -25,6 +36,25 @@ impl Measured {
     pub fn per_second(&self) -> f64 {
         self.delivered as f64 / self.drain.as_secs_f64()
     }
+
+    /// CPU microseconds per delivery, or `?`: steadier than wall time on a
+    /// machine others are loading, where the drain waits for a core.
+    pub fn cpu_per_delivery(&self) -> String {
+        self.drain_cpu.map_or("?".into(), |t| {
+            format!("{:.1}", t.as_secs_f64() * 1e6 / self.delivered.max(1) as f64)
+        })
+    }
+}
+
+/// User and system CPU time of this process so far (Linux: `/proc/self/stat`,
+/// in the kernel's 100 ticks a second).
+pub fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 pub fn routes() -> Routes {
@@ -58,9 +88,16 @@ pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Durati
     started.elapsed()
 }
 
-/// Drains the backlog with `workers` concurrent claim-run-finish loops.
+/// Emits the backlog, then drains it with `workers` concurrent
+/// claim-run-finish loops.
 pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Measured {
     let emit = fill(store, d.backlog, now).await;
+    drain_filled(store, d, now, emit).await
+}
+
+/// Drains a backlog already emitted (in `emit`).
+pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp, emit: Duration) -> Measured {
+    let cpu = cpu_time();
     let started = Instant::now();
     let routes = Arc::new(routes());
     let mut tasks = Vec::new();
@@ -104,9 +141,11 @@ pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Me
     for t in tasks {
         delivered += t.await.expect("worker");
     }
+    let drain = started.elapsed();
     Measured {
         emit,
-        drain: started.elapsed(),
+        drain,
+        drain_cpu: cpu.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a)),
         delivered,
     }
 }

@@ -9,10 +9,11 @@ use deadpool_postgres::Transaction;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
 use std::collections::{BTreeSet, HashMap};
 
-/// Locks the rows to be written, in id order so two transactions locking
-/// overlapping sets cannot deadlock. A finish never skips a locked row: a
-/// claim taking its lease over holds it, and once that commits the fence
-/// below sees the new token.
+/// Locks the rows to be written (a hold or give-back just before a run, an
+/// operator's retry), in id order so two transactions locking overlapping
+/// sets cannot deadlock. It never skips a locked row: a claim taking its
+/// lease over holds it, and once that commits the lease check sees the new
+/// token.
 const LOCK_BY_ID: &str = concat!(
     "SELECT ",
     delivery_columns!(),
@@ -42,14 +43,37 @@ INSERT INTO jadpo_handled (subscriber, event_id, handled_at)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
 ON CONFLICT (subscriber, event_id) DO NOTHING";
 
-/// Locked rows by id, each with its stored lease token.
-pub(crate) async fn lock(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
-    let stmt = tx.prepare_cached(LOCK_BY_ID).await?;
+/// The rows of a finish batch, read without a lock: each is written back
+/// fenced on the lease it ran under (`DeliveryWrites::push_fenced`). While a
+/// row runs under a token, only that token's holder changes it, so a row
+/// whose fence holds at the write is the row planned from; one whose lease
+/// was taken over meanwhile fails the fence and the batch is redone. This
+/// saves each row's lock (a WAL record and a write to its page) and keeps
+/// the plan in `plan.rs` from the rows as read.
+const READ_BY_ID: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM jadpo_deliveries WHERE id = ANY($1)"
+);
+
+/// Rows by id, each with its stored lease token: locked (`LOCK_BY_ID`) or
+/// only read (`READ_BY_ID`).
+async fn rows_by_id(
+    tx: &Transaction<'_>,
+    sql: &str,
+    ids: &[i64],
+) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
+    let stmt = tx.prepare_cached(sql).await?;
     let found = tx.query(&stmt, &[&ids]).await?;
     found
         .iter()
         .map(|r| rows::delivery(r).map(|(d, t)| (d.id, (d, t))))
         .collect()
+}
+
+/// Locked rows by id, each with its stored lease token.
+pub(crate) async fn lock(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<DeliveryId, (Delivery, i64)>, Abort> {
+    rows_by_id(tx, LOCK_BY_ID, ids).await
 }
 
 /// Finishes a batch in order, as the in-memory store would one by one: each
@@ -76,15 +100,15 @@ pub(crate) async fn finish_batch(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (locked, read) = if connections.is_empty() {
-        (lock(tx, &ids).await?, Vec::new())
+    let (found, read) = if connections.is_empty() {
+        (rows_by_id(tx, READ_BY_ID, &ids).await?, Vec::new())
     } else {
         let stmt = tx.prepare_cached(BREAKERS_BY_CONNECTION).await?;
-        tokio::try_join!(lock(tx, &ids), async {
+        tokio::try_join!(rows_by_id(tx, READ_BY_ID, &ids), async {
             Ok::<_, Abort>(tx.query(&stmt, &[&connections]).await?)
         })?
     };
-    let mut current = locked;
+    let mut current = found;
     let mut breakers = Breakers::new(rows::breakers(&read)?);
     let mut results = Vec::with_capacity(batch.len());
     let mut attempts = Vec::new();
@@ -121,7 +145,7 @@ pub(crate) async fn finish_batch(
     let mut writes = DeliveryWrites::default();
     for id in &changed {
         let (d, token) = &current[id];
-        writes.push(d, *token);
+        writes.push_fenced(d, *token);
     }
     tokio::try_join!(
         writes.write(tx),

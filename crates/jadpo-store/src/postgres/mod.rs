@@ -16,11 +16,12 @@
 //! - [`scratch`]: a schema made and dropped for a one-off run (`jadpo bench`).
 //!
 //! Why READ COMMITTED is enough: every row a method changes is locked first
-//! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, so two
-//! transactions never write the same delivery from stale reads; and every
-//! breaker write is one statement conditional on the version read, so a
-//! stale breaker read makes the write hit zero rows and the whole method is
-//! redone. SERIALIZABLE would add predicate locks and serialization
+//! (`FOR UPDATE [SKIP LOCKED]`) and re-read at its newest version, or (a
+//! finish) written only if still running under the lease it read, else the
+//! method is redone; so two transactions never write the same delivery from
+//! stale reads; and every breaker write is one statement conditional on the
+//! version read, so a stale breaker read makes the write hit zero rows and
+//! the whole method is redone. SERIALIZABLE would add predicate locks and serialization
 //! failures on the hottest table without protecting anything more.
 //!
 //! A connection lost while its COMMIT is in flight leaves the outcome

@@ -138,10 +138,12 @@ pub(crate) fn breakers(rows: &[Row]) -> Result<Vec<Breaker>, Abort> {
 }
 
 /// Many deliveries' new values as column arrays, written by one
-/// `UPDATE ... FROM unnest(...)`.
+/// `UPDATE ... FROM unnest(...)`. A row pushed with a fence is written only
+/// if it is still running under that lease token.
 #[derive(Default)]
 pub(crate) struct DeliveryWrites<'a> {
     id: Vec<i64>,
+    fence: Vec<Option<i64>>,
     state: Vec<&'static str>,
     attempts: Vec<i32>,
     due_at: Vec<i64>,
@@ -168,15 +170,34 @@ UPDATE jadpo_deliveries AS d SET
     updated_at = u.updated_at, finished_at = u.finished_at
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[],
             $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[],
-            $13::bigint[], $14::bigint[], $15::bigint[])
+            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])
     AS u(id, state, attempts, due_at, budget_from, held_for_ms, lease_owner, lease_token,
-         lease_until, code, kind, held_connection, held_since, updated_at, finished_at)
-WHERE d.id = u.id";
+         lease_until, code, kind, held_connection, held_since, updated_at, finished_at, fence)
+WHERE d.id = u.id
+  AND (u.fence IS NULL OR CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END)";
+
+// The fence's `state = 'running'` sits inside a CASE on purpose: written
+// plainly, the planner may match it to the lost-lease index's condition and,
+// from statistics taken when nothing ran, walk every running row for each
+// row written instead of looking each up by id.
 
 impl<'a> DeliveryWrites<'a> {
-    /// `token` is the row's stored token, kept when `d` holds no lease.
+    /// `token` is the row's stored token, kept when `d` holds no lease. For
+    /// a row this transaction locked: it must be found.
     pub fn push(&mut self, d: &'a Delivery, token: i64) {
+        self.push_row(d, token, None);
+    }
+
+    /// A row read without a lock, while it ran under `token`: written only if
+    /// it still does. If not, the whole write is [`Abort::Conflict`], so the
+    /// method is redone from its reads (and then sees the lease lost).
+    pub fn push_fenced(&mut self, d: &'a Delivery, token: i64) {
+        self.push_row(d, token, Some(token));
+    }
+
+    fn push_row(&mut self, d: &'a Delivery, token: i64, fence: Option<i64>) {
         self.id.push(d.id.0);
+        self.fence.push(fence);
         self.state.push(d.state.as_str());
         self.attempts.push(i32::try_from(d.attempts).unwrap_or(i32::MAX));
         self.due_at.push(ms(d.due_at));
@@ -194,8 +215,8 @@ impl<'a> DeliveryWrites<'a> {
         self.finished_at.push(d.finished_at.map(ms));
     }
 
-    /// Writes them all. Every row was locked by this transaction, so each
-    /// must be found.
+    /// Writes them all. A locked row not found is a fault; a fenced row that
+    /// moved is a conflict.
     pub async fn write(&self, tx: &Transaction<'_>) -> Result<(), Abort> {
         if self.id.is_empty() {
             return Ok(());
@@ -220,9 +241,13 @@ impl<'a> DeliveryWrites<'a> {
                     &self.held_since,
                     &self.updated_at,
                     &self.finished_at,
+                    &self.fence,
                 ],
             )
             .await?;
+        if n as usize != self.id.len() && self.fence.iter().any(Option::is_some) {
+            return Err(Abort::Conflict);
+        }
         if n as usize != self.id.len() {
             return Err(Abort::Store(StoreError::Unavailable(format!(
                 "wrote {n} of {} locked deliveries",

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -22,6 +22,67 @@ pub const LATEST: i64 = MIGRATIONS.len() as i64;
 /// Retention also prunes events that no delivery refers to (an event with no
 /// subscriber), oldest first.
 const V2: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at, id);";
+
+/// The retention index's condition was `state IN ('succeeded', 'failed',
+/// 'parked')`. SQLite evaluates a partial index's condition for the old and
+/// the new row of every UPDATE that sets `state`, and an IN list of more than
+/// two values builds a temporary b-tree each time: measured, it made each
+/// claim's and finish's per-row UPDATE five times slower (35 us against
+/// 7 us). `finished_at IS NOT NULL` holds the same rows (`finished_at` is set
+/// exactly when a delivery finishes) and costs a NULL test. Retention still
+/// filters on the state, so the index only has to contain its rows.
+const V3: &str = "
+DROP INDEX jadpo_deliveries_finished;
+CREATE INDEX jadpo_deliveries_finished ON jadpo_deliveries (finished_at) WHERE finished_at IS NOT NULL;
+";
+
+/// The deliveries' CHECK on `state` was an IN list of six values, which
+/// SQLite, like the condition V3 replaced, evaluates through a temporary
+/// b-tree on every UPDATE that sets `state`: about half the cost of each
+/// claim's and finish's row update. The same check as a chain of equalities
+/// costs six string comparisons. SQLite cannot alter a CHECK, so the table is
+/// rebuilt the documented way (new table, copy, drop, rename, indexes), in
+/// the migration's transaction. The AUTOINCREMENT high-water mark is carried
+/// over, so ids pruned from the top are still never reused.
+const V4: &str = "
+CREATE TABLE jadpo_deliveries_v4 (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id           BIGINT  NOT NULL REFERENCES jadpo_events (id),
+    subscriber         TEXT    NOT NULL,
+    state              TEXT    NOT NULL
+        CHECK (state = 'due' OR state = 'running' OR state = 'held'
+               OR state = 'succeeded' OR state = 'failed' OR state = 'parked'),
+    attempts           INT     NOT NULL,
+    due_at             BIGINT  NOT NULL,
+    budget_from        BIGINT  NOT NULL,
+    held_for_ms        BIGINT  NOT NULL,
+    lease_owner        TEXT,
+    lease_token        BIGINT  NOT NULL DEFAULT 0,
+    lease_until        BIGINT,
+    last_failure_code  TEXT,
+    last_failure_kind  TEXT,
+    held_connection    TEXT,
+    held_since         BIGINT,
+    created_at         BIGINT  NOT NULL,
+    updated_at         BIGINT  NOT NULL,
+    finished_at        BIGINT
+);
+INSERT INTO jadpo_deliveries_v4 SELECT * FROM jadpo_deliveries;
+DELETE FROM sqlite_sequence WHERE name = 'jadpo_deliveries_v4';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'jadpo_deliveries_v4', seq FROM sqlite_sequence WHERE name = 'jadpo_deliveries';
+DROP TABLE jadpo_deliveries;
+ALTER TABLE jadpo_deliveries_v4 RENAME TO jadpo_deliveries;
+CREATE INDEX jadpo_deliveries_due ON jadpo_deliveries (due_at, id)
+    WHERE state = 'due';
+CREATE INDEX jadpo_deliveries_lost ON jadpo_deliveries (lease_until, id)
+    WHERE state = 'running';
+CREATE INDEX jadpo_deliveries_held ON jadpo_deliveries (held_connection, held_since, id)
+    WHERE state = 'held';
+CREATE INDEX jadpo_deliveries_event ON jadpo_deliveries (event_id);
+CREATE INDEX jadpo_deliveries_subscriber ON jadpo_deliveries (subscriber, id);
+CREATE INDEX jadpo_deliveries_finished ON jadpo_deliveries (finished_at) WHERE finished_at IS NOT NULL;
+";
 
 const V1: &str = "
 CREATE TABLE jadpo_events (

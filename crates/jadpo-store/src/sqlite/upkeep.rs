@@ -84,7 +84,8 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
 }
 
 /// Deletes up to `batch` deliveries finished before `before` (through the
-/// retention index, so it never reads an unfinished row), their attempts and
+/// retention index, which holds only rows with a `finished_at`; the state is
+/// checked too, so a row is pruned only if finished), their attempts and
 /// handled records, then their events if no delivery is left on them.
 pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
     let old: Vec<(i64, String, i64)> = c
