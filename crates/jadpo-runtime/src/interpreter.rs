@@ -29,11 +29,14 @@ pub struct ActionArgs {
 }
 
 /// Calls through the connections an action may use, counted for breakers.
+///
+/// Cloned for every action a run enters, so what it holds is shared, not
+/// copied: the run's context and the action's connections.
 #[derive(Clone)]
 pub struct ConnectionHandle {
     connections: Arc<Connections>,
-    allowed: BTreeSet<String>,
-    ctx: RunContext,
+    allowed: Arc<BTreeSet<String>>,
+    ctx: Arc<RunContext>,
     seq: Arc<std::sync::atomic::AtomicU32>,
 }
 
@@ -120,6 +123,8 @@ pub struct AppExecutor {
     rust: BTreeMap<String, RustAction>,
     /// `env("X")` and `secret("X")` used in action bodies, read at start.
     env: BTreeMap<String, String>,
+    /// Each action's connections, built once rather than per run.
+    allowed: BTreeMap<String, Arc<BTreeSet<String>>>,
 }
 
 impl AppExecutor {
@@ -171,11 +176,17 @@ impl AppExecutor {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let allowed = app
+            .actions
+            .iter()
+            .map(|(name, a)| (name.clone(), Arc::new(a.connections().clone())))
+            .collect();
         Ok(AppExecutor {
             app,
             connections,
             rust: BTreeMap::new(),
             env: values,
+            allowed,
         })
     }
 
@@ -224,6 +235,10 @@ impl AppExecutor {
             }
         }
         missing.into_iter().collect()
+    }
+
+    fn allowed_for(&self, action: &str) -> Arc<BTreeSet<String>> {
+        self.allowed.get(action).cloned().unwrap_or_default()
     }
 
     fn target(&self, ctx: &RunContext) -> Result<&Run, Failure> {
@@ -293,7 +308,7 @@ impl AppExecutor {
                         .get(action)
                         .ok_or_else(|| Failure::new("action.unregistered", FailureKind::InternalFault))?;
                     let scoped = ConnectionHandle {
-                        allowed: a.connections().clone(),
+                        allowed: self.allowed_for(action),
                         ..handle.clone()
                     };
                     f(
@@ -357,15 +372,10 @@ impl Executor for AppExecutor {
     async fn run(&self, ctx: RunContext) -> Result<(), Failure> {
         let run = self.target(&ctx)?;
         let args = self.bind(run, &ctx.payload, &BTreeMap::new())?;
-        let allowed = self
-            .app
-            .actions
-            .get(&run.action)
-            .map(|a| a.connections().clone())
-            .unwrap_or_default();
+        let ctx = Arc::new(ctx);
         let handle = ConnectionHandle {
             connections: self.connections.clone(),
-            allowed,
+            allowed: self.allowed_for(&run.action),
             ctx: ctx.clone(),
             seq: Arc::default(),
         };

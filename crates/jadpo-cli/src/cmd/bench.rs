@@ -11,6 +11,7 @@
 //! end unless `--keep`. See docs/cli.md.
 
 mod finishes;
+mod histogram;
 mod report;
 mod scratch;
 mod sink;
@@ -76,7 +77,8 @@ pub struct Args {
 
 /// Events per store emit in `--backlog`, and at most per emit at a rate.
 const CHUNK: u64 = 1_000;
-/// An explicit bound: the bench keeps 32 bytes per event to time it.
+/// An explicit bound on the run's length (the bench's own memory does not
+/// grow with it: see `finishes.rs`).
 const MAX_EVENTS: u64 = 1_000_000;
 const MAX_RATE: u64 = 1_000_000;
 /// The most deliveries one process runs at once (the runtime's bound).
@@ -305,7 +307,6 @@ async fn measure<S: ScheduleStore>(
         .await
         .map_err(operator::start_error)?;
     let n = s.events;
-    let mut emitted: Vec<(i64, u64)> = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
     let (emit, started) = match s.rate {
         None => {
             let emit_bar = bar(s, n, "emit");
@@ -314,7 +315,7 @@ async fn measure<S: ScheduleStore>(
             while sent < n {
                 interrupted()?;
                 let k = CHUNK.min(n - sent);
-                emit_chunk(&jadpo, &finishes, sent, k, &mut emitted).await?;
+                emit_chunk(&jadpo, &finishes, sent, k).await?;
                 sent += k;
                 emit_bar.inc(k);
             }
@@ -334,7 +335,7 @@ async fn measure<S: ScheduleStore>(
             let finish_bar = bar(s, n, "finished");
             let started = Instant::now();
             let result = tokio::try_join!(
-                emit_at(&jadpo, &finishes, n, rate, &mut emitted),
+                emit_at(&jadpo, &finishes, n, rate),
                 wait(jadpo.store().as_ref(), &finishes, n, &finish_bar)
             );
             running.stop().await;
@@ -343,16 +344,12 @@ async fn measure<S: ScheduleStore>(
         }
     };
     let peak_rss_bytes = report::peak_rss_bytes();
-    let finished = finishes.take();
     // The drain ends at the last finish seen, else when the store said so.
-    let end = finished
-        .iter()
-        .map(|(_, at)| *at)
-        .max()
+    let end = finishes
+        .last_finish()
         .unwrap_or_else(|| finishes.micros(Instant::now()));
     let drain = Duration::from_micros(end.saturating_sub(finishes.micros(started)));
-    emitted.sort_unstable();
-    let p = finishes::percentiles(&emitted, &finished, &[0.50, 0.99]);
+    let p = finishes.percentiles(&[0.50, 0.99]);
     let counts = settled_counts(jadpo.store().as_ref(), n).await?;
     Ok(Report {
         events: n,
@@ -378,15 +375,16 @@ async fn emit_chunk<S: ScheduleStore>(
     finishes: &Finishes,
     first: u64,
     k: u64,
-    emitted: &mut Vec<(i64, u64)>,
 ) -> Result<(), CliError> {
     let payloads: Vec<(&str, serde_json::Value)> = (first..first + k).map(|i| (EVENT, json!({ "n": i }))).collect();
     let out = jadpo.emit_many(&payloads).await.map_err(|e| match e {
         jadpo::EmitError::Store(e) => CliError::store(e),
         jadpo::EmitError::Event(e) => CliError::environment("bench.failed", e.to_string()),
     })?;
-    let at = finishes.micros(Instant::now());
-    emitted.extend(out.iter().flat_map(|e| e.deliveries.iter().map(move |d| (d.0, at))));
+    finishes.emitted(
+        out.iter().flat_map(|e| e.deliveries.iter().map(|d| d.0)),
+        Instant::now(),
+    );
     Ok(())
 }
 
@@ -397,7 +395,6 @@ async fn emit_at<S: ScheduleStore>(
     finishes: &Finishes,
     n: u64,
     rate: u64,
-    emitted: &mut Vec<(i64, u64)>,
 ) -> Result<Duration, CliError> {
     let t = Instant::now();
     let mut sent = 0;
@@ -407,7 +404,7 @@ async fn emit_at<S: ScheduleStore>(
         let due = ((t.elapsed().as_secs_f64() * rate as f64) as u64 + 1).min(n);
         if due > sent {
             let k = (due - sent).min(CHUNK);
-            emit_chunk(jadpo, finishes, sent, k, emitted).await?;
+            emit_chunk(jadpo, finishes, sent, k).await?;
             sent += k;
         } else {
             let next = t + Duration::from_secs_f64(sent as f64 / rate as f64);

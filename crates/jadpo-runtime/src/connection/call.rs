@@ -35,7 +35,7 @@ impl Connections {
                     .with_field("connection", req.connection.clone()),
             );
         };
-        let prepared = match prepare(req) {
+        let prepared = match prepare(req, endpoint) {
             Ok(prepared) => prepared,
             Err(failure) => return CallOutcome::failed(failure),
         };
@@ -88,11 +88,32 @@ impl Connections {
     }
 }
 
-fn prepare(req: &CallRequest) -> Result<Prepared, Failure> {
+fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> {
     let invalid = |code: &str| Failure::new(code, FailureKind::InternalFault);
-    if !req.path.starts_with('/') || url::Url::parse(&format!("http://h{}", req.path)).is_err() {
+    if !req.path.starts_with('/') {
         return Err(invalid("call.path_invalid"));
     }
+    // The URL a real driver sends to, parsed once for every send (the
+    // client would parse it again from text on each), and the path's check
+    // too: only when it fails is the path parsed alone, to tell a bad path
+    // from a URL that can't be built.
+    let url = match endpoint {
+        Endpoint::Http(conn) => match url::Url::parse(&format!("{}{}", conn.base_url, req.path)) {
+            Ok(url) => Some(url),
+            Err(_) if url::Url::parse(&format!("http://h{}", req.path)).is_err() => {
+                return Err(invalid("call.path_invalid"))
+            }
+            // A path that parses alone but not after this base: the send
+            // fails as a request that can't be built, as it always did.
+            Err(_) => None,
+        },
+        Endpoint::Double { .. } => {
+            if url::Url::parse(&format!("http://h{}", req.path)).is_err() {
+                return Err(invalid("call.path_invalid"));
+            }
+            None
+        }
+    };
     let idempotency_key = match &req.idempotency_key {
         None => None,
         Some(key) => {
@@ -104,9 +125,12 @@ fn prepare(req: &CallRequest) -> Result<Prepared, Failure> {
     let message_id = HeaderValue::from_str(&req.message_id).map_err(|_| invalid("call.message_id_invalid"))?;
     let body = match &req.body {
         None => None,
-        Some(value) => Some(serde_json::to_vec(value).map_err(|_| invalid("call.body_invalid"))?),
+        Some(value) => Some(bytes::Bytes::from(
+            serde_json::to_vec(value).map_err(|_| invalid("call.body_invalid"))?,
+        )),
     };
     Ok(Prepared {
+        url,
         body,
         idempotency_key,
         message_id,
@@ -147,17 +171,21 @@ fn judge(
     let (result, verdict) = match sent {
         Sent::Answered(response) => {
             let status = response.status;
-            let now = response
-                .headers
-                .get(DATE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| httpdate::parse_http_date(v).ok())
-                .unwrap_or_else(|| caller_now(req));
+            // "Now" is read from the answer's `Date` only when a
+            // `Retry-After` needs it.
+            let now = || {
+                response
+                    .headers
+                    .get(DATE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| httpdate::parse_http_date(v).ok())
+                    .unwrap_or_else(|| caller_now(req))
+            };
             let retry_after = response
                 .headers
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| parse_retry_after(v, now));
+                .and_then(|v| parse_retry_after(v, now()));
             let (result, verdict) = classify(CallEnd::Status { status, retry_after });
             return (result.map(|()| response), Some(verdict), Some(status));
         }
@@ -210,5 +238,58 @@ fn log(req: &CallRequest, out: &CallOutcome, double: bool) {
             code = %failure.code,
             "call failed"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connection::resolve::HttpConnection;
+    use crate::connection::Fake;
+    use jadpo_lang::Method;
+
+    fn request(path: &str) -> CallRequest {
+        CallRequest {
+            connection: "c".into(),
+            method: Method::Post,
+            path: path.into(),
+            path_template: path.into(),
+            body: Some(serde_json::json!({"n": 1})),
+            idempotency_key: None,
+            message_id: "msg_1_0".into(),
+            timestamp_s: 0,
+        }
+    }
+
+    fn http(base_url: &str) -> Endpoint {
+        Endpoint::Http(HttpConnection {
+            name: "c".into(),
+            base_url: base_url.into(),
+            headers: vec![],
+            timeout: Duration::from_secs(1),
+            attempts: 1,
+            signing: None,
+        })
+    }
+
+    #[test]
+    fn a_real_call_is_prepared_with_its_whole_url_and_body_once() {
+        let p = prepare(&request("/v1/pay%20ments?x=1"), &http("http://127.0.0.1:8080/api")).unwrap();
+        let url = p.url.expect("parsed");
+        assert_eq!(url.as_str(), "http://127.0.0.1:8080/api/v1/pay%20ments?x=1");
+        assert_eq!(p.body.as_deref(), Some(&b"{\"n\":1}"[..]));
+    }
+
+    #[test]
+    fn a_path_without_a_leading_slash_is_refused_whatever_answers() {
+        let fake = Endpoint::Double {
+            double: Fake::ok().into(),
+            attempts: 1,
+        };
+        for endpoint in [http("http://127.0.0.1:8080"), fake] {
+            let refused = prepare(&request("v1/payments"), &endpoint).err().expect("refused");
+            assert_eq!(refused.code, "call.path_invalid");
+            assert_eq!(refused.kind, FailureKind::InternalFault);
+        }
     }
 }

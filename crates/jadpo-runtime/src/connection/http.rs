@@ -28,7 +28,11 @@ pub(crate) fn client(shortest_timeout: Duration) -> reqwest::Result<reqwest::Cli
 
 /// What a call carries on every send, checked once before the first.
 pub(crate) struct Prepared {
-    pub(crate) body: Option<Vec<u8>>,
+    /// The whole URL, for a real connection; `None` when the path parses
+    /// alone but not after the base URL (every send is then a defect).
+    pub(crate) url: Option<url::Url>,
+    /// Shared by every send: a resend copies no bytes.
+    pub(crate) body: Option<bytes::Bytes>,
     pub(crate) idempotency_key: Option<HeaderValue>,
     pub(crate) message_id: HeaderValue,
 }
@@ -48,7 +52,9 @@ pub(crate) async fn send(
     if limit == Duration::ZERO {
         return Sent::CutByDeadline;
     }
-    let url = format!("{}{}", conn.base_url, req.path);
+    let Some(url) = prepared.url.clone() else {
+        return Sent::Defect(Failure::new("http.request_invalid", FailureKind::InternalFault));
+    };
     let mut request = client.request(reqwest_method(req.method), url).timeout(limit);
     for (name, value) in &conn.headers {
         request = request.header(name, value);
@@ -85,17 +91,17 @@ pub(crate) async fn send(
             Sent::Lost
         }
     };
-    let answer = match request.send().await {
+    let mut answer = match request.send().await {
         Ok(answer) => answer,
         Err(e) => return lost(e),
     };
     let status = answer.status().as_u16();
-    let headers = answer.headers().clone();
+    let headers = std::mem::take(answer.headers_mut());
     match answer.bytes().await {
         Ok(body) => Sent::Answered(Response {
             status,
             headers,
-            body: body.to_vec(),
+            body: body.into(),
         }),
         // The status came but not the whole answer: treated as no answer,
         // since the action can't read what the provider said.

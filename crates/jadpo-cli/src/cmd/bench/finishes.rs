@@ -5,9 +5,16 @@
 //! carries the delivery's id. A `tracing` layer of its own, with a filter
 //! of its own, sees them whatever `RUST_LOG` prints, and notes when each
 //! arrived. The store's counts confirm the total at the end.
+//!
+//! Its memory does not grow with the events: emit times are kept per
+//! emitted chunk as id ranges, and each finish's latency is folded at once
+//! into a fixed-size histogram (`histogram.rs`). Only a finish seen before
+//! its emit was noted (the emit committed, the engine ran it, and the
+//! bench had not yet read the clock) waits, until that emit is noted.
 
+use super::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -26,13 +33,51 @@ const TERMINAL: [&str; 5] = [
     "delivery.gave_up",
 ];
 
-/// Finished deliveries as they are seen: how many, and each one's id with
-/// its time in microseconds since `start`.
+/// Deliveries `first..=last`, emitted at `at` (microseconds since the start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    first: i64,
+    last: i64,
+    at: u64,
+}
+
+#[derive(Debug, Default)]
+struct Timing {
+    /// Sorted by id, not overlapping.
+    spans: Vec<Span>,
+    /// Finishes whose emit time is not known yet: id, finish time.
+    early: Vec<(i64, u64)>,
+    latencies: Histogram,
+}
+
+impl Timing {
+    fn emitted_at(&self, id: i64) -> Option<u64> {
+        let i = self.spans.partition_point(|s| s.last < id);
+        self.spans.get(i).filter(|s| s.first <= id).map(|s| s.at)
+    }
+
+    fn add(&mut self, span: Span) {
+        let i = self.spans.partition_point(|s| s.last < span.first);
+        // Consecutive ids noted at the same time extend the span before.
+        if let Some(prev) = i.checked_sub(1).and_then(|p| self.spans.get_mut(p)) {
+            if prev.last + 1 == span.first && prev.at == span.at {
+                prev.last = span.last;
+                return;
+            }
+        }
+        self.spans.insert(i, span);
+    }
+}
+
+/// Finished deliveries as they are seen: how many, when the last one was,
+/// and the latency of each whose emit time is known.
 #[derive(Debug)]
 pub struct Finishes {
     start: Instant,
     count: AtomicU64,
-    seen: Mutex<Vec<(i64, u64)>>,
+    /// The latest finish seen, in microseconds since the start, plus one (0: none).
+    last: AtomicU64,
+    timing: Mutex<Timing>,
 }
 
 impl Finishes {
@@ -40,8 +85,13 @@ impl Finishes {
         Arc::new(Finishes {
             start,
             count: AtomicU64::new(0),
-            seen: Mutex::new(Vec::new()),
+            last: AtomicU64::new(0),
+            timing: Mutex::new(Timing::default()),
         })
+    }
+
+    fn timing(&self) -> MutexGuard<'_, Timing> {
+        self.timing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Deliveries seen finishing so far.
@@ -54,17 +104,64 @@ impl Finishes {
         u64::try_from(at.saturating_duration_since(self.start).as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Every finish seen: delivery id, microseconds since the start.
-    pub fn take(&self) -> Vec<(i64, u64)> {
-        std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()))
+    /// When the last finish seen arrived, in microseconds since the start.
+    pub fn last_finish(&self) -> Option<u64> {
+        self.last.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    /// Notes the emit time of deliveries `ids` (as one emit returned them).
+    pub fn emitted(&self, ids: impl IntoIterator<Item = i64>, at: Instant) {
+        let at = self.micros(at);
+        let mut t = self.timing();
+        let mut run: Option<Span> = None;
+        for id in ids {
+            match &mut run {
+                Some(s) if s.last.checked_add(1) == Some(id) => s.last = id,
+                _ => {
+                    if let Some(s) = run.replace(Span {
+                        first: id,
+                        last: id,
+                        at,
+                    }) {
+                        t.add(s);
+                    }
+                }
+            }
+        }
+        if let Some(s) = run {
+            t.add(s);
+        }
+        if !t.early.is_empty() {
+            let early = std::mem::take(&mut t.early);
+            for (id, done) in early {
+                match t.emitted_at(id) {
+                    Some(at) => t.latencies.record(done.saturating_sub(at)),
+                    None => t.early.push((id, done)),
+                }
+            }
+        }
+    }
+
+    /// Latency percentiles in milliseconds (nearest rank, within 1%), emit
+    /// to finish. Deliveries seen on one side only are left out.
+    pub fn percentiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
+        let t = self.timing();
+        if t.latencies.count() == 0 {
+            return None;
+        }
+        Some(ps.iter().map(|p| t.latencies.quantile(*p) as f64 / 1000.0).collect())
     }
 
     fn finished(&self, delivery: i64, at: Instant) {
         let micros = self.micros(at);
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((delivery, micros));
+        {
+            let mut t = self.timing();
+            match t.emitted_at(delivery) {
+                Some(emitted) => t.latencies.record(micros.saturating_sub(emitted)),
+                None => t.early.push((delivery, micros)),
+            }
+        }
+        self.last.fetch_max(micros.saturating_add(1), Ordering::AcqRel);
         self.count.fetch_add(1, Ordering::Release);
     }
 }
@@ -76,6 +173,24 @@ pub struct Watch(pub Arc<Finishes>);
 struct Seen {
     terminal: bool,
     delivery: Option<i64>,
+}
+
+/// A message written through `Debug`, kept only while it is short enough
+/// to be one of [`TERMINAL`]: no allocation per event.
+#[derive(Default)]
+struct Short {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl std::fmt::Write for Short {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 impl Visit for Seen {
@@ -99,8 +214,9 @@ impl Visit for Seen {
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
-            let text = format!("{value:?}");
-            self.terminal = TERMINAL.contains(&text.as_str());
+            let mut text = Short::default();
+            self.terminal = std::fmt::write(&mut text, format_args!("{value:?}")).is_ok()
+                && std::str::from_utf8(&text.buf[..text.len]).is_ok_and(|t| TERMINAL.contains(&t));
         }
     }
 }
@@ -116,46 +232,85 @@ impl<S: Subscriber> Layer<S> for Watch {
     }
 }
 
-/// Latency percentiles in milliseconds from each delivery's emit time and
-/// finish time (both in microseconds since the start). `emitted` must be
-/// sorted by id. Deliveries seen on one side only are left out.
-pub fn percentiles(emitted: &[(i64, u64)], finished: &[(i64, u64)], ps: &[f64]) -> Option<Vec<f64>> {
-    let mut latencies: Vec<u64> = finished
-        .iter()
-        .filter_map(|(id, done)| {
-            let i = emitted.binary_search_by_key(id, |(e, _)| *e).ok()?;
-            Some(done.saturating_sub(emitted[i].1))
-        })
-        .collect();
-    if latencies.is_empty() {
-        return None;
-    }
-    latencies.sort_unstable();
-    let n = latencies.len();
-    Some(
-        ps.iter()
-            .map(|p| {
-                // Nearest rank: the smallest value with at least p of them at or below it.
-                let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-                latencies[rank - 1] as f64 / 1000.0
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
 
     #[test]
     fn percentiles_pair_emits_with_finishes_by_id() {
-        let emitted: Vec<(i64, u64)> = (1..=100).map(|id| (id, 1_000)).collect();
+        let start = Instant::now();
+        let f = Finishes::new(start);
+        // Delivery 1 finishes before its emit is noted: it waits for it.
+        f.finished(1, start + ms(1));
+        f.emitted(1..=100, start + ms(1));
         // Delivery k finished k ms after its emit; one unknown id is ignored.
-        let mut finished: Vec<(i64, u64)> = (1..=100).rev().map(|id| (id, 1_000 + id as u64 * 1_000)).collect();
-        finished.push((999, 5));
-        let p = percentiles(&emitted, &finished, &[0.5, 0.99, 1.0]).unwrap();
-        assert_eq!(p, vec![50.0, 99.0, 100.0]);
-        assert_eq!(percentiles(&emitted, &[], &[0.5]), None);
+        for id in (2..=100).rev() {
+            f.finished(id, start + ms(1 + id as u64));
+        }
+        f.finished(999, start + ms(5));
+        let p = f.percentiles(&[0.5, 0.99, 1.0]).unwrap();
+        for (got, want) in p.iter().zip([50.0, 99.0, 100.0]) {
+            assert!((got - want).abs() <= want * 0.01, "{got} vs {want}");
+        }
+        assert_eq!(f.count(), 101);
+        assert_eq!(f.last_finish(), Some(101_000));
+        assert_eq!(Finishes::new(start).percentiles(&[0.5]), None);
+    }
+
+    #[test]
+    fn emits_are_kept_as_id_ranges() {
+        let mut t = Timing::default();
+        t.add(Span {
+            first: 1,
+            last: 10,
+            at: 5,
+        });
+        t.add(Span {
+            first: 11,
+            last: 20,
+            at: 5,
+        });
+        t.add(Span {
+            first: 21,
+            last: 30,
+            at: 7,
+        });
+        // Out of order and with a gap, as another store might give them.
+        t.add(Span {
+            first: 40,
+            last: 40,
+            at: 9,
+        });
+        t.add(Span {
+            first: 35,
+            last: 36,
+            at: 8,
+        });
+        assert_eq!(t.spans.len(), 4);
+        assert_eq!(t.emitted_at(15), Some(5));
+        assert_eq!(t.emitted_at(21), Some(7));
+        assert_eq!(t.emitted_at(36), Some(8));
+        assert_eq!(t.emitted_at(40), Some(9));
+        assert_eq!(t.emitted_at(33), None);
+        assert_eq!(t.emitted_at(0), None);
+        assert_eq!(t.emitted_at(41), None);
+    }
+
+    #[test]
+    fn one_emit_of_consecutive_ids_is_one_span() {
+        let start = Instant::now();
+        let f = Finishes::new(start);
+        f.emitted(1..=1_000, start);
+        f.emitted(1_001..=2_000, start + ms(1));
+        f.emitted([2_005, 2_001, 2_002], start + ms(2));
+        let t = f.timing();
+        assert_eq!(t.spans.len(), 4, "{:?}", t.spans);
+        assert_eq!(t.emitted_at(2_002), Some(2_000));
     }
 
     #[test]
@@ -167,10 +322,17 @@ mod tests {
             tracing::info!(delivery = 7i64, subscriber = "s", attempt = 1u32, "delivery.succeeded");
             tracing::info!(delivery = 8i64, "delivery.retry");
             tracing::warn!(delivery = 9i64, "delivery.gave_up");
+            tracing::info!(delivery = 10i64, "{}", "delivery.parked");
+            tracing::info!(
+                delivery = 11i64,
+                "delivery.succeeded, and a much longer message than any"
+            );
             tracing::info!("delivery.succeeded");
         });
-        assert_eq!(finishes.count(), 2);
-        let ids: Vec<i64> = finishes.take().into_iter().map(|(id, _)| id).collect();
-        assert_eq!(ids, vec![7, 9]);
+        assert_eq!(finishes.count(), 3);
+        let t = finishes.timing();
+        let mut ids: Vec<i64> = t.early.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![7, 9, 10]);
     }
 }
