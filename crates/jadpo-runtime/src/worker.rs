@@ -148,9 +148,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
         let free = slots.available_permits();
         let want = (free + ahead.target()).saturating_sub(queue.len());
         let idle = idle_until.is_some() || backoff_until.is_some_and(|t| tokio::time::Instant::now() < t);
-        // Claim again once the queue is down to half of what it should hold
-        // ahead, so the next batch arrives before the slots run dry.
-        let low = queue.len() <= ahead.target() / 2 || free > queue.len();
+        // Claim again once the queue is down to three quarters of what it
+        // should hold ahead, so the next batch arrives before the slots run
+        // dry even when a claim is slow.
+        let low = queue.len() <= ahead.target() * 3 / 4 || free > queue.len();
         if claiming.is_none() && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
             backoff_until = None;
             let s = shared.clone();
