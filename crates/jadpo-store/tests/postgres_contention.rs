@@ -133,7 +133,10 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
         "one attempt each"
     );
     let handled: i64 = client
-        .query_one("SELECT count(*) FROM jadpo_handled", &[])
+        .query_one(
+            "SELECT count(*) FROM jadpo_deliveries WHERE handled_at IS NOT NULL",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);

@@ -391,7 +391,7 @@ async fn prune_deletes_the_events_left_without_deliveries() {
     assert_eq!(store.prune(at(100), 10).await.unwrap(), 3);
     assert_eq!(store.event(event).await.unwrap(), None);
     let client = schema.client().await;
-    for table in ["jadpo_events", "jadpo_deliveries", "jadpo_attempts", "jadpo_handled"] {
+    for table in ["jadpo_events", "jadpo_deliveries", "jadpo_attempts"] {
         let n: i64 = client
             .query_one(&format!("SELECT count(*) FROM {table}"), &[])
             .await
@@ -584,4 +584,59 @@ async fn a_finish_whose_lease_is_taken_over_after_its_read_writes_nothing() {
     assert_eq!(d.state, DeliveryState::Running);
     assert_eq!(d.lease.as_ref().map(|l| l.owner.as_str()), Some("new"));
     assert!(store.attempts(ids[0]).await.unwrap().is_empty(), "no attempt recorded");
+}
+
+/// Migration 4 moves each handled record onto its delivery, so a delivery
+/// whose run committed before the upgrade is still never run again, and
+/// drops the tables and indexes it replaces.
+#[tokio::test]
+async fn migration_4_keeps_every_handled_record() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let client = schema.client().await;
+    // The schema as a store before migration 4 left it, with two due
+    // deliveries of one event, one of them handled.
+    client
+        .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..3] {
+        client.batch_execute(sql).await.unwrap();
+        client
+            .execute(
+                "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
+                &[version],
+            )
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(
+            "INSERT INTO jadpo_events (id, name, payload, emitted_at) VALUES (1, 'e', '{}', 0);
+             INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, due_at, budget_from, created_at, updated_at)
+                 VALUES (1, 1, 'log', 'due', 0, 0, 0, 0), (2, 1, 'pay', 'due', 0, 0, 0, 0);
+             INSERT INTO jadpo_handled (subscriber, event_id, handled_at) VALUES ('log', 1, 0);",
+        )
+        .await
+        .unwrap();
+
+    let store = schema.store(Options::default()).await;
+    let r = claim(&store, "w", 1, 10).await;
+    assert_eq!(
+        r.succeeded,
+        vec![jadpo_core::DeliveryId(1)],
+        "handled before the upgrade"
+    );
+    assert_eq!(r.claimed.iter().map(|c| c.delivery.id.0).collect::<Vec<_>>(), vec![2]);
+    let gone: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace
+             AND relname IN ('jadpo_handled', 'jadpo_deliveries_subscriber', 'jadpo_attempts_pkey')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(gone, 0);
 }

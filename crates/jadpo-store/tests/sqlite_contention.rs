@@ -163,7 +163,11 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
         .unwrap();
     assert_eq!((attempts, distinct), (DELIVERIES as i64, DELIVERIES as i64));
     let handled: i64 = conn
-        .query_row("SELECT COUNT(*) FROM jadpo_handled", [], |r| r.get(0))
+        .query_row(
+            "SELECT COUNT(*) FROM jadpo_deliveries WHERE handled_at IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(handled, DELIVERIES as i64);
 }

@@ -374,6 +374,8 @@ async fn a_claim_survives_the_process_and_is_reclaimed_after_its_lease() {
 
 /// Migration 4 rebuilds the deliveries table: a file that had rows keeps
 /// every one as it was, and an id pruned from the top is not issued again.
+/// Migration 5 moves each handled record onto its delivery: one whose run
+/// committed before the upgrade is still not run again.
 #[tokio::test]
 async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
     let path = fresh_dir("rebuild").join("r.db");
@@ -382,11 +384,17 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
     let running = claim(&store, 0, 1).await.claimed.remove(0);
     let before = store.delivery(ids[1]).await.unwrap().unwrap();
     drop(store);
-    // The newest delivery pruned, then the rebuild run again on these rows.
+    // The newest delivery pruned, the file taken back to migration 3 with a
+    // handled record for the second delivery, then migrated again.
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(&format!(
-        "DELETE FROM jadpo_deliveries WHERE id = {}; DELETE FROM jadpo_migrations WHERE version = 4;",
-        ids[2].0
+        "DELETE FROM jadpo_deliveries WHERE id = {};
+         DELETE FROM jadpo_migrations WHERE version >= 4;
+         ALTER TABLE jadpo_deliveries DROP COLUMN handled_at;
+         CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,
+             handled_at BIGINT NOT NULL, PRIMARY KEY (subscriber, event_id)) WITHOUT ROWID;
+         INSERT INTO jadpo_handled SELECT subscriber, event_id, 0 FROM jadpo_deliveries WHERE id = {};",
+        ids[2].0, ids[1].0
     ))
     .unwrap();
 
@@ -399,6 +407,9 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
     finish(&store, &running, Outcome::Succeeded, &[], 1).await.unwrap();
     let bad = conn.execute("UPDATE jadpo_deliveries SET state = 'lost' WHERE id = ?1", [ids[1].0]);
     assert!(bad.is_err(), "the state is still checked");
+    let r = claim(&store, 2, 10).await;
+    assert_eq!(r.succeeded, vec![ids[1]], "handled before the upgrade");
+    assert_eq!(r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), next);
 }
 
 /// The row updates of a claim and a finish set `state`. Any IN list in a

@@ -1,6 +1,7 @@
 //! The claim: lock a batch of due rows, decide, write them back.
 
-use super::rows::{self, breaker_columns, delivery_columns, DeliveryWrites, DELIVERY_COLUMNS};
+use super::rows::{self, breaker_columns, delivery_columns, DELIVERY_COLUMNS};
+use super::writes::DeliveryWrites;
 use super::Abort;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
@@ -13,8 +14,8 @@ use std::collections::HashMap;
 /// as it goes and skipping rows another claimer holds, so the `LIMIT`
 /// counts only rows this transaction got. An `OR` of the two conditions
 /// would defeat both indexes. The two queues are then merged by time, as
-/// the in-memory store does, and the batch joined with its events and
-/// handled records.
+/// the in-memory store does, and the batch joined with its events. Whether
+/// a row's run committed already (its handled record) is on the row itself.
 ///
 /// The rows' values come from the locking scans themselves: under READ
 /// COMMITTED a locked row is its newest version, while a re-read through a
@@ -27,14 +28,14 @@ const CLAIM: &str = concat!(
     "WITH due AS (
         SELECT ",
     delivery_columns!(),
-    ", due_at AS t FROM jadpo_deliveries
+    ", due_at AS t, handled_at IS NOT NULL AS handled FROM jadpo_deliveries
         WHERE state = 'due' AND due_at <= $1
         ORDER BY due_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED
     ), lost AS (
         SELECT ",
     delivery_columns!(),
-    ", lease_until AS t FROM jadpo_deliveries
+    ", lease_until AS t, handled_at IS NOT NULL AS handled FROM jadpo_deliveries
         WHERE state = 'running' AND lease_until <= $1
         ORDER BY lease_until, id LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -42,9 +43,7 @@ const CLAIM: &str = concat!(
         SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS c
         ORDER BY t, id LIMIT $2
     )
-    SELECT p.*, e.name, e.payload,
-        EXISTS (SELECT 1 FROM jadpo_handled h
-                WHERE h.subscriber = p.subscriber AND h.event_id = p.event_id)
+    SELECT p.*, e.name, e.payload
     FROM picked AS p JOIN jadpo_events AS e ON e.id = p.event_id
     ORDER BY p.t, p.id"
 );
@@ -80,17 +79,18 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     if rows.is_empty() {
         return Ok(ClaimReport::default());
     }
-    let mut tokens: HashMap<DeliveryId, i64> = HashMap::with_capacity(rows.len());
+    // Each row as read, with its stored token.
+    let mut read: HashMap<DeliveryId, (jadpo_core::Delivery, i64)> = HashMap::with_capacity(rows.len());
     let mut candidates = Vec::with_capacity(rows.len());
     for row in &rows {
         let (delivery, token) = rows::delivery(row)?;
-        tokens.insert(delivery.id, token);
-        // Columns after the delivery's: t, name, payload, handled.
+        read.insert(delivery.id, (delivery.clone(), token));
+        // Columns after the delivery's: t, handled, name, payload.
         candidates.push(Candidate {
             delivery,
-            event_name: row.try_get(DELIVERY_COLUMNS + 1)?,
-            payload: row.try_get(DELIVERY_COLUMNS + 2)?,
-            handled: row.try_get(DELIVERY_COLUMNS + 3)?,
+            handled: row.try_get(DELIVERY_COLUMNS + 1)?,
+            event_name: row.try_get(DELIVERY_COLUMNS + 2)?,
+            payload: row.try_get(DELIVERY_COLUMNS + 3)?,
         });
     }
     let open = rows::breakers(&open)?;
@@ -98,11 +98,12 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     let mut breakers = Breakers::new(open);
     // Each claim of a row issues the token after the last one it had, so a
     // token never repeats for a row.
-    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
+    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(read[&d.id].1 + 1));
     confirm_holds(tx, &plan.deliveries, &read_versions).await?;
     let mut writes = DeliveryWrites::default();
     for d in &plan.deliveries {
-        writes.push(d, tokens[&d.id]);
+        let (before, token) = &read[&d.id];
+        writes.push_claimed(before, d, *token);
     }
     writes.write(tx).await?;
     rows::write_breakers(tx, &plan.breakers).await?;

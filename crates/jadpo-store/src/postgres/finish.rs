@@ -1,7 +1,8 @@
 //! Writes after a claim, each fenced on the lease token: the finish of
 //! attempts (one or a batch), a hold just before the run, a give-back.
 
-use super::rows::{self, breaker_columns, delivery_columns, DeliveryWrites};
+use super::rows::{self, breaker_columns, delivery_columns};
+use super::writes::DeliveryWrites;
 use super::Abort;
 use crate::plan::{self, Breakers};
 use crate::types::*;
@@ -36,15 +37,8 @@ const INSERT_ATTEMPTS: &str = "
 INSERT INTO jadpo_attempts (delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind)
 SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[])";
 
-/// A handled record may exist already (an operator retried a delivery whose
-/// run committed); the first one stays.
-const INSERT_HANDLED: &str = "
-INSERT INTO jadpo_handled (subscriber, event_id, handled_at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-ON CONFLICT (subscriber, event_id) DO NOTHING";
-
 /// The rows of a finish batch, read without a lock: each is written back
-/// fenced on the lease it ran under (`DeliveryWrites::push_fenced`). While a
+/// fenced on the lease it ran under (`DeliveryWrites::push_finished`). While a
 /// row runs under a token, only that token's holder changes it, so a row
 /// whose fence holds at the write is the row planned from; one whose lease
 /// was taken over meanwhile fails the fence and the batch is redone. This
@@ -108,16 +102,20 @@ pub(crate) async fn finish_batch(
             Ok::<_, Abort>(tx.query(&stmt, &[&connections]).await?)
         })?
     };
-    let mut current = found;
+    // Each row as read, and as planned so far: a batch may finish one
+    // delivery twice (a late duplicate is refused by the lease check).
+    let read_rows = found;
+    let mut current: HashMap<DeliveryId, Delivery> = read_rows.iter().map(|(id, (d, _))| (*id, d.clone())).collect();
     let mut breakers = Breakers::new(rows::breakers(&read)?);
     let mut results = Vec::with_capacity(batch.len());
     let mut attempts = Vec::new();
-    let mut handled: Vec<(String, i64, i64)> = Vec::new();
+    // The moment each run committed: its handled record.
+    let mut handled: HashMap<DeliveryId, Timestamp> = HashMap::new();
     let mut changed: BTreeSet<DeliveryId> = BTreeSet::new();
     // Which finish closed each connection, and when: it reports the release.
     let mut closed: Vec<(String, Timestamp, usize)> = Vec::new();
     for (i, f) in batch.iter().enumerate() {
-        let d = match plan::check_lease(current.get(&f.id).map(|(d, _)| d), f.id, f.token) {
+        let d = match plan::check_lease(current.get(&f.id), f.id, f.token) {
             Ok(d) => d,
             Err(e) => {
                 results.push(Err(e));
@@ -126,7 +124,7 @@ pub(crate) async fn finish_batch(
         };
         let p = plan::finish(d, &mut breakers, f, policy);
         if p.handled {
-            handled.push((p.delivery.subscriber.clone(), p.delivery.event_id.0, rows::ms(f.now)));
+            handled.entry(f.id).or_insert(f.now);
         }
         for c in p.release {
             if !closed.iter().any(|(seen, _, _)| *seen == c) {
@@ -135,7 +133,7 @@ pub(crate) async fn finish_batch(
         }
         attempts.push(p.attempt);
         changed.insert(f.id);
-        current.get_mut(&f.id).expect("checked above").0 = p.delivery;
+        *current.get_mut(&f.id).expect("checked above") = p.delivery;
         results.push(Ok(FinishReport {
             transitions: p.transitions,
             released: 0,
@@ -144,14 +142,10 @@ pub(crate) async fn finish_batch(
     }
     let mut writes = DeliveryWrites::default();
     for id in &changed {
-        let (d, token) = &current[id];
-        writes.push_fenced(d, *token);
+        let (before, token) = &read_rows[id];
+        writes.push_finished(before, &current[id], *token, handled.get(id).copied());
     }
-    tokio::try_join!(
-        writes.write(tx),
-        insert_attempts(tx, &attempts),
-        insert_handled(tx, &handled)
-    )?;
+    tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
     for (connection, n) in rows::release(tx, &release).await? {
@@ -184,18 +178,6 @@ async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Re
     let stmt = tx.prepare_cached(INSERT_ATTEMPTS).await?;
     tx.execute(&stmt, &[&delivery, &attempt, &started, &ended, &state, &code, &kind])
         .await?;
-    Ok(())
-}
-
-async fn insert_handled(tx: &Transaction<'_>, handled: &[(String, i64, i64)]) -> Result<(), Abort> {
-    if handled.is_empty() {
-        return Ok(());
-    }
-    let subscriber: Vec<&str> = handled.iter().map(|(s, _, _)| s.as_str()).collect();
-    let event: Vec<i64> = handled.iter().map(|(_, e, _)| *e).collect();
-    let at: Vec<i64> = handled.iter().map(|(_, _, t)| *t).collect();
-    let stmt = tx.prepare_cached(INSERT_HANDLED).await?;
-    tx.execute(&stmt, &[&subscriber, &event, &at]).await?;
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 //! store lives in this folder:
 //!
 //! - [`schema`](self::schema): the versioned migrations.
-//! - `rows`: row to value and back, bulk writes, breaker compare-and-set.
+//! - `rows`: row to value and back, breaker compare-and-set, release.
+//! - `writes`: the bulk write of many deliveries.
 //! - `claim`, `finish`, `sweep`: the hot paths.
 //! - `schedules`: schedules' state (`ScheduleStore`).
 //! - `read`: emit (also inside the caller's transaction) and the listings.
@@ -49,6 +50,7 @@ pub mod schema;
 pub mod scratch;
 mod sweep;
 pub mod testing;
+mod writes;
 
 use crate::types::*;
 use crate::{ScheduleStore, Store};

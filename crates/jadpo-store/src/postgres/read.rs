@@ -16,8 +16,9 @@ const NEXT_IDS: &str = "
 SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::int)),
        ARRAY(SELECT nextval('jadpo_deliveries_id_seq') FROM generate_series(1, $2::int))";
 
-/// Events and their deliveries in one statement (the foreign key is checked
-/// at its end, when both are there).
+/// Events and their deliveries in one statement: a delivery never names an
+/// event that is not there (the store keeps this rule itself since migration
+/// 4 dropped the foreign key, which cost every delivery a lookup and a lock).
 const INSERT: &str = "
 WITH events AS (
     INSERT INTO jadpo_events (id, name, payload, emitted_at)
@@ -146,8 +147,9 @@ pub(crate) async fn delivery(tx: &Transaction<'_>, id: DeliveryId) -> Result<Opt
 }
 
 /// Newest first. Only the filters given become conditions, so each shape of
-/// filter gets a plan of its own (`jadpo_deliveries_subscriber`,
-/// `jadpo_deliveries_event`, `jadpo_deliveries_held`, or the primary key).
+/// filter gets a plan of its own (`jadpo_deliveries_event`,
+/// `jadpo_deliveries_held`, or the primary key newest first, which a filter
+/// on the subscriber alone walks: no index of its own, docs/system-tables.md).
 pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut sql = String::from(concat!(
         "SELECT ",

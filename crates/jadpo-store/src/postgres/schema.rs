@@ -9,7 +9,7 @@ use super::Abort;
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -126,6 +126,36 @@ CREATE TABLE jadpo_schedules (
 /// Retention also prunes events that no delivery refers to (an event with no
 /// subscriber), oldest first.
 const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at, id);";
+
+/// What a delivery costs the server, cut (docs/performance.md, "What one
+/// delivery costs PostgreSQL"). Neither update of a delivery can be HOT
+/// (both change `state`, which the partial indexes' conditions read), so
+/// every index whose condition the new row meets gets an entry per update:
+/// - the handled record becomes a column of the delivery it belongs to (one
+///   delivery per subscriber and event), written by the finish's own update
+///   instead of a row and an index entry of its own, and read by the claim
+///   from the row it locks instead of a lookup;
+/// - `jadpo_deliveries_subscriber` goes: it served only
+///   `jadpo deliveries --subscriber`, which now walks ids newest first;
+/// - the attempts' primary key goes: they are read by delivery only
+///   (`jadpo_attempts_delivery`);
+/// - the foreign key from deliveries to events goes: each emitted delivery
+///   paid a lookup and a row lock on its event for it, and the store writes
+///   an event and its deliveries in one statement and deletes an event only
+///   when no delivery refers to it;
+/// - free space on each page of deliveries, so an update's new row version
+///   stays on its page: no page-move lock record, and the old version is
+///   pruned in place.
+const V4: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN handled_at BIGINT;
+UPDATE jadpo_deliveries AS d SET handled_at = h.handled_at FROM jadpo_handled AS h
+    WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id;
+DROP TABLE jadpo_handled;
+DROP INDEX jadpo_deliveries_subscriber;
+ALTER TABLE jadpo_attempts DROP CONSTRAINT jadpo_attempts_pkey;
+ALTER TABLE jadpo_deliveries DROP CONSTRAINT jadpo_deliveries_event_id_fkey;
+ALTER TABLE jadpo_deliveries SET (fillfactor = 50);
+";
 
 const V2: &str = "
 ALTER TABLE jadpo_deliveries SET (

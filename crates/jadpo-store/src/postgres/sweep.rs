@@ -1,7 +1,8 @@
 //! The tick's sweep, the operator's retry, and retention.
 
 use super::finish::lock;
-use super::rows::{self, breaker_columns, DeliveryWrites};
+use super::rows::{self, breaker_columns};
+use super::writes::DeliveryWrites;
 use super::Abort;
 use crate::plan::{self, Breakers, HeldSummary};
 use crate::types::*;
@@ -119,8 +120,8 @@ pub(crate) async fn retry(
     Ok(retried)
 }
 
-/// Old finished deliveries, oldest first, with their attempts and handled
-/// records; `jadpo_deliveries_finished` finds them. Rows an operator is
+/// Old finished deliveries, oldest first, with their attempts (the handled
+/// record is a column of the row); `jadpo_deliveries_finished` finds them. Rows an operator is
 /// retrying right now are skipped, not waited for.
 const PRUNE: &str = "
 WITH old AS (
@@ -130,12 +131,9 @@ WITH old AS (
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM jadpo_deliveries AS d USING old WHERE d.id = old.id
-    RETURNING d.id, d.subscriber, d.event_id
+    RETURNING d.id, d.event_id
 ), attempts AS (
     DELETE FROM jadpo_attempts WHERE delivery_id IN (SELECT id FROM gone)
-), handled AS (
-    DELETE FROM jadpo_handled AS h USING gone
-    WHERE h.subscriber = gone.subscriber AND h.event_id = gone.event_id
 )
 SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}') FROM gone";
 

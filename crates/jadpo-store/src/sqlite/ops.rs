@@ -10,12 +10,11 @@ use rusqlite::{params, Connection};
 use std::collections::HashMap;
 
 /// Due rows, oldest due first, with what the claim decides from: the event
-/// (for the action) and whether a handled record exists.
+/// (for the action) and whether the row has its handled record.
 const DUE: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, EXISTS (SELECT 1 FROM jadpo_handled h \
-       WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id) \
+    ", e.name, e.payload, d.handled_at IS NOT NULL \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'due' AND d.due_at <= ?1 ORDER BY d.due_at, d.id LIMIT ?2"
 );
@@ -24,8 +23,7 @@ const DUE: &str = concat!(
 const LOST: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, EXISTS (SELECT 1 FROM jadpo_handled h \
-       WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id) \
+    ", e.name, e.payload, d.handled_at IS NOT NULL \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'running' AND d.lease_until <= ?1 ORDER BY d.lease_until, d.id LIMIT ?2"
 );
@@ -95,7 +93,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
     let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
     for d in &plan.deliveries {
-        rows::update(c, d, None)?;
+        rows::update(c, d, None, None)?;
     }
     rows::write_breakers(c, &plan.breakers)?;
     Ok(plan.report)
@@ -108,9 +106,10 @@ fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery,
     Ok(d.clone())
 }
 
-/// Writes `d` only if it is still running under `token`.
-fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken) -> Result<(), Fault> {
-    match rows::update(c, d, Some(token))? {
+/// Writes `d` only if it is still running under `token`; `handled` as
+/// [`rows::update`].
+fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Fault> {
+    match rows::update(c, d, Some(token), handled)? {
         1 => Ok(()),
         _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
     }
@@ -142,14 +141,14 @@ pub(crate) fn hold_claimed(
 ) -> Result<(), Fault> {
     let mut d = fenced(c, id, token)?;
     claim::hold_claimed(&mut d, connection, now);
-    write_fenced(c, &d, token)?;
+    write_fenced(c, &d, token, None)?;
     unprobe(c, id)
 }
 
 pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
     let mut d = fenced(c, id, token)?;
     claim::give_back(&mut d, now);
-    write_fenced(c, &d, token)?;
+    write_fenced(c, &d, token, None)?;
     unprobe(c, id)
 }
 
@@ -188,19 +187,8 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     };
     let mut breakers = Breakers::new(rows);
     let plan = plan::finish(&d, &mut breakers, f, policy);
-    write_fenced(c, &plan.delivery, f.token)?;
+    write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.now))?;
     rows::insert_attempt(c, &plan.attempt)?;
-    if plan.handled {
-        c.prepare_cached(
-            "INSERT INTO jadpo_handled (subscriber, event_id, handled_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (subscriber, event_id) DO NOTHING",
-        )?
-        .execute(params![
-            plan.delivery.subscriber,
-            plan.delivery.event_id.0,
-            f.now.as_millis()
-        ])?;
-    }
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {
@@ -223,7 +211,7 @@ pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timest
         };
         if delivery.retryable_by_operator() {
             delivery.operator_retry(due_at, now);
-            rows::update(c, &delivery, None)?;
+            rows::update(c, &delivery, None, None)?;
             retried.push(id);
         }
     }

@@ -114,8 +114,14 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
 /// Writes every column a rule may change. `lease_token` changes only with a
 /// new lease: the row keeps the last one issued. `fence`: only if the row is
 /// still running under that token (every write after a claim). Returns the
-/// rows changed: 0 when the fence refused it.
-pub(crate) fn update(c: &Connection, d: &Delivery, fence: Option<LeaseToken>) -> rusqlite::Result<usize> {
+/// rows changed: 0 when the fence refused it. `handled`: the run committed,
+/// so the row gets its handled record (one there already is kept).
+pub(crate) fn update(
+    c: &Connection,
+    d: &Delivery,
+    fence: Option<LeaseToken>,
+    handled: Option<Timestamp>,
+) -> rusqlite::Result<usize> {
     let lease = d.lease.as_ref();
     let failure = d.last_failure.as_ref();
     let held = d.held.as_ref();
@@ -124,7 +130,7 @@ pub(crate) fn update(c: &Connection, d: &Delivery, fence: Option<LeaseToken>) ->
          budget_from = ?4, held_for_ms = ?5, lease_owner = ?6, \
          lease_token = COALESCE(?7, lease_token), lease_until = ?8, last_failure_code = ?9, \
          last_failure_kind = ?10, held_connection = ?11, held_since = ?12, updated_at = ?13, \
-         finished_at = ?14 \
+         finished_at = ?14, handled_at = COALESCE(handled_at, ?17) \
          WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))",
     )?
     .execute(params![
@@ -144,6 +150,7 @@ pub(crate) fn update(c: &Connection, d: &Delivery, fence: Option<LeaseToken>) ->
         d.finished_at.map(ts),
         d.id.0,
         fence.map(|t| t.0),
+        handled.map(ts),
     ])
 }
 
@@ -162,7 +169,7 @@ pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> R
     for s in &held {
         let mut d = s.delivery.clone();
         d.release(now);
-        update(c, &d, None)?;
+        update(c, &d, None, None)?;
     }
     Ok(held.len())
 }

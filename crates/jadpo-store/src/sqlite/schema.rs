@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -15,8 +15,6 @@ pub const LATEST: i64 = MIGRATIONS.len() as i64;
 // Ids are `INTEGER PRIMARY KEY` (SQLite's rowid, spelled so it is one) with
 // AUTOINCREMENT on events and deliveries: pruning the newest finished row
 // must not let a new delivery reuse its id, which logs and operators quote.
-// `jadpo_handled` is WITHOUT ROWID: its key is all it is looked up by, so a
-// successful finish writes one b-tree instead of a table and its index.
 // Partial indexes keep the hot queries to the rows they want, so a claim costs
 // the same with ten million finished deliveries behind it.
 /// Retention also prunes events that no delivery refers to (an event with no
@@ -178,6 +176,21 @@ CREATE TABLE jadpo_schedules (
     alert_raised          BOOLEAN NOT NULL DEFAULT 0,
     version               BIGINT  NOT NULL DEFAULT 0
 );
+";
+
+/// The handled record becomes a column of the delivery it belongs to (one
+/// delivery per subscriber and event): the successful finish's own update
+/// writes it, instead of a row in a table of its own, and the claim reads it
+/// from the row it reads anyway, instead of looking it up.
+const V5: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN handled_at BIGINT;
+UPDATE jadpo_deliveries SET handled_at = (
+    SELECT h.handled_at FROM jadpo_handled h
+    WHERE h.subscriber = jadpo_deliveries.subscriber AND h.event_id = jadpo_deliveries.event_id)
+WHERE EXISTS (
+    SELECT 1 FROM jadpo_handled h
+    WHERE h.subscriber = jadpo_deliveries.subscriber AND h.event_id = jadpo_deliveries.event_id);
+DROP TABLE jadpo_handled;
 ";
 
 /// Applies every migration the file has not had, inside the caller's

@@ -58,7 +58,7 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
         };
         let mut d = stored.delivery;
         d.release(now);
-        rows::update(c, &d, None)?;
+        rows::update(c, &d, None, None)?;
     }
     let mut released = 0;
     for conn in &plan.release {
@@ -85,32 +85,30 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
 
 /// Deletes up to `batch` deliveries finished before `before` (through the
 /// retention index, which holds only rows with a `finished_at`; the state is
-/// checked too, so a row is pruned only if finished), their attempts and
-/// handled records, then their events if no delivery is left on them.
+/// checked too, so a row is pruned only if finished) and their attempts,
+/// then their events if no delivery is left on them.
 pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
-    let old: Vec<(i64, String, i64)> = c
+    let old: Vec<(i64, i64)> = c
         .prepare_cached(
-            "SELECT id, subscriber, event_id FROM jadpo_deliveries \
+            "SELECT id, event_id FROM jadpo_deliveries \
              WHERE state IN ('succeeded', 'failed', 'parked') AND finished_at < ?1 \
              ORDER BY finished_at LIMIT ?2",
         )?
         .query_map(params![before.as_millis(), batch as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
-    let mut handled = c.prepare_cached("DELETE FROM jadpo_handled WHERE subscriber = ?1 AND event_id = ?2")?;
     let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
     let mut event = c.prepare_cached(
         "DELETE FROM jadpo_events WHERE id = ?1 AND emitted_at < ?2 \
          AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries WHERE event_id = ?1)",
     )?;
-    for (id, subscriber, event_id) in &old {
+    for (id, _) in &old {
         attempts.execute([id])?;
-        handled.execute(params![subscriber, event_id])?;
         delivery.execute([id])?;
     }
-    for (_, _, event_id) in &old {
+    for (_, event_id) in &old {
         event.execute(params![event_id, before.as_millis()])?;
     }
     // Events no delivery refers to (emitted with no subscriber), oldest

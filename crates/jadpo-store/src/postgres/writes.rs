@@ -1,0 +1,332 @@
+//! The bulk write of many deliveries: one statement per shape of change,
+//! each an `UPDATE ... FROM unnest(...)` over column arrays.
+//!
+//! Most rows a claim or finish writes change the same few columns the same
+//! way: a claim's runs (`running`, a new lease), a finish's plain successes
+//! (`succeeded`, lease cleared, the handled record). Those go as a narrow
+//! statement with an array per column that differs between rows (three), not
+//! sixteen: the server unpacks a fifth of the arrays for each of them. Every
+//! other row goes as a full row. Which rows are narrow is decided by
+//! comparing the planned row with the row as read, so `plan.rs` stays the
+//! only place that decides what a delivery becomes.
+
+use super::rows::ms;
+use super::Abort;
+use crate::types::StoreError;
+use deadpool_postgres::Transaction;
+use jadpo_core::{Delivery, DeliveryState, Timestamp};
+
+const WRITE_ROWS: &str = "
+UPDATE jadpo_deliveries AS d SET
+    state = u.state, attempts = u.attempts, due_at = u.due_at,
+    budget_from = u.budget_from, held_for_ms = u.held_for_ms,
+    lease_owner = u.lease_owner, lease_token = u.lease_token, lease_until = u.lease_until,
+    last_failure_code = u.code, last_failure_kind = u.kind,
+    held_connection = u.held_connection, held_since = u.held_since,
+    updated_at = u.updated_at, finished_at = u.finished_at,
+    handled_at = coalesce(d.handled_at, u.handled_at)
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[],
+            $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[],
+            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
+    AS u(id, state, attempts, due_at, budget_from, held_for_ms, lease_owner, lease_token,
+         lease_until, code, kind, held_connection, held_since, updated_at, finished_at, fence,
+         handled_at)
+WHERE d.id = u.id
+  AND (u.fence IS NULL OR CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END)";
+
+// The fence's `state = 'running'` sits inside a CASE on purpose: written
+// plainly, the planner may match it to the lost-lease index's condition and,
+// from statistics taken when nothing ran, walk every running row for each
+// row written instead of looking each up by id.
+
+/// A claim's runs: rows this transaction locked, all leased to one worker
+/// until one time at one moment.
+const WRITE_RUNS: &str = "
+UPDATE jadpo_deliveries AS d SET
+    state = 'running', attempts = u.attempts, lease_owner = $4, lease_token = u.lease_token,
+    lease_until = $5, updated_at = $6
+FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS u(id, attempts, lease_token)
+WHERE d.id = u.id";
+
+/// A finish's plain ends, fenced on the lease each ran under.
+const WRITE_ENDS: &str = "
+UPDATE jadpo_deliveries AS d SET
+    state = u.state, lease_owner = NULL, lease_until = NULL, updated_at = u.at, finished_at = u.at,
+    handled_at = coalesce(d.handled_at, u.handled_at)
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[])
+    AS u(id, fence, at, state, handled_at)
+WHERE d.id = u.id AND CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END";
+
+/// Rows written whole, as column arrays. A row pushed with a fence is
+/// written only if it is still running under that lease token.
+#[derive(Default)]
+struct Rows<'a> {
+    id: Vec<i64>,
+    fence: Vec<Option<i64>>,
+    state: Vec<&'static str>,
+    attempts: Vec<i32>,
+    due_at: Vec<i64>,
+    budget_from: Vec<i64>,
+    held_for_ms: Vec<i64>,
+    lease_owner: Vec<Option<&'a str>>,
+    lease_token: Vec<i64>,
+    lease_until: Vec<Option<i64>>,
+    code: Vec<Option<&'a str>>,
+    kind: Vec<Option<&'static str>>,
+    held_connection: Vec<Option<&'a str>>,
+    held_since: Vec<Option<i64>>,
+    updated_at: Vec<i64>,
+    finished_at: Vec<Option<i64>>,
+    handled_at: Vec<Option<i64>>,
+}
+
+/// Runs of one claim: what differs between them.
+#[derive(Default)]
+struct Runs<'a> {
+    /// Lease owner, lease end and the claim's moment, shared by every run.
+    shared: Option<(&'a str, i64, i64)>,
+    id: Vec<i64>,
+    attempts: Vec<i32>,
+    lease_token: Vec<i64>,
+}
+
+#[derive(Default)]
+struct Ends {
+    id: Vec<i64>,
+    fence: Vec<i64>,
+    at: Vec<i64>,
+    state: Vec<&'static str>,
+    handled_at: Vec<Option<i64>>,
+}
+
+/// Many deliveries' new values, written by [`DeliveryWrites::write`] in at
+/// most three statements sent in one round trip.
+#[derive(Default)]
+pub(crate) struct DeliveryWrites<'a> {
+    rows: Rows<'a>,
+    runs: Runs<'a>,
+    ends: Ends,
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn attempts(d: &Delivery) -> i32 {
+    i32::try_from(d.attempts).unwrap_or(i32::MAX)
+}
+
+/// `after` is `before` made `running` under a new lease, nothing else.
+fn only_leased(before: &Delivery, after: &Delivery) -> bool {
+    if after.state != DeliveryState::Running || after.lease.is_none() {
+        return false;
+    }
+    let mut expect = before.clone();
+    expect.state = after.state;
+    expect.attempts = after.attempts;
+    expect.lease = after.lease.clone();
+    expect.updated_at = after.updated_at;
+    expect == *after
+}
+
+/// `after` is `before` ended at its `updated_at`, its lease cleared,
+/// nothing else (no failure recorded, no retry time).
+fn only_ended(before: &Delivery, after: &Delivery) -> bool {
+    if !after.state.is_finished() || after.finished_at != Some(after.updated_at) {
+        return false;
+    }
+    let mut expect = before.clone();
+    expect.state = after.state;
+    expect.lease = None;
+    expect.updated_at = after.updated_at;
+    expect.finished_at = after.finished_at;
+    expect == *after
+}
+
+impl<'a> DeliveryWrites<'a> {
+    /// `token` is the row's stored token, kept when `d` holds no lease. For
+    /// a row this transaction locked: it must be found.
+    pub fn push(&mut self, d: &'a Delivery, token: i64) {
+        self.push_row(d, token, None, None);
+    }
+
+    /// A row this transaction locked and claimed, `before` as read.
+    pub fn push_claimed(&mut self, before: &Delivery, after: &'a Delivery, token: i64) {
+        if let Some(lease) = after.lease.as_ref().filter(|_| only_leased(before, after)) {
+            let shared = (lease.owner.as_str(), ms(lease.until), ms(after.updated_at));
+            if *self.runs.shared.get_or_insert(shared) == shared {
+                self.runs.id.push(after.id.0);
+                self.runs.attempts.push(attempts(after));
+                self.runs.lease_token.push(lease.token.0);
+                return;
+            }
+        }
+        self.push(after, token);
+    }
+
+    /// A finished attempt's row, `before` as read without a lock while it
+    /// ran under `token`: written only if it still does. If not, the whole
+    /// write is [`Abort::Conflict`], so the method is redone from its reads
+    /// (and then sees the lease lost). `handled` when its run committed (the
+    /// handled record; one there already is kept).
+    pub fn push_finished(&mut self, before: &Delivery, after: &'a Delivery, token: i64, handled: Option<Timestamp>) {
+        let handled_at = handled.map(ms);
+        if only_ended(before, after) {
+            self.ends.id.push(after.id.0);
+            self.ends.fence.push(token);
+            self.ends.at.push(ms(after.updated_at));
+            self.ends.state.push(after.state.as_str());
+            self.ends.handled_at.push(handled_at);
+        } else {
+            self.push_row(after, token, Some(token), handled_at);
+        }
+    }
+
+    fn push_row(&mut self, d: &'a Delivery, token: i64, fence: Option<i64>, handled_at: Option<i64>) {
+        let r = &mut self.rows;
+        r.id.push(d.id.0);
+        r.fence.push(fence);
+        r.state.push(d.state.as_str());
+        r.attempts.push(attempts(d));
+        r.due_at.push(ms(d.due_at));
+        r.budget_from.push(ms(d.budget_from));
+        r.held_for_ms.push(millis(d.held_for));
+        r.lease_owner.push(d.lease.as_ref().map(|l| l.owner.as_str()));
+        r.lease_token.push(d.lease.as_ref().map_or(token, |l| l.token.0));
+        r.lease_until.push(d.lease.as_ref().map(|l| ms(l.until)));
+        r.code.push(d.last_failure.as_ref().map(|f| f.code.as_str()));
+        r.kind.push(d.last_failure.as_ref().map(|f| f.kind.as_str()));
+        r.held_connection.push(d.held.as_ref().map(|h| h.connection.as_str()));
+        r.held_since.push(d.held.as_ref().map(|h| ms(h.since)));
+        r.updated_at.push(ms(d.updated_at));
+        r.finished_at.push(d.finished_at.map(ms));
+        r.handled_at.push(handled_at);
+    }
+
+    /// Writes them all. A locked row not found is a fault; a fenced row that
+    /// moved is a conflict.
+    pub async fn write(&self, tx: &Transaction<'_>) -> Result<(), Abort> {
+        let (rows, runs, ends) = tokio::try_join!(self.write_rows(tx), self.write_runs(tx), self.write_ends(tx))?;
+        let fenced = self.rows.fence.iter().any(Option::is_some) || !self.ends.id.is_empty();
+        let expected = self.rows.id.len() + self.runs.id.len() + self.ends.id.len();
+        let written = rows + runs + ends;
+        if written != expected && fenced {
+            return Err(Abort::Conflict);
+        }
+        if written != expected {
+            return Err(Abort::Store(StoreError::Unavailable(format!(
+                "wrote {written} of {expected} locked deliveries"
+            ))));
+        }
+        Ok(())
+    }
+
+    async fn write_rows(&self, tx: &Transaction<'_>) -> Result<usize, Abort> {
+        let r = &self.rows;
+        if r.id.is_empty() {
+            return Ok(0);
+        }
+        let stmt = tx.prepare_cached(WRITE_ROWS).await?;
+        let n = tx
+            .execute(
+                &stmt,
+                &[
+                    &r.id,
+                    &r.state,
+                    &r.attempts,
+                    &r.due_at,
+                    &r.budget_from,
+                    &r.held_for_ms,
+                    &r.lease_owner,
+                    &r.lease_token,
+                    &r.lease_until,
+                    &r.code,
+                    &r.kind,
+                    &r.held_connection,
+                    &r.held_since,
+                    &r.updated_at,
+                    &r.finished_at,
+                    &r.fence,
+                    &r.handled_at,
+                ],
+            )
+            .await?;
+        Ok(n as usize)
+    }
+
+    async fn write_runs(&self, tx: &Transaction<'_>) -> Result<usize, Abort> {
+        let r = &self.runs;
+        let Some((owner, until, at)) = r.shared else {
+            return Ok(0);
+        };
+        let stmt = tx.prepare_cached(WRITE_RUNS).await?;
+        let n = tx
+            .execute(&stmt, &[&r.id, &r.attempts, &r.lease_token, &owner, &until, &at])
+            .await?;
+        Ok(n as usize)
+    }
+
+    async fn write_ends(&self, tx: &Transaction<'_>) -> Result<usize, Abort> {
+        let e = &self.ends;
+        if e.id.is_empty() {
+            return Ok(0);
+        }
+        let stmt = tx.prepare_cached(WRITE_ENDS).await?;
+        let n = tx
+            .execute(&stmt, &[&e.id, &e.fence, &e.at, &e.state, &e.handled_at])
+            .await?;
+        Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::{DeliveryId, EventId, FailureRecord, Lease, LeaseToken, Outcome};
+
+    fn due() -> Delivery {
+        Delivery::new(DeliveryId(7), EventId(3), "log", Timestamp::from_millis(1_000))
+    }
+
+    fn leased(mut d: Delivery) -> Delivery {
+        d.state = DeliveryState::Running;
+        d.attempts += 1;
+        d.updated_at = Timestamp::from_millis(2_000);
+        d.lease = Some(Lease {
+            owner: "w".into(),
+            token: LeaseToken(1),
+            until: Timestamp::from_millis(32_000),
+        });
+        d
+    }
+
+    #[test]
+    fn a_plain_run_is_narrow_and_a_run_that_records_a_lost_lease_is_not() {
+        let before = due();
+        assert!(only_leased(&before, &leased(before.clone())));
+        let mut lost = leased(before.clone());
+        lost.last_failure = Some(FailureRecord::lease_expired());
+        assert!(!only_leased(&before, &lost));
+        let mut held = before.clone();
+        held.state = DeliveryState::Held;
+        assert!(!only_leased(&before, &held), "not running");
+    }
+
+    #[test]
+    fn a_plain_end_is_narrow_and_a_failure_or_a_retry_is_not() {
+        let running = leased(due());
+        let at = Timestamp::from_millis(3_000);
+        let end = |outcome: Outcome| {
+            let mut d = running.clone();
+            jadpo_core::attempt::apply(&mut d, &outcome, at);
+            d
+        };
+        assert!(only_ended(&running, &end(Outcome::Succeeded)));
+        let failure = FailureRecord {
+            code: "card_declined".into(),
+            kind: jadpo_core::FailureKind::Rejected,
+        };
+        assert!(!only_ended(&running, &end(Outcome::Failed(failure.clone()))));
+        assert!(!only_ended(&running, &end(Outcome::Retry { failure, at })));
+    }
+}
