@@ -134,12 +134,13 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                     break;
                 };
                 let (shared, finish_tx, ended_tx) = (shared.clone(), finish_tx.clone(), ended_tx.clone());
-                runs.spawn(async move {
+                let run = async move {
                     let started = std::time::Instant::now();
                     run_one(&shared, q.claimed, &finish_tx).await;
                     drop(permit);
                     let _ = ended_tx.send(started.elapsed());
-                });
+                };
+                runs.spawn(run);
             }
         }
         if stopping && claiming.is_none() {
@@ -282,7 +283,9 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     }
     let started_at = shared.clock.now();
     if let Some(connection) = shared.breakers.holding(&claimed.connections, id, started_at) {
-        match shared.store.hold_claimed(id, token, &connection, started_at).await {
+        // Boxed: a store's future is several KB, and kept inline it would
+        // make every run's task that large, copied at each spawn.
+        match Box::pin(shared.store.hold_claimed(id, token, &connection, started_at)).await {
             Ok(()) => log::held(&claimed, &connection),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
         }

@@ -114,7 +114,17 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     let c = claim(s, 0, 1).await.claimed.remove(0);
     finish(s, &c, retry_at("http.503", 40), &[], 2).await.unwrap();
     let c = claim(s, 40, 1).await.claimed.remove(0);
-    finish(s, &c, Outcome::Succeeded, &[], 41).await.unwrap();
+    s.finish(&Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome: Outcome::Succeeded,
+        calls: vec![],
+        probe_for: vec![],
+        started_at: at(40),
+        now: at(43),
+    })
+    .await
+    .unwrap();
     let history = s.attempts(ids[0]).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(
@@ -129,6 +139,8 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
         (history[1].attempt, history[1].state, history[1].failure.clone()),
         (2, DeliveryState::Succeeded, None)
     );
+    assert_eq!((history[1].started_at, history[1].ended_at), (at(40), at(43)));
+    assert!(history.iter().all(|a| a.delivery == ids[0]));
     assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
 }
 

@@ -141,10 +141,16 @@ pub(crate) async fn finish_batch(
         }));
     }
     let mut writes = DeliveryWrites::default();
+    // One attempt per delivery changed: a second finish of it was refused.
+    let started: HashMap<DeliveryId, Timestamp> = attempts.iter().map(|a| (a.delivery, a.started_at)).collect();
+    let mut on_row = BTreeSet::new();
     for id in &changed {
         let (before, token) = &read_rows[id];
-        writes.push_finished(before, &current[id], *token, handled.get(id).copied());
+        if writes.push_finished(before, &current[id], *token, handled.get(id).copied(), started[id]) {
+            on_row.insert(*id);
+        }
     }
+    attempts.retain(|a| !on_row.contains(&a.delivery));
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();

@@ -186,9 +186,15 @@ pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Resul
     found.iter().map(|r| Ok(rows::delivery(r)?.0)).collect()
 }
 
+/// The attempts' rows, then the attempt that succeeded, kept on the
+/// delivery's own row (docs/system-tables.md): nothing comes after it.
 const ATTEMPTS: &str = "
-SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind
-FROM jadpo_attempts WHERE delivery_id = $1 ORDER BY id";
+SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind, id AS k
+FROM jadpo_attempts WHERE delivery_id = $1
+UNION ALL
+SELECT id, attempts, success_started_at, finished_at, 'succeeded', NULL, NULL, NULL
+FROM jadpo_deliveries WHERE id = $1 AND success_started_at IS NOT NULL
+ORDER BY k NULLS LAST";
 
 pub(crate) async fn attempts(tx: &Transaction<'_>, id: DeliveryId) -> Result<Vec<AttemptRecord>, Abort> {
     let stmt = tx.prepare_cached(ATTEMPTS).await?;

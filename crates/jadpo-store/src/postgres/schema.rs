@@ -135,6 +135,9 @@ const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at,
 ///   delivery per subscriber and event), written by the finish's own update
 ///   instead of a row and an index entry of its own, and read by the claim
 ///   from the row it locks instead of a lookup;
+/// - so does the attempt that succeeded: its start (`success_started_at`)
+///   is all the row does not know already (its number is `attempts`, its
+///   end `finished_at`), so it needs no row in `jadpo_attempts`;
 /// - `jadpo_deliveries_subscriber` goes: it served only
 ///   `jadpo deliveries --subscriber`, which now walks ids newest first;
 /// - the attempts' primary key goes: they are read by delivery only
@@ -147,7 +150,7 @@ const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at,
 ///   stays on its page: no page-move lock record, and the old version is
 ///   pruned in place.
 const V4: &str = "
-ALTER TABLE jadpo_deliveries ADD COLUMN handled_at BIGINT;
+ALTER TABLE jadpo_deliveries ADD COLUMN handled_at BIGINT, ADD COLUMN success_started_at BIGINT;
 UPDATE jadpo_deliveries AS d SET handled_at = h.handled_at FROM jadpo_handled AS h
     WHERE h.subscriber = d.subscriber AND h.event_id = d.event_id;
 DROP TABLE jadpo_handled;

@@ -48,13 +48,14 @@ UPDATE jadpo_deliveries AS d SET
 FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS u(id, attempts, lease_token)
 WHERE d.id = u.id";
 
-/// A finish's plain ends, fenced on the lease each ran under.
+/// A finish's plain ends, fenced on the lease each ran under; a success
+/// keeps its attempt on the row (`success_started_at`).
 const WRITE_ENDS: &str = "
 UPDATE jadpo_deliveries AS d SET
     state = u.state, lease_owner = NULL, lease_until = NULL, updated_at = u.at, finished_at = u.at,
-    handled_at = coalesce(d.handled_at, u.handled_at)
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[])
-    AS u(id, fence, at, state, handled_at)
+    handled_at = coalesce(d.handled_at, u.handled_at), success_started_at = u.started_at
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[])
+    AS u(id, fence, at, state, handled_at, started_at)
 WHERE d.id = u.id AND CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END";
 
 /// Rows written whole, as column arrays. A row pushed with a fence is
@@ -97,6 +98,7 @@ struct Ends {
     at: Vec<i64>,
     state: Vec<&'static str>,
     handled_at: Vec<Option<i64>>,
+    started_at: Vec<Option<i64>>,
 }
 
 /// Many deliveries' new values, written by [`DeliveryWrites::write`] in at
@@ -168,18 +170,30 @@ impl<'a> DeliveryWrites<'a> {
     /// ran under `token`: written only if it still does. If not, the whole
     /// write is [`Abort::Conflict`], so the method is redone from its reads
     /// (and then sees the lease lost). `handled` when its run committed (the
-    /// handled record; one there already is kept).
-    pub fn push_finished(&mut self, before: &Delivery, after: &'a Delivery, token: i64, handled: Option<Timestamp>) {
+    /// handled record; one there already is kept). Returns true when the
+    /// attempt, which started at `started_at`, is kept on the row: a plain
+    /// success, which then needs no row of its own in `jadpo_attempts`.
+    pub fn push_finished(
+        &mut self,
+        before: &Delivery,
+        after: &'a Delivery,
+        token: i64,
+        handled: Option<Timestamp>,
+        started_at: Timestamp,
+    ) -> bool {
         let handled_at = handled.map(ms);
-        if only_ended(before, after) {
-            self.ends.id.push(after.id.0);
-            self.ends.fence.push(token);
-            self.ends.at.push(ms(after.updated_at));
-            self.ends.state.push(after.state.as_str());
-            self.ends.handled_at.push(handled_at);
-        } else {
+        if !only_ended(before, after) {
             self.push_row(after, token, Some(token), handled_at);
+            return false;
         }
+        let on_row = after.state == DeliveryState::Succeeded;
+        self.ends.id.push(after.id.0);
+        self.ends.fence.push(token);
+        self.ends.at.push(ms(after.updated_at));
+        self.ends.state.push(after.state.as_str());
+        self.ends.handled_at.push(handled_at);
+        self.ends.started_at.push(on_row.then(|| ms(started_at)));
+        on_row
     }
 
     fn push_row(&mut self, d: &'a Delivery, token: i64, fence: Option<i64>, handled_at: Option<i64>) {
@@ -273,7 +287,7 @@ impl<'a> DeliveryWrites<'a> {
         }
         let stmt = tx.prepare_cached(WRITE_ENDS).await?;
         let n = tx
-            .execute(&stmt, &[&e.id, &e.fence, &e.at, &e.state, &e.handled_at])
+            .execute(&stmt, &[&e.id, &e.fence, &e.at, &e.state, &e.handled_at, &e.started_at])
             .await?;
         Ok(n as usize)
     }
