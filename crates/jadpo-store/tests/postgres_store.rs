@@ -622,6 +622,12 @@ async fn migration_4_keeps_every_handled_record() {
         .unwrap();
 
     let store = schema.store(Options::default()).await;
+    let of_event = DeliveryFilter {
+        event: Some(jadpo_core::EventId(1)),
+        ..DeliveryFilter::default()
+    };
+    let listed: Vec<i64> = store.list(&of_event).await.unwrap().iter().map(|d| d.id.0).collect();
+    assert_eq!(listed, vec![2, 1], "the event's deliveries, found by their ids");
     let r = claim(&store, "w", 1, 10).await;
     assert_eq!(
         r.succeeded,
@@ -632,7 +638,8 @@ async fn migration_4_keeps_every_handled_record() {
     let gone: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace
-             AND relname IN ('jadpo_handled', 'jadpo_deliveries_subscriber', 'jadpo_attempts_pkey')",
+             AND relname IN ('jadpo_handled', 'jadpo_deliveries_subscriber', 'jadpo_attempts_pkey',
+                             'jadpo_deliveries_event')",
             &[],
         )
         .await

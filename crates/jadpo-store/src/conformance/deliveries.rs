@@ -226,6 +226,23 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
         ..Default::default()
     };
     assert_eq!(s.list(&f).await.unwrap().len(), 1);
+    // An event with two subscribers, between two others.
+    let event = |subscribers: &[&str]| crate::NewEvent {
+        name: "E".into(),
+        payload: "{}".into(),
+        subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
+    };
+    let emitted = s
+        .emit(&[event(&["log"]), event(&["log", "pay"]), event(&["pay"])], at(2))
+        .await
+        .unwrap();
+    let f = DeliveryFilter {
+        event: Some(emitted[1].event_id),
+        ..Default::default()
+    };
+    let mut both = emitted[1].deliveries.clone();
+    both.reverse();
+    assert_eq!(s.list(&f).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(), both);
     let f = DeliveryFilter {
         state: Some(DeliveryState::Failed),
         ..Default::default()

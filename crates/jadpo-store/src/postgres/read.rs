@@ -21,9 +21,10 @@ SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::i
 /// 4 dropped the foreign key, which cost every delivery a lookup and a lock).
 const INSERT: &str = "
 WITH events AS (
-    INSERT INTO jadpo_events (id, name, payload, emitted_at)
-    SELECT u.id, u.name, u.payload, $4
-    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, name, payload)
+    INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery)
+    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[])
+        AS u(id, name, payload, first_delivery, last_delivery)
 )
 INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
     held_for_ms, lease_token, created_at, updated_at)
@@ -105,6 +106,8 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let payloads: Vec<&str> = chunk.iter().map(|e| e.payload.as_str()).collect();
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
+        let mut first = Vec::with_capacity(chunk.len());
+        let mut last = Vec::with_capacity(chunk.len());
         let mut next = delivery_ids.iter();
         for (e, &event_id) in chunk.iter().zip(&event_ids) {
             let mut deliveries = Vec::with_capacity(e.subscribers.len());
@@ -114,6 +117,12 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 of_event.push(event_id);
                 subscribers.push(s.as_str());
             }
+            // The ids of one call increase: the range holds every delivery
+            // of the event (and perhaps another emit's, told apart by
+            // `event_id`).
+            debug_assert!(deliveries.windows(2).all(|w| w[0] < w[1]));
+            first.push(deliveries.first().map(|d| d.0));
+            last.push(deliveries.last().map(|d| d.0));
             emitted.push(Emitted {
                 event_id: EventId(event_id),
                 deliveries,
@@ -129,6 +138,8 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &delivery_ids,
                 &of_event,
                 &subscribers,
+                &first,
+                &last,
             ],
         )
         .await?;
@@ -147,9 +158,9 @@ pub(crate) async fn delivery(tx: &Transaction<'_>, id: DeliveryId) -> Result<Opt
 }
 
 /// Newest first. Only the filters given become conditions, so each shape of
-/// filter gets a plan of its own (`jadpo_deliveries_event`,
-/// `jadpo_deliveries_held`, or the primary key newest first, which a filter
-/// on the subscriber alone walks: no index of its own, docs/system-tables.md).
+/// filter gets a plan of its own: `jadpo_deliveries_held`, or the primary
+/// key (between the event's first and last delivery for an event; newest
+/// first, walked, for a subscriber alone: docs/system-tables.md).
 pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut sql = String::from(concat!(
         "SELECT ",
@@ -170,7 +181,12 @@ pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Resul
     }
     if let Some(e) = &event {
         params.push(e);
-        sql.push_str(&format!(" AND event_id = ${}", params.len()));
+        let n = params.len();
+        sql.push_str(&format!(
+            " AND event_id = ${n} AND id BETWEEN \
+             (SELECT first_delivery FROM jadpo_events WHERE id = ${n}) AND \
+             (SELECT last_delivery FROM jadpo_events WHERE id = ${n})"
+        ));
     }
     if let Some(c) = &filter.connection {
         params.push(c);

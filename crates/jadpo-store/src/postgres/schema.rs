@@ -146,6 +146,11 @@ const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at,
 ///   paid a lookup and a row lock on its event for it, and the store writes
 ///   an event and its deliveries in one statement and deletes an event only
 ///   when no delivery refers to it;
+/// - so does `jadpo_deliveries_event`: an event's deliveries take ids
+///   handed out together at its emit, so the event keeps the first and last
+///   of them (`first_delivery`, `last_delivery`, NULL for none), and its
+///   deliveries are found through the primary key between the two, checked
+///   on `event_id` (ids of concurrent emits may interleave);
 /// - free space on each page of deliveries, so an update's new row version
 ///   stays on its page: no page-move lock record, and the old version is
 ///   pruned in place.
@@ -157,6 +162,11 @@ DROP TABLE jadpo_handled;
 DROP INDEX jadpo_deliveries_subscriber;
 ALTER TABLE jadpo_attempts DROP CONSTRAINT jadpo_attempts_pkey;
 ALTER TABLE jadpo_deliveries DROP CONSTRAINT jadpo_deliveries_event_id_fkey;
+ALTER TABLE jadpo_events ADD COLUMN first_delivery BIGINT, ADD COLUMN last_delivery BIGINT;
+UPDATE jadpo_events AS e SET first_delivery = r.first, last_delivery = r.last
+    FROM (SELECT event_id, min(id) AS first, max(id) AS last FROM jadpo_deliveries GROUP BY event_id) AS r
+    WHERE r.event_id = e.id;
+DROP INDEX jadpo_deliveries_event;
 ALTER TABLE jadpo_deliveries SET (fillfactor = 50);
 ";
 

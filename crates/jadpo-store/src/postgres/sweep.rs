@@ -139,20 +139,32 @@ SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}') FROM gone";
 
 /// The events of pruned deliveries that no delivery refers to any more. A
 /// second statement: the first one's deletions are not visible to itself.
+///
+/// An event's deliveries are looked up by id, between its first and last
+/// (`jadpo_deliveries` has no index on `event_id`). `OFFSET 0` keeps the
+/// `NOT EXISTS` a lookup per event: turned into an anti-join, the planner
+/// may hash every delivery instead (150 ms at 200,000 rows, measured).
 const PRUNE_EVENTS: &str = "
 DELETE FROM jadpo_events AS e
 WHERE e.id = ANY($1) AND e.emitted_at < $2
-  AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d WHERE d.event_id = e.id)";
+  AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d
+                  WHERE d.id BETWEEN e.first_delivery AND e.last_delivery AND d.event_id = e.id
+                  OFFSET 0)";
 
-/// Events no delivery refers to (emitted with no subscriber), oldest first.
+/// Events no delivery refers to (emitted with no subscriber), oldest first,
+/// each delivery looked up as in `PRUNE_EVENTS`. The batch is deleted by
+/// its ids: an `IN (subquery)` may be planned as a hash join over every
+/// event.
 const PRUNE_ORPHAN_EVENTS: &str = "
-DELETE FROM jadpo_events WHERE id IN (
+DELETE FROM jadpo_events WHERE id = ANY(ARRAY(
   SELECT e.id FROM jadpo_events AS e
   WHERE e.emitted_at < $1
-    AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d WHERE d.event_id = e.id)
+    AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d
+                    WHERE d.id BETWEEN e.first_delivery AND e.last_delivery AND d.event_id = e.id
+                    OFFSET 0)
   ORDER BY e.emitted_at, e.id
   LIMIT $2
-  FOR UPDATE SKIP LOCKED)";
+  FOR UPDATE SKIP LOCKED))";
 
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let stmt = tx.prepare_cached(PRUNE).await?;
