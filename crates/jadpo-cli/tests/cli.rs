@@ -592,6 +592,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 probe_for: vec![],
                 started_at: now,
                 now,
+                claimed: None,
             })
             .collect();
         store.finish_batch(&batch).await.unwrap();

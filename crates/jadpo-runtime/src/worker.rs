@@ -316,6 +316,7 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         probe_for: claimed.probe_for.clone(),
         started_at,
         now,
+        claimed: Some(claimed.delivery.clone()),
     };
     let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
     let mut claimed = claimed;

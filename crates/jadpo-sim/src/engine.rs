@@ -118,6 +118,7 @@ impl Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             store,
             now: Timestamp::EPOCH,
+            claimed: None,
             stats: Stats::default(),
             checker: Checker::default(),
             queue: BTreeMap::new(),
@@ -547,6 +548,7 @@ impl Sim {
             probe_for: claimed.probe_for.clone(),
             started_at,
             now: self.now,
+            claimed: None,
         });
         self.workers[worker].busy -= 1;
         match result {

@@ -119,6 +119,13 @@ pub struct Finish {
     pub probe_for: Vec<String>,
     pub started_at: Timestamp,
     pub now: Timestamp,
+    /// The delivery as its claim returned it (`Claimed::delivery`), if the
+    /// caller has it: a store may plan the finish from it instead of
+    /// reading the row, since while it runs under this lease only this
+    /// finish changes it. The write is fenced on the lease either way, and a
+    /// store that finds the lease moved reads the row. Anything but the
+    /// claim's own row is ignored (`id`, token and state must match).
+    pub claimed: Option<jadpo_core::Delivery>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

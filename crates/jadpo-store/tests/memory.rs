@@ -37,6 +37,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             probe_for: vec![],
             started_at: at(0),
             now: at(0),
+            claimed: None,
         })
         .unwrap();
     }

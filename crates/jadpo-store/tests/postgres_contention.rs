@@ -83,6 +83,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
                         probe_for: vec![],
                         started_at: now,
                         now,
+                        claimed: Some(c.delivery.clone()),
                     })
                     .collect();
                 for r in store.finish_batch(&batch).await.unwrap() {

@@ -211,6 +211,7 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
             probe_for: vec![],
             started_at: at(1),
             now: at(2),
+            claimed: Some(c.delivery.clone()),
         })
         .collect();
     proxy.set(CUT_AT_COMMIT);
@@ -265,6 +266,7 @@ async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_
                 probe_for: vec![],
                 started_at: at(1),
                 now: at(1),
+                claimed: None,
             }])
             .await,
     );

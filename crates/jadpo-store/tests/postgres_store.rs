@@ -48,6 +48,7 @@ fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
         probe_for: c.probe_for.clone(),
         started_at: at(now),
         now: at(now),
+        claimed: Some(c.delivery.clone()),
     }
 }
 
@@ -646,4 +647,29 @@ async fn migration_4_keeps_every_handled_record() {
         .unwrap()
         .get(0);
     assert_eq!(gone, 0);
+}
+
+/// A finish plans from the row its claim returned only if that row is the
+/// claim's own (same id, running under the finish's lease); anything else
+/// is ignored and the row is read.
+#[tokio::test]
+async fn a_finish_ignores_a_carried_row_that_is_not_its_claims() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let ids = emit(&store, "log", 1, 0).await;
+    let c = claim(&store, "w", 0, 1).await.claimed.remove(0);
+    let mut other = c.delivery.clone();
+    other.attempts = 9;
+    if let Some(l) = other.lease.as_mut() {
+        l.token.0 += 5;
+    }
+    let mut f = finish_of(&c, Outcome::Succeeded, 1);
+    f.claimed = Some(other);
+    store.finish(&f).await.unwrap();
+    let d = store.delivery(ids[0]).await.unwrap().unwrap();
+    assert_eq!((d.state, d.attempts), (DeliveryState::Succeeded, 1));
+    let history = store.attempts(ids[0]).await.unwrap();
+    assert_eq!(history.iter().map(|a| a.attempt).collect::<Vec<_>>(), vec![1]);
 }

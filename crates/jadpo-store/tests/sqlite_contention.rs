@@ -31,6 +31,7 @@ fn fin(c: &Claimed, outcome: Outcome, calls: &[(&str, CallVerdict)], now: i64) -
         probe_for: c.probe_for.clone(),
         started_at: at(now),
         now: at(now),
+        claimed: None,
     }
 }
 

@@ -126,6 +126,7 @@ impl Server {
                 probe_for: vec![],
                 started_at: now,
                 now,
+                claimed: None,
             })
             .await
             .unwrap();

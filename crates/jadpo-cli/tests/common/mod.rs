@@ -235,6 +235,7 @@ async fn finish_one<S: Store>(
         probe_for: c.probe_for.clone(),
         started_at: now,
         now,
+        claimed: None,
     })
     .await
     .unwrap();
@@ -267,6 +268,7 @@ pub async fn seed<S: Store>(s: &S) -> Seeded {
             probe_for: vec![],
             started_at: now,
             now,
+            claimed: None,
         })
         .await
         .unwrap();

@@ -130,6 +130,7 @@ pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp
                         probe_for: vec![],
                         started_at: now,
                         now,
+                        claimed: None,
                     })
                     .collect();
                 let results = store.finish_batch(&finishes).await.expect("finish");

@@ -122,6 +122,7 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
         probe_for: vec![],
         started_at: at(40),
         now: at(43),
+        claimed: None,
     })
     .await
     .unwrap();
@@ -324,6 +325,7 @@ pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
         probe_for: vec![],
         started_at: at(60),
         now: at(61),
+        claimed: None,
     };
     let batch = [
         fin(&r.claimed[0], Outcome::Succeeded),

@@ -92,6 +92,7 @@ pub async fn finish<S: Store>(
         probe_for: c.probe_for.clone(),
         started_at: at(now),
         now: at(now),
+        claimed: Some(c.delivery.clone()),
     })
     .await
 }

@@ -447,7 +447,13 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let policy = self.inner.policy;
-        in_transaction!(self, |tx| finish::finish_batch(&tx, batch, &policy).await)
+        // Only the first try plans from the rows the finishes carry: a redo
+        // (perhaps because one of them moved) reads them all.
+        let tries = std::sync::atomic::AtomicU32::new(0);
+        in_transaction!(self, |tx| {
+            let first = tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+            finish::finish_batch(&tx, batch, &policy, first).await
+        })
     }
 
     async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
