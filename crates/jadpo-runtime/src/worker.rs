@@ -140,7 +140,9 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                     drop(permit);
                     let _ = ended_tx.send(started.elapsed());
                 };
-                runs.spawn(run);
+                // Boxed where it is made: a run's future is about 4 KB, which
+                // spawning it by value would copy several times over.
+                runs.spawn(Box::pin(run));
             }
         }
         if stopping && claiming.is_none() {

@@ -118,7 +118,6 @@ impl Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             store,
             now: Timestamp::EPOCH,
-            claimed: None,
             stats: Stats::default(),
             checker: Checker::default(),
             queue: BTreeMap::new(),
