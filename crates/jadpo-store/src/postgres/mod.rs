@@ -331,6 +331,22 @@ impl PgStore {
         Ok(plan)
     }
 
+    /// The plan of a finish's write of these deliveries (`EXPLAIN`, nothing
+    /// written): to check that each row is looked up by its primary key.
+    pub async fn explain_finish(&self, ids: &[DeliveryId]) -> Result<String, StoreError> {
+        let ids: Vec<i64> = ids.iter().map(|d| d.0).collect();
+        let mut client = self.connection().await?;
+        let failed = |e: tokio_postgres::Error| StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e)));
+        let tx = client.transaction().await.map_err(failed)?;
+        let plan = writes::explain_ends(&tx, &ids).await.map_err(|e| match e {
+            Abort::Db(e) => failed(e),
+            Abort::Store(e) => e,
+            Abort::Conflict => StoreError::Unavailable("conflict".into()),
+        })?;
+        tx.rollback().await.map_err(failed)?;
+        Ok(plan)
+    }
+
     /// The channel this store's notifications go to (`jadpo_due_<schema>`):
     /// `LISTEN` on it to hear of deliveries made due.
     pub async fn channel(&self) -> Result<String, StoreError> {
