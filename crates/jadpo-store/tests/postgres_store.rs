@@ -481,6 +481,9 @@ async fn the_claim_goes_by_its_partial_indexes_even_without_statistics() {
         assert!(mode.contains("Index Scan using jadpo_deliveries_lost"), "{mode}");
         assert!(!mode.contains("Sort Key: jadpo_deliveries.due_at"), "{mode}");
         assert!(mode.contains("rows=100 loops=1"), "{mode}");
+        // The events: a lookup by primary key each.
+        assert!(mode.contains("Index Scan using jadpo_events_pkey"), "{mode}");
+        assert!(!mode.contains("Seq Scan") && !mode.contains("Hash"), "{mode}");
     }
     // Explaining claimed nothing.
     assert_eq!(claim(&store, "w", 1, 10_000).await.claimed.len(), 5_000);
