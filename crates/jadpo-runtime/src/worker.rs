@@ -12,7 +12,8 @@ use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
 use crate::run::{CallLog, Catalog, Executor, RunContext};
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use jadpo_core::{attempt, AttemptEnd, Failure, Timestamp};
 use jadpo_store::{ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
 use std::panic::AssertUnwindSafe;
@@ -112,7 +113,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Duration>();
     let mut queue = LocalQueue::default();
     let mut runs = JoinSet::new();
-    let mut claiming: Option<BoxFuture<'static, Result<Claim, StoreError>>> = None;
+    // Claims in flight, each with the number it asked for.
+    let mut claiming: FuturesUnordered<BoxFuture<'static, (usize, Result<Claim, StoreError>)>> =
+        FuturesUnordered::new();
+    let mut in_flight = 0usize;
     // The last claim found everything due already taken: look again at this
     // engine time (see `wake.rs`), or at a wake-up.
     let mut idle_until: Option<Timestamp> = None;
@@ -145,21 +149,27 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 runs.spawn(Box::pin(run));
             }
         }
-        if stopping && claiming.is_none() {
+        if stopping && claiming.is_empty() {
             break;
         }
         let free = slots.available_permits();
-        let want = (free + ahead.target()).saturating_sub(queue.len());
+        let coming = queue.len() + in_flight;
+        let want = (free + ahead.target()).saturating_sub(coming);
         let idle = idle_until.is_some() || backoff_until.is_some_and(|t| tokio::time::Instant::now() < t);
         // Claim again once the queue is down to three quarters of what it
         // should hold ahead, so the next batch arrives before the slots run
         // dry even when a claim is slow.
-        let low = queue.len() <= ahead.target() * 3 / 4 || free > queue.len();
-        if claiming.is_none() && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
+        let low = coming <= ahead.target() * 3 / 4 || free > coming;
+        if claiming.len() < MAX_CLAIMS_IN_FLIGHT && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
             backoff_until = None;
             let s = shared.clone();
-            let limit = want.min(MAX_CLAIM);
-            claiming = Some(Box::pin(async move {
+            // Two claims of half the target each keep the store busy on two
+            // connections while the other one's rows are being decided.
+            let limit = want
+                .min(MAX_CLAIM)
+                .min((ahead.target() / MAX_CLAIMS_IN_FLIGHT).max(free).max(1));
+            in_flight += limit;
+            claiming.push(Box::pin(async move {
                 let now = s.clock.now();
                 let req = ClaimRequest {
                     worker: &s.config.name,
@@ -171,7 +181,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 let started = std::time::Instant::now();
                 let claimed = s.store.claim(&req).await;
                 crate::metrics::claimed(started.elapsed());
-                let report = claimed?;
+                let report = match claimed {
+                    Ok(r) => r,
+                    Err(e) => return (limit, Err(e)),
+                };
                 let looked_at =
                     report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
                 // Fewer than asked for: nothing more is due now. Find when
@@ -181,13 +194,13 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 } else {
                     None
                 };
-                Ok(Claim { report, look_again })
+                (limit, Ok(Claim { report, look_again }))
             }));
         }
         let deadline = queue.next_deadline();
         tokio::select! {
-            report = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
-                claiming = None;
+            Some((limit, report)) = claiming.next(), if !claiming.is_empty() => {
+                in_flight -= limit;
                 match report {
                     Ok(Claim { report, look_again }) => {
                         store_backoff = Duration::from_millis(100);
@@ -233,6 +246,9 @@ struct Claim {
 
 /// The most a single claim asks for: one batch of the store's.
 const MAX_CLAIM: usize = 1_000;
+
+/// Claims in flight at once from one worker loop.
+const MAX_CLAIMS_IN_FLIGHT: usize = 2;
 
 /// Takes a claim's report in: its breakers into the cache, its deliveries
 /// into the queue with the last time each may start.
