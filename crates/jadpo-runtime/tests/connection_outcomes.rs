@@ -208,11 +208,11 @@ async fn a_deadline_already_passed_sends_nothing() {
 async fn signed_calls_verify_at_the_provider() {
     let provider = TestProvider::start().await;
     let app = one_connection("    signing_secret: secret(\"SIGNING\")");
-    let connections = resolve(&app, &provider.url(), &[("SIGNING", SECRET)]);
+    let mut connections = resolve(&app, &provider.url(), &[("SIGNING", SECRET)]);
+    connections.set_wall_clock(std::sync::Arc::new(|| 1_700_000_123));
     provider.expect_signature(Some(SECRET));
     let req = CallRequest {
         message_id: "msg_2abc".into(),
-        timestamp_s: 1_700_000_123,
         ..post(json!({"payment_id": "p1", "amount_cents": 1200}))
     };
     let out = call(&connections, req).await;

@@ -197,3 +197,31 @@ async fn the_call_future_is_send() {
     });
     assert_eq!(handle.await.unwrap(), 1);
 }
+
+/// Each send signs with its own time: a resend carries a new
+/// `webhook-timestamp` and a signature over it, under the same `webhook-id`,
+/// so a receiver does not refuse it as too old after a long Retry-After.
+#[tokio::test]
+async fn each_resend_is_signed_with_its_own_time() {
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let provider = TestProvider::start().await;
+    let app = one_connection("    timeout: 300ms\n    retry: { attempts: 3 }\n    signing_secret: secret(\"SIGNING\")");
+    let mut connections = resolve(&app, &provider.url(), &[("SIGNING", SECRET)]);
+    // The wall clock moves 320 s between sends, as a long Retry-After would.
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    connections.set_wall_clock(std::sync::Arc::new(move || {
+        NOW_S + 320 * reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }));
+    provider.expect_signature(Some(SECRET));
+    provider.script([Behaviour::Down, Behaviour::Down]);
+    let out = call(&connections, post(json!({"n": 1}))).await;
+    assert_eq!(kind(&out), "ok", "{out:?}");
+    let seen = provider.requests();
+    assert_eq!(seen.len(), 3);
+    for (i, r) in seen.iter().enumerate() {
+        let expected = (NOW_S + 320 * i as i64).to_string();
+        assert_eq!(r.header("webhook-timestamp"), Some(expected.as_str()));
+        assert_eq!(r.header("webhook-id"), Some("msg_1"));
+        r.verify_signature(SECRET).unwrap();
+    }
+}

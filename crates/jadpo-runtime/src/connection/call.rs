@@ -9,7 +9,7 @@ use jadpo_core::{Backoff, CallVerdict, Failure, FailureKind};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use reqwest::header::{HeaderValue, DATE, RETRY_AFTER};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 use tokio::time::Instant;
 
 impl Connections {
@@ -49,11 +49,15 @@ impl Connections {
                 return out;
             }
             out.sends += 1;
+            let now_s = (self.wall)();
             let (sent, real) = match endpoint {
-                Endpoint::Http(conn) => (http::send(&self.client, conn, req, &prepared, deadline).await, true),
+                Endpoint::Http(conn) => (
+                    http::send(&self.client, conn, &prepared, now_s, deadline, req.method).await,
+                    true,
+                ),
                 Endpoint::Double { double, .. } => (answer_double(double, req), false),
             };
-            let (result, verdict, status) = judge(sent, idempotent, req);
+            let (result, verdict, status) = judge(sent, idempotent, now_s);
             if real && verdict.is_some() {
                 out.verdict = verdict;
             }
@@ -134,6 +138,7 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
         body,
         idempotency_key,
         message_id,
+        message_id_text: req.message_id.clone(),
     })
 }
 
@@ -163,11 +168,7 @@ fn answer_double(double: &Double, req: &CallRequest) -> Sent {
 }
 
 /// One send's ending, through the core's outcome table.
-fn judge(
-    sent: Sent,
-    idempotent: bool,
-    req: &CallRequest,
-) -> (Result<Response, Failure>, Option<CallVerdict>, Option<u16>) {
+fn judge(sent: Sent, idempotent: bool, now_s: i64) -> (Result<Response, Failure>, Option<CallVerdict>, Option<u16>) {
     let (result, verdict) = match sent {
         Sent::Answered(response) => {
             let status = response.status;
@@ -179,7 +180,7 @@ fn judge(
                     .get(DATE)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| httpdate::parse_http_date(v).ok())
-                    .unwrap_or_else(|| caller_now(req))
+                    .unwrap_or_else(|| UNIX_EPOCH + Duration::from_secs(u64::try_from(now_s).unwrap_or(0)))
             };
             let retry_after = response
                 .headers
@@ -205,10 +206,6 @@ fn judge(
     // Without an answer there is no success: these endings are all failures.
     let failure = result.expect_err("only an answer succeeds");
     (Err(failure), Some(verdict), None)
-}
-
-fn caller_now(req: &CallRequest) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(u64::try_from(req.timestamp_s).unwrap_or(0))
 }
 
 /// One event a call: connection, method, path template, status, sends and,

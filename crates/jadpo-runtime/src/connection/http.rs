@@ -3,7 +3,7 @@
 use super::resolve::HttpConnection;
 use super::signing::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use super::wire::reqwest_method;
-use super::{CallRequest, Response, Sent};
+use super::{Response, Sent};
 use jadpo_core::{Failure, FailureKind};
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 use std::time::Duration;
@@ -35,16 +35,20 @@ pub(crate) struct Prepared {
     pub(crate) body: Option<bytes::Bytes>,
     pub(crate) idempotency_key: Option<HeaderValue>,
     pub(crate) message_id: HeaderValue,
+    /// The same, as signed.
+    pub(crate) message_id_text: String,
 }
 
-/// Sends once. The send's time limit is the connection's timeout, cut to
-/// what is left before `deadline`.
+/// Sends once, signed (when the connection signs) with `now_s` as its
+/// `webhook-timestamp`. The send's time limit is the connection's timeout,
+/// cut to what is left before `deadline`.
 pub(crate) async fn send(
     client: &reqwest::Client,
     conn: &HttpConnection,
-    req: &CallRequest,
     prepared: &Prepared,
+    now_s: i64,
     deadline: Instant,
+    method: jadpo_lang::Method,
 ) -> Sent {
     let left = deadline.saturating_duration_since(Instant::now());
     let limit = conn.timeout.min(left);
@@ -55,7 +59,7 @@ pub(crate) async fn send(
     let Some(url) = prepared.url.clone() else {
         return Sent::Defect(Failure::new("http.request_invalid", FailureKind::InternalFault));
     };
-    let mut request = client.request(reqwest_method(req.method), url).timeout(limit);
+    let mut request = client.request(reqwest_method(method), url).timeout(limit);
     for (name, value) in &conn.headers {
         request = request.header(name, value);
     }
@@ -64,12 +68,12 @@ pub(crate) async fn send(
     }
     if let Some(signing) = &conn.signing {
         let body: &[u8] = prepared.body.as_deref().unwrap_or_default();
-        let mut signature = HeaderValue::from_str(&signing.sign(&req.message_id, req.timestamp_s, body))
+        let mut signature = HeaderValue::from_str(&signing.sign(&prepared.message_id_text, now_s, body))
             .expect("base64 is a valid header value");
         signature.set_sensitive(true);
         request = request
             .header(WEBHOOK_ID, &prepared.message_id)
-            .header(WEBHOOK_TIMESTAMP, req.timestamp_s)
+            .header(WEBHOOK_TIMESTAMP, now_s)
             .header(WEBHOOK_SIGNATURE, signature);
     }
     if let Some(body) = &prepared.body {

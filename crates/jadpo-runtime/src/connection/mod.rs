@@ -50,8 +50,9 @@ pub struct CallRequest {
     pub idempotency_key: Option<String>,
     /// `webhook-id` when the connection signs: the same on every resend.
     pub message_id: String,
-    /// `webhook-timestamp` when the connection signs, in unix seconds; also
-    /// "now" for a `Retry-After` date when the answer has no `Date`.
+    /// Unix seconds when the call was made. Each send signs with its own
+    /// time (`webhook-timestamp`), read when it leaves, so a resend after a
+    /// long `Retry-After` is not refused by a receiver as too old.
     pub timestamp_s: i64,
 }
 
@@ -174,6 +175,17 @@ impl fmt::Debug for Endpoint {
 pub struct Connections {
     client: reqwest::Client,
     endpoints: BTreeMap<String, Endpoint>,
+    /// Unix seconds now, read for each send's `webhook-timestamp`.
+    wall: WallClock,
+}
+
+/// Where a send reads the time it signs with: the system clock, or a test's.
+pub type WallClock = std::sync::Arc<dyn Fn() -> i64 + Send + Sync>;
+
+fn system_wall() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 impl fmt::Debug for Connections {
@@ -254,7 +266,11 @@ impl Connections {
             }
         };
         match client {
-            Some(client) if errors.is_empty() => Ok(Connections { client, endpoints }),
+            Some(client) if errors.is_empty() => Ok(Connections {
+                client,
+                endpoints,
+                wall: std::sync::Arc::new(system_wall),
+            }),
             _ => Err(errors),
         }
     }
@@ -273,6 +289,12 @@ impl Connections {
             attempts,
         };
         Ok(())
+    }
+
+    /// Reads each send's `webhook-timestamp` from `wall` (unix seconds)
+    /// instead of the system clock: for tests of signing over time.
+    pub fn set_wall_clock(&mut self, wall: WallClock) {
+        self.wall = wall;
     }
 
     /// The connections' names.
