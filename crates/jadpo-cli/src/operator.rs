@@ -55,7 +55,17 @@ pub fn start_error(e: StartError) -> CliError {
             ..CliError::invalid("app.invalid", "the app file has errors")
         },
         StartError::Store(s) => CliError::store(s),
-        other => CliError::environment(other.code(), other.to_string()),
+        // Its text has each error on a line of its own, each with its code
+        // already: printed as it is, not under the code a second time.
+        other => {
+            let rendered = other.to_string();
+            let prefix = format!("error[{}]: ", other.code());
+            let first = rendered.lines().next().unwrap_or_default();
+            CliError {
+                rendered: Some(rendered.clone()),
+                ..CliError::environment(other.code(), first.strip_prefix(&prefix).unwrap_or(first))
+            }
+        }
     }
 }
 

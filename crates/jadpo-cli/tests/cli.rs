@@ -694,3 +694,33 @@ fn breakers_show_each_connection() {
         Value::Array(vec![])
     );
 }
+
+/// A start refused for a bad setting prints the error once, with its code
+/// once, exits 2, and leaves nothing behind: no store file, no start line.
+#[test]
+fn a_start_refused_for_a_bad_secret_creates_and_logs_nothing() {
+    let f = Folder::empty();
+    f.write(
+        "app.jadpo",
+        "connection p {\n    driver: http\n    base_url: \"http://127.0.0.1:9\"\n    signing_secret: env(\"SIGN\")\n}\n",
+    );
+    for cmd in [
+        vec!["dev", "--port", "0"],
+        vec!["serve", "--store", "postgres://nobody@127.0.0.1:1/none", "--port", "0"],
+    ] {
+        let run = f.run_with(&cmd, &[("SIGN", "whsec_not base64!"), ("JADPO_API_TOKEN", "t")], None);
+        assert_eq!(run.code(), 2, "{cmd:?}: {}", run.stderr());
+        let stderr = run.stderr();
+        assert_eq!(
+            stderr.matches("connection.signing_secret_invalid").count(),
+            1,
+            "{cmd:?}: {stderr}"
+        );
+        assert!(
+            stderr.starts_with("error[connection.signing_secret_invalid]: connection `p`"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains(".started"), "{cmd:?}: {stderr}");
+        assert!(!f.path().join(".jadpo").exists(), "{cmd:?}: the store was created");
+    }
+}

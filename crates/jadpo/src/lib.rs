@@ -220,6 +220,13 @@ impl Builder {
 
     /// Migrates the store and checks every setting. Nothing runs yet.
     pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
+        self.ready()?.build(store).await
+    }
+
+    /// Checks every setting (the app, its connections' settings and
+    /// secrets, the Rust actions it needs), without a store: a start that
+    /// fails here has opened, created and logged nothing.
+    pub fn ready(self) -> Result<Ready, StartError> {
         let app = Arc::new(
             self.app
                 .ok_or_else(|| StartError::Register("no app given: call `app_file` or `app_source`".into()))?,
@@ -234,17 +241,43 @@ impl Builder {
         if !missing.is_empty() {
             return Err(StartError::Unregistered(missing));
         }
+        Ok(Ready {
+            app,
+            executor,
+            clock: self.clock,
+            worker: self.worker,
+        })
+    }
+}
+
+/// A set-up whose every setting checked: only the store is left
+/// ([`Builder::ready`]).
+pub struct Ready {
+    app: Arc<App>,
+    executor: AppExecutor,
+    clock: SharedClock,
+    worker: WorkerConfig,
+}
+
+impl Ready {
+    /// The app, as checked.
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// Migrates the store. Nothing runs yet.
+    pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
         store.migrate().await.map_err(StartError::Store)?;
         let store = Arc::new(store);
         let engine = Engine::new(
             store.clone(),
-            Arc::new(executor),
+            Arc::new(self.executor),
             self.clock.clone(),
-            Catalog::from_app(&app),
+            Catalog::from_app(&self.app),
             self.worker,
         );
         Ok(Jadpo {
-            app,
+            app: self.app,
             store,
             engine,
             clock: self.clock,

@@ -47,16 +47,32 @@ pub fn run(args: Args) -> ExitCode {
     );
     output::run_async(async move {
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
+        let summary = app.summary();
         let url = store_url::resolve(args.store.as_deref());
-        let store = store_url::open(&url).await?;
         let clock: SharedClock = if args.time_scale > 1 {
             Arc::new(ScaledClock::new(args.time_scale))
         } else {
             Arc::new(SystemClock)
         };
+        // Every setting is checked before the store is opened (and its file
+        // created) or anything logged: a start that fails leaves nothing.
+        let ready = jadpo::builder()
+            .app(app)
+            .clock(clock)
+            .worker(WorkerConfig {
+                name: worker_name("dev"),
+                concurrency: args.workers as usize,
+                poll: args.poll,
+                retention: (args.retention_days > 0)
+                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
+                ..WorkerConfig::default()
+            })
+            .ready()
+            .map_err(operator::start_error)?;
+        let store = store_url::open(&url).await?;
         tracing::info!(
             app = %args.app.display(),
-            summary = %app.summary(),
+            summary = %summary,
             store = %store_url::redact(&url),
             api = %format!("http://127.0.0.1:{}", args.port),
             time_scale = args.time_scale,
@@ -64,16 +80,7 @@ pub fn run(args: Args) -> ExitCode {
         );
         let token = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty());
         let p = Process {
-            app,
-            clock,
-            worker: WorkerConfig {
-                name: worker_name("dev"),
-                concurrency: args.workers as usize,
-                poll: args.poll,
-                retention: (args.retention_days > 0)
-                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
-                ..WorkerConfig::default()
-            },
+            ready,
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
             token,
         };

@@ -4,17 +4,14 @@
 use crate::api;
 use crate::operator;
 use crate::output::CliError;
-use jadpo_lang::App;
-use jadpo_runtime::{SharedClock, WorkerConfig};
 use jadpo_store::ScheduleStore;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::sync::watch;
 
 pub struct Process {
-    pub app: App,
-    pub clock: SharedClock,
-    pub worker: WorkerConfig,
+    /// Every setting checked already: only the store is left.
+    pub ready: jadpo::Ready,
     pub addr: SocketAddr,
     pub token: Option<String>,
 }
@@ -43,13 +40,7 @@ async fn stop_signal() {
 }
 
 pub async fn run<S: ScheduleStore>(p: Process, store: S) -> Result<ExitCode, CliError> {
-    let jadpo = jadpo::builder()
-        .app(p.app)
-        .clock(p.clock)
-        .worker(p.worker)
-        .build(store)
-        .await
-        .map_err(operator::start_error)?;
+    let jadpo = p.ready.build(store).await.map_err(operator::start_error)?;
     let listener = tokio::net::TcpListener::bind(p.addr)
         .await
         .map_err(|e| CliError::environment("api.bind_failed", format!("cannot listen on {}: {e}", p.addr)))?;

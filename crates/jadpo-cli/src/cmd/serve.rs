@@ -63,25 +63,32 @@ pub fn run(args: Args) -> ExitCode {
             ));
         };
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
-        let store = store_url::open(&url).await?;
-        tracing::info!(
-            app = %args.app.display(),
-            summary = %app.summary(),
-            store = %store_url::redact(&url),
-            workers = args.workers,
-            "serve.started"
-        );
-        let p = Process {
-            app,
-            clock: Arc::new(SystemClock),
-            worker: WorkerConfig {
+        let summary = app.summary();
+        // Every setting is checked before the store is opened or anything
+        // logged: a start that fails leaves nothing behind.
+        let ready = jadpo::builder()
+            .app(app)
+            .clock(Arc::new(SystemClock))
+            .worker(WorkerConfig {
                 name: worker_name("serve"),
                 concurrency: args.workers as usize,
                 poll: args.poll,
                 retention: (args.retention_days > 0)
                     .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
                 ..WorkerConfig::default()
-            },
+            })
+            .ready()
+            .map_err(operator::start_error)?;
+        let store = store_url::open(&url).await?;
+        tracing::info!(
+            app = %args.app.display(),
+            summary = %summary,
+            store = %store_url::redact(&url),
+            workers = args.workers,
+            "serve.started"
+        );
+        let p = Process {
+            ready,
             addr: SocketAddr::new(args.bind, args.port),
             token: Some(token),
         };
