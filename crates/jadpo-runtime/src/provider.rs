@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -88,8 +88,9 @@ impl Recorded {
         serde_json::from_slice(&self.body)
     }
 
-    /// Checks the Standard Webhooks signature against `secret` (`whsec_`
-    /// and base64, or raw bytes): `webhook-id`, `webhook-timestamp` and one
+    /// Checks the Standard Webhooks signature against `secret` (base64,
+    /// padded or not, after an optional `whsec_`, as the official libraries
+    /// read it): `webhook-id`, `webhook-timestamp` and one
     /// `v1,` entry of `webhook-signature` matching
     /// HMAC-SHA256(key, "{id}.{timestamp}.{body}"). The timestamp's age is
     /// not checked: it comes from the engine's clock.
@@ -100,10 +101,11 @@ impl Recorded {
             return Err("webhook-timestamp is not unix seconds".into());
         }
         let signatures = self.header("webhook-signature").ok_or("no webhook-signature")?;
-        let key = match secret.strip_prefix("whsec_") {
-            Some(encoded) => STANDARD.decode(encoded).map_err(|_| "the secret is not base64")?,
-            None => secret.as_bytes().to_vec(),
-        };
+        let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+        let key = STANDARD
+            .decode(encoded)
+            .or_else(|_| STANDARD_NO_PAD.decode(encoded))
+            .map_err(|_| "the secret is not base64")?;
         let mut signed = format!("{id}.{timestamp}.").into_bytes();
         signed.extend_from_slice(&self.body);
         let matches = signatures.split(' ').any(|entry| {

@@ -232,13 +232,34 @@ async fn signed_calls_verify_at_the_provider() {
 }
 
 #[tokio::test]
-async fn a_raw_secret_signs_and_an_empty_body_is_signed_too() {
+async fn a_secret_without_prefix_or_padding_signs_and_an_empty_body_is_signed_too() {
     let provider = TestProvider::start().await;
-    let app = one_connection("    signing_secret: secret(\"RAW\")");
-    let connections = resolve(&app, &provider.url(), &[("RAW", "plain-secret")]);
+    let app = one_connection("    signing_secret: secret(\"BARE\")");
+    // base64 of "secret-with-padding-34", its `==` left out, no `whsec_`.
+    let connections = resolve(&app, &provider.url(), &[("BARE", "c2VjcmV0LXdpdGgtcGFkZGluZy0zNA")]);
     let out = call(&connections, request(Method::Get, "/ping")).await;
     assert_eq!(kind(&out), "ok");
-    provider.requests()[0].verify_signature("plain-secret").unwrap();
+    provider.requests()[0]
+        .verify_signature("whsec_c2VjcmV0LXdpdGgtcGFkZGluZy0zNA==")
+        .unwrap();
+}
+
+/// During a rotation the connection signs with both secrets, so a receiver
+/// on either one verifies every message.
+#[tokio::test]
+async fn two_secrets_sign_for_a_receiver_on_either() {
+    const OLD: &str = "whsec_c2VjcmV0LW5vdC10aGUtc2FtZQ==";
+    let provider = TestProvider::start().await;
+    let app = one_connection("    signing_secret: secret(\"SIGNING\")");
+    let both = format!("{SECRET} {OLD}");
+    let connections = resolve(&app, &provider.url(), &[("SIGNING", both.as_str())]);
+    for receiver in [SECRET, OLD] {
+        provider.expect_signature(Some(receiver));
+        let out = call(&connections, post(json!({"n": 1}))).await;
+        assert_eq!(kind(&out), "ok", "{receiver}: {out:?}");
+    }
+    let seen = provider.requests();
+    assert_eq!(seen[0].header("webhook-signature").unwrap().matches("v1,").count(), 2);
 }
 
 #[tokio::test]
