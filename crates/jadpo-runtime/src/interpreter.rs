@@ -76,12 +76,7 @@ impl ConnectionHandle {
                 .with_field("connection", connection));
         }
         let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The same on every resend and every attempt of this delivery's
-        // n-th call, so a receiver can drop duplicates.
-        let message_id = match self.ctx.kind {
-            RunKind::Delivery => format!("msg_{}_{n}", self.ctx.delivery.0),
-            RunKind::Schedule => format!("msg_{}_{}_{n}", self.ctx.subscriber, self.ctx.started_at.as_millis()),
-        };
+        let message_id = message_id(&self.ctx, n);
         let req = CallRequest {
             connection: connection.to_owned(),
             method,
@@ -380,5 +375,58 @@ impl Executor for AppExecutor {
             seq: Arc::default(),
         };
         self.exec(&run.action, args, &ctx, &handle).await
+    }
+}
+
+/// A call's `webhook-id`. The same on every resend and every attempt of a
+/// delivery's `n`-th call, so a receiver can drop duplicates, and different
+/// for every other call everywhere: the event's public id is unique across
+/// stores, its delivery's id within the store. A schedule's run has no
+/// event: its name and start time, then the call.
+pub(crate) fn message_id(ctx: &RunContext, n: u32) -> String {
+    match ctx.kind {
+        RunKind::Delivery => format!("msg_{}_{}_{n}", ctx.event_public_id.replace('-', ""), ctx.delivery.0),
+        RunKind::Schedule => format!("msg_{}_{}_{n}", ctx.subscriber, ctx.started_at.as_millis()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::CallLog;
+    use jadpo_core::{DeliveryId, Timestamp};
+
+    fn ctx(event: &str, delivery: i64, attempt: u32) -> RunContext {
+        RunContext {
+            kind: RunKind::Delivery,
+            delivery: DeliveryId(delivery),
+            attempt,
+            subscriber: "s".into(),
+            event_name: "E".into(),
+            event_public_id: event.into(),
+            payload: Value::Null,
+            started_at: Timestamp::from_millis(attempt as i64 * 1_000),
+            deadline: tokio::time::Instant::now(),
+            calls: CallLog::default(),
+        }
+    }
+
+    const EVENT: &str = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    const OTHER_STORE_EVENT: &str = "0193a1b2-c3d4-7e5f-8a9b-ffffffffffff";
+
+    #[test]
+    fn a_calls_id_is_stable_across_attempts_and_unique_otherwise() {
+        let first = message_id(&ctx(EVENT, 1, 1), 0);
+        assert_eq!(first, "msg_0193a1b2c3d47e5f8a9b0c1d2e3f4a5b_1_0");
+        // The next attempt of the same delivery: the same id for its call.
+        assert_eq!(message_id(&ctx(EVENT, 1, 2), 0), first);
+        let others = [
+            message_id(&ctx(EVENT, 1, 1), 1),             // its next call
+            message_id(&ctx(EVENT, 2, 1), 0),             // another subscriber's delivery
+            message_id(&ctx(OTHER_STORE_EVENT, 1, 1), 0), // delivery 1 of another store
+        ];
+        let mut all: BTreeSet<&str> = others.iter().map(String::as_str).collect();
+        all.insert(&first);
+        assert_eq!(all.len(), 4, "{all:?}");
     }
 }

@@ -165,6 +165,7 @@ mod tests {
             probe_for: vec![],
             event_name: "E".into(),
             payload: payload.into(),
+            event_public_id: format!("event-{id}"),
         }
     }
 

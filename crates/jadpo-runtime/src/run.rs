@@ -25,8 +25,11 @@ pub struct RunContext {
     /// The subscriber's name, or the schedule's.
     pub subscriber: String,
     pub event_name: String,
+    /// The event's public id, unique across stores (empty for a schedule's
+    /// run): signed calls' `webhook-id` derive from it.
+    pub event_public_id: String,
     pub payload: serde_json::Value,
-    /// Engine time when the run started (for webhook timestamps).
+    /// Engine time when the run started.
     pub started_at: Timestamp,
     /// The run's time limit, in real time.
     pub deadline: tokio::time::Instant,

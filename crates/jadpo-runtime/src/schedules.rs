@@ -103,6 +103,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                 attempt: 1,
                 subscriber: spec.name.clone(),
                 event_name: String::new(),
+                event_public_id: String::new(),
                 payload: serde_json::Value::Null,
                 started_at: clock.now(),
                 deadline: tokio::time::Instant::now() + spec.timeout,

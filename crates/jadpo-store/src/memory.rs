@@ -72,8 +72,10 @@ impl MemoryStore {
             .map(|e| {
                 self.last_event += 1;
                 let event_id = EventId(self.last_event);
+                let public_id = crate::types::new_public_id();
                 let record = EventRecord {
                     id: event_id,
+                    public_id: public_id.clone(),
                     name: e.name.clone(),
                     payload: e.payload.clone(),
                     emitted_at: now,
@@ -91,7 +93,11 @@ impl MemoryStore {
                         id
                     })
                     .collect();
-                Emitted { event_id, deliveries }
+                Emitted {
+                    event_id,
+                    public_id,
+                    deliveries,
+                }
             })
             .collect()
     }
@@ -126,6 +132,7 @@ impl MemoryStore {
                     handled: self.handled.contains(&(d.subscriber.clone(), d.event_id)),
                     event_name: event.name.clone(),
                     payload: event.payload.clone(),
+                    event_public_id: event.public_id.clone(),
                     delivery: d,
                 }
             })

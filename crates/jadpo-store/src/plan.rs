@@ -89,6 +89,7 @@ pub struct Candidate {
     pub handled: bool,
     pub event_name: String,
     pub payload: String,
+    pub event_public_id: String,
 }
 
 /// Decides a claim over its candidate rows, in order. `token` issues each
@@ -150,6 +151,7 @@ pub fn claim(
                     probe_for,
                     event_name: c.event_name,
                     payload: c.payload,
+                    event_public_id: c.event_public_id,
                 });
             }
             other => {

@@ -52,7 +52,16 @@ pub struct NewEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Emitted {
     pub event_id: EventId,
+    /// Unique across every store and environment (a UUIDv7), where
+    /// `event_id` is unique only within its store: what a receiver can
+    /// tell events apart by (signed calls' `webhook-id` derive from it).
+    pub public_id: String,
     pub deliveries: Vec<DeliveryId>,
+}
+
+/// A new event's public id: a UUIDv7, so ids sort by when they were made.
+pub fn new_public_id() -> String {
+    uuid::Uuid::now_v7().to_string()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +88,8 @@ pub struct Claimed {
     /// Its event's name and JSON, for binding the action's arguments.
     pub event_name: String,
     pub payload: String,
+    /// Its event's public id ([`Emitted::public_id`]).
+    pub event_public_id: String,
 }
 
 impl Claimed {
@@ -149,6 +160,8 @@ pub struct SweepReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRecord {
     pub id: EventId,
+    /// See [`Emitted::public_id`].
+    pub public_id: String,
     pub name: String,
     /// The event's JSON. Kept for the action; never logged.
     pub payload: String,

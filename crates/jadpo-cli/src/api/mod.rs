@@ -1,6 +1,6 @@
 //! The HTTP API (docs/http-api.md), served by `jadpo dev` and `jadpo serve`.
 //!
-//! - `POST /events/NAME`: 202 `{"event_id", "deliveries", "delivery_ids"}`;
+//! - `POST /events/NAME`: 202 `{"event_id", "public_id", "deliveries", "delivery_ids"}`;
 //!   400 `event.invalid` (with `field`), 404 `event.unknown`, 413
 //!   `event.too_large`.
 //! - `GET /deliveries` (the filters of `jadpo deliveries`),
@@ -213,6 +213,7 @@ async fn emit<S: ScheduleStore>(
             let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
             let body = json!({
                 "event_id": emitted.event_id.0,
+                "public_id": emitted.public_id,
                 "deliveries": ids.len(),
                 "delivery_ids": ids,
             });

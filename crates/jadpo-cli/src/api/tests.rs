@@ -152,6 +152,9 @@ async fn emit_answers_202_with_the_event_and_its_deliveries() {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["event_id"], 1);
     assert_eq!(body["deliveries"], 2);
+    // The public id: a UUIDv7 (version nibble 7), unique across stores.
+    let public_id = body["public_id"].as_str().unwrap();
+    assert_eq!((public_id.len(), &public_id[14..15]), (36, "7"), "{public_id}");
     let (_, list) = s.get("/deliveries").await;
     assert_eq!(list.as_array().unwrap().len(), 2);
     assert!(list[0]["event"] == "PaymentReceived" && list[0]["state"] == "due");

@@ -30,7 +30,7 @@ pub struct Args {
     pub store: StoreArg,
     #[command(flatten)]
     pub app: AppArg,
-    /// Print `{"event_id", "deliveries", "delivery_ids"}` as JSON.
+    /// Print `{"event_id", "public_id", "deliveries", "delivery_ids"}` as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -94,5 +94,10 @@ async fn emit_in<S: ScheduleStore>(
         jadpo::EmitError::Store(e) => CliError::store(e),
     })?;
     let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
-    Ok(json!({"event_id": emitted.event_id.0, "deliveries": ids.len(), "delivery_ids": ids}))
+    Ok(json!({
+        "event_id": emitted.event_id.0,
+        "public_id": emitted.public_id,
+        "deliveries": ids.len(),
+        "delivery_ids": ids
+    }))
 }

@@ -43,7 +43,7 @@ const CLAIM: &str = concat!(
         SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS c
         ORDER BY t, id LIMIT $2
     )
-    SELECT p.*, e.name, e.payload
+    SELECT p.*, e.name, e.payload, e.public_id
     FROM picked AS p JOIN jadpo_events AS e ON e.id = p.event_id
     ORDER BY p.t, p.id"
 );
@@ -85,12 +85,13 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     for row in &rows {
         let (delivery, token) = rows::delivery(row)?;
         read.insert(delivery.id, (delivery.clone(), token));
-        // Columns after the delivery's: t, handled, name, payload.
+        // Columns after the delivery's: t, handled, name, payload, public id.
         candidates.push(Candidate {
             delivery,
             handled: row.try_get(DELIVERY_COLUMNS + 1)?,
             event_name: row.try_get(DELIVERY_COLUMNS + 2)?,
             payload: row.try_get(DELIVERY_COLUMNS + 3)?,
+            event_public_id: row.try_get(DELIVERY_COLUMNS + 4)?,
         });
     }
     let open = rows::breakers(&open)?;

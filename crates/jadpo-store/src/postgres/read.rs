@@ -21,10 +21,10 @@ SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::i
 /// 4 dropped the foreign key, which cost every delivery a lookup and a lock).
 const INSERT: &str = "
 WITH events AS (
-    INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery)
-    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[])
-        AS u(id, name, payload, first_delivery, last_delivery)
+    INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery, public_id)
+    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery, u.public_id
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[], $10::text[])
+        AS u(id, name, payload, first_delivery, last_delivery, public_id)
 )
 INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
     held_for_ms, lease_token, created_at, updated_at)
@@ -107,6 +107,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
         let mut first = Vec::with_capacity(chunk.len());
+        let mut public_ids = Vec::with_capacity(chunk.len());
         let mut last = Vec::with_capacity(chunk.len());
         let mut next = delivery_ids.iter();
         for (e, &event_id) in chunk.iter().zip(&event_ids) {
@@ -123,8 +124,11 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
             debug_assert!(deliveries.windows(2).all(|w| w[0] < w[1]));
             first.push(deliveries.first().map(|d| d.0));
             last.push(deliveries.last().map(|d| d.0));
+            let public_id = crate::types::new_public_id();
+            public_ids.push(public_id.clone());
             emitted.push(Emitted {
                 event_id: EventId(event_id),
+                public_id,
                 deliveries,
             });
         }
@@ -140,6 +144,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &subscribers,
                 &first,
                 &last,
+                &public_ids,
             ],
         )
         .await?;
@@ -230,7 +235,7 @@ pub(crate) async fn attempts(tx: &Transaction<'_>, id: DeliveryId) -> Result<Vec
         .collect()
 }
 
-const EVENT: &str = "SELECT id, name, payload, emitted_at FROM jadpo_events WHERE id = $1";
+const EVENT: &str = "SELECT id, name, payload, emitted_at, public_id FROM jadpo_events WHERE id = $1";
 
 pub(crate) async fn event(tx: &Transaction<'_>, id: EventId) -> Result<Option<EventRecord>, Abort> {
     let stmt = tx.prepare_cached(EVENT).await?;
@@ -242,6 +247,7 @@ pub(crate) async fn event(tx: &Transaction<'_>, id: EventId) -> Result<Option<Ev
         name: r.try_get(1)?,
         payload: r.try_get(2)?,
         emitted_at: Timestamp::from_millis(r.try_get(3)?),
+        public_id: r.try_get(4)?,
     }))
 }
 

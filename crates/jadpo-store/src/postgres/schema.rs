@@ -151,6 +151,9 @@ const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at,
 ///   of them (`first_delivery`, `last_delivery`, NULL for none), and its
 ///   deliveries are found through the primary key between the two, checked
 ///   on `event_id` (ids of concurrent emits may interleave);
+/// - every event gets a public id, unique across stores (a UUIDv7 for new
+///   events, a random UUID for those from before): what signed calls'
+///   `webhook-id` derive from;
 /// - free space on each page of deliveries, so an update's new row version
 ///   stays on its page: no page-move lock record, and the old version is
 ///   pruned in place.
@@ -167,6 +170,10 @@ UPDATE jadpo_events AS e SET first_delivery = r.first, last_delivery = r.last
     FROM (SELECT event_id, min(id) AS first, max(id) AS last FROM jadpo_deliveries GROUP BY event_id) AS r
     WHERE r.event_id = e.id;
 DROP INDEX jadpo_deliveries_event;
+ALTER TABLE jadpo_events ADD COLUMN public_id TEXT;
+UPDATE jadpo_events SET public_id = gen_random_uuid()::text WHERE public_id IS NULL;
+ALTER TABLE jadpo_events ALTER COLUMN public_id SET NOT NULL;
+CREATE UNIQUE INDEX jadpo_events_public_id ON jadpo_events (public_id);
 ALTER TABLE jadpo_deliveries SET (fillfactor = 50);
 ";
 

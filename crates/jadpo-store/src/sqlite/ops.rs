@@ -14,7 +14,7 @@ use std::collections::HashMap;
 const DUE: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'due' AND d.due_at <= ?1 ORDER BY d.due_at, d.id LIMIT ?2"
 );
@@ -23,14 +23,14 @@ const DUE: &str = concat!(
 const LOST: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'running' AND d.lease_until <= ?1 ORDER BY d.lease_until, d.id LIMIT ?2"
 );
 
 struct Row {
     stored: Stored,
-    candidate: (String, String, bool),
+    candidate: (String, String, bool, String),
 }
 
 fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Fault> {
@@ -43,6 +43,7 @@ fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result
                     r.get(DELIVERY_COLUMNS)?,
                     r.get(DELIVERY_COLUMNS + 1)?,
                     r.get(DELIVERY_COLUMNS + 2)?,
+                    r.get(DELIVERY_COLUMNS + 3)?,
                 ),
             })
         })?
@@ -81,12 +82,13 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     let candidates = picked
         .into_iter()
         .map(|r| {
-            let (event_name, payload, handled) = r.candidate;
+            let (event_name, payload, handled, event_public_id) = r.candidate;
             Candidate {
                 delivery: r.stored.delivery,
                 handled,
                 event_name,
                 payload,
+                event_public_id,
             }
         })
         .collect();
@@ -221,7 +223,8 @@ pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timest
 /// Writes the events and one due delivery per subscriber, on `c`, which is
 /// inside a transaction (the store's or the caller's).
 pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Fault> {
-    let mut event = c.prepare_cached("INSERT INTO jadpo_events (name, payload, emitted_at) VALUES (?1, ?2, ?3)")?;
+    let mut event =
+        c.prepare_cached("INSERT INTO jadpo_events (name, payload, emitted_at, public_id) VALUES (?1, ?2, ?3, ?4)")?;
     let mut delivery = c.prepare_cached(
         "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
          budget_from, held_for_ms, lease_token, created_at, updated_at) \
@@ -229,7 +232,8 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
     )?;
     let mut out = Vec::with_capacity(events.len());
     for e in events {
-        event.execute(params![e.name, e.payload, now.as_millis()])?;
+        let public_id = crate::types::new_public_id();
+        event.execute(params![e.name, e.payload, now.as_millis(), public_id])?;
         let event_id = EventId(c.last_insert_rowid());
         let mut ids = Vec::with_capacity(e.subscribers.len());
         for s in &e.subscribers {
@@ -250,6 +254,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
         }
         out.push(Emitted {
             event_id,
+            public_id,
             deliveries: ids,
         });
     }

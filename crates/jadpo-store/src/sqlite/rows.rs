@@ -317,5 +317,6 @@ pub(crate) fn event(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
         name: row.get(1)?,
         payload: row.get(2)?,
         emitted_at: Timestamp::from_millis(row.get(3)?),
+        public_id: row.get(4)?,
     })
 }

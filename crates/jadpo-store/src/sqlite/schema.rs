@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -191,6 +191,15 @@ WHERE EXISTS (
     SELECT 1 FROM jadpo_handled h
     WHERE h.subscriber = jadpo_deliveries.subscriber AND h.event_id = jadpo_deliveries.event_id);
 DROP TABLE jadpo_handled;
+";
+
+/// Every event gets a public id, unique across stores (a UUIDv7 for new
+/// events; events from before get a random one): what signed calls'
+/// `webhook-id` derive from. Unique, so no two events can share one.
+const V6: &str = "
+ALTER TABLE jadpo_events ADD COLUMN public_id TEXT;
+UPDATE jadpo_events SET public_id = lower(hex(randomblob(16))) WHERE public_id IS NULL;
+CREATE UNIQUE INDEX jadpo_events_public_id ON jadpo_events (public_id);
 ";
 
 /// Applies every migration the file has not had, inside the caller's

@@ -175,7 +175,7 @@ pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptReco
 
 pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, Fault> {
     Ok(
-        c.prepare_cached("SELECT id, name, payload, emitted_at FROM jadpo_events WHERE id = ?1")?
+        c.prepare_cached("SELECT id, name, payload, emitted_at, public_id FROM jadpo_events WHERE id = ?1")?
             .query_row([id.0], rows::event)
             .optional()?,
     )
