@@ -255,3 +255,100 @@ async fn a_resend_after_a_long_retry_after_verifies() {
     assert_eq!(stamps[0], first);
     assert!(stamps[1] >= first + 320, "{stamps:?}");
 }
+
+/// Through the real engine, a SQLite file and a clock the test moves: an
+/// event with two subscribers calling a signed connection. The receiver is
+/// too busy for each message's first send, so each delivery fails its first
+/// attempt and is retried after its backoff. Every request the receiver
+/// reads verifies; a delivery's retry repeats its first attempt's id, and
+/// the two deliveries' ids differ.
+#[tokio::test]
+async fn a_deliverys_retries_verify_and_repeat_its_id() {
+    use jadpo_core::{DeliveryState, Timestamp};
+    use jadpo_runtime::interpreter::AppExecutor;
+    use jadpo_runtime::{Catalog, Engine, ManualClock, WorkerConfig};
+    use jadpo_store::{DeliveryFilter, Store};
+
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, &[NEW]);
+    let text = r#"
+event Paid { id: string }
+connection ledger {
+    base_url: env("LEDGER_URL")
+    signing_secret: secret("LEDGER_SIGNING")
+}
+action record(id: string) { call ledger.post("/busy/0", body: event) }
+subscriber first { on: Paid  run: record(event.id) }
+subscriber second { on: Paid  run: record(event.id) }
+"#;
+    let checked = jadpo_lang::check("app.jadpo", text);
+    let rendered = checked.render(text);
+    let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
+    let url = receiver.url();
+    let env = move |k: &str| match k {
+        "LEDGER_URL" => Some(url.clone()),
+        "LEDGER_SIGNING" => Some(NEW.to_owned()),
+        _ => None,
+    };
+    let connections = Arc::new(Connections::resolve(&app, &env).unwrap());
+    let executor = AppExecutor::new(app.clone(), connections, &env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
+    let store = Arc::new(jadpo_store::sqlite::SqliteStore::open(&store_url).await.unwrap());
+    let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(executor),
+        Arc::new(clock.clone()),
+        Catalog::from_app(&app),
+        WorkerConfig {
+            name: "verifier".into(),
+            concurrency: 2,
+            ..WorkerConfig::default()
+        },
+    );
+    let running = engine.start();
+    engine
+        .emit(&[jadpo_store::NewEvent {
+            name: "Paid".into(),
+            payload: r#"{"id":"p1"}"#.into(),
+            subscribers: vec!["first".into(), "second".into()],
+        }])
+        .await
+        .unwrap();
+    receiver.requests(2).await;
+    // Past the longest first backoff (30 s), moving a second at a time so
+    // each retry is claimed as it comes due.
+    let succeeded = || async {
+        store
+            .list(&DeliveryFilter {
+                state: Some(DeliveryState::Succeeded),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .len()
+    };
+    for _ in 0..200 {
+        if succeeded().await == 2 {
+            break;
+        }
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(succeeded().await, 2);
+    running.stop().await;
+    let seen = receiver.requests(4).await;
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    let mut by_id: std::collections::BTreeMap<&str, Vec<&Value>> = Default::default();
+    for r in &seen {
+        by_id.entry(r["id"].as_str().unwrap()).or_default().push(r);
+    }
+    assert_eq!(by_id.len(), 2, "one id per delivery: {seen:?}");
+    for (id, requests) in by_id {
+        assert!(id.starts_with("msg_"), "{id}");
+        let statuses: Vec<&Value> = requests.iter().map(|r| &r["status"]).collect();
+        assert_eq!(statuses, [&json!(503), &json!(200)], "{id}: {requests:?}");
+        assert_eq!(requests[1]["verified"], json!([true]), "{id}");
+    }
+}
