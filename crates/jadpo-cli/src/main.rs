@@ -26,7 +26,7 @@ enum Command {
     Check(cmd::check::Args),
     /// Run Jadpo locally: SQLite store, workers, the tick and the HTTP API.
     Dev(cmd::dev::Args),
-    /// The seed's outage, for real: a provider goes down and comes back.
+    /// A provider's hour-long outage, for real: it goes down and comes back.
     Demo(cmd::demo::Args),
     /// Run Jadpo in production: a shared store, JSON logs, a token-guarded API.
     Serve(cmd::serve::Args),

@@ -1,4 +1,4 @@
-//! `jadpo demo`: the seed's outage, for real. A local provider goes down and
+//! `jadpo demo`: a provider's outage, for real. A local provider goes down and
 //! comes back; a few thousand payment events are delivered to it through
 //! the real engine, a real SQLite file and real HTTP, once with the circuit
 //! breaker and once without, on a clock running `--time-scale` times faster.
