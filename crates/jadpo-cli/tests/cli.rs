@@ -557,6 +557,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 name: "Ping".into(),
                 payload: r#"{"id":"x"}"#.into(),
                 subscribers: vec!["pinged".into()],
+                idempotency_key: None,
             })
             .collect();
         store.emit(&events, now).await.unwrap();
@@ -723,4 +724,44 @@ fn a_start_refused_for_a_bad_secret_creates_and_logs_nothing() {
         assert!(!stderr.contains(".started"), "{cmd:?}: {stderr}");
         assert!(!f.path().join(".jadpo").exists(), "{cmd:?}: the store was created");
     }
+}
+
+/// `jadpo emit --idempotency-key`: sent again, the first event and nothing
+/// made; another payload under the key, refused.
+#[test]
+fn emit_with_an_idempotency_key_makes_one_event() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let args = |payload: &'static str| {
+        vec![
+            "emit",
+            "Ping",
+            payload,
+            "--store",
+            url.as_str(),
+            "--idempotency-key",
+            "k-1",
+            "--json",
+        ]
+    };
+    let first = f.run(&args(r#"{"id": "a"}"#));
+    first.expect(0, None);
+    let again = f.run(&args(r#"{"id": "a"}"#));
+    again.expect(0, None);
+    assert_eq!(again.json()["duplicate"], true);
+    assert_eq!(again.json()["event_id"], first.json()["event_id"]);
+    assert_eq!(again.json()["public_id"], first.json()["public_id"]);
+    f.run(&args(r#"{"id": "b"}"#))
+        .expect(1, Some("event.idempotency_conflict"));
+    let long = "k".repeat(256);
+    f.run(&[
+        "emit",
+        "Ping",
+        r#"{"id": "a"}"#,
+        "--store",
+        &url,
+        "--idempotency-key",
+        &long,
+    ])
+    .expect(1, Some("event.idempotency_key_invalid"));
 }

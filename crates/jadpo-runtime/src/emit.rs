@@ -61,6 +61,22 @@ fn fits(ty: Type, v: &serde_json::Value) -> bool {
 
 /// Checks `payload` against the event `name` of `app` and returns the event
 /// to write, with one delivery per subscriber of it.
+/// Checks an idempotency key: 1 to 255 bytes (`event.idempotency_key_invalid`).
+pub fn idempotency_key(key: &str) -> Result<String, EventError> {
+    if key.is_empty() || key.len() > jadpo_store::MAX_IDEMPOTENCY_KEY {
+        return Err(EventError {
+            code: "event.idempotency_key_invalid",
+            field: None,
+            message: format!(
+                "an idempotency key is 1 to {} bytes, not {}",
+                jadpo_store::MAX_IDEMPOTENCY_KEY,
+                key.len()
+            ),
+        });
+    }
+    Ok(key.to_owned())
+}
+
 pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
     let Some(event) = app.events.get(name) else {
         let known: Vec<&str> = app.events.keys().map(String::as_str).collect();
@@ -127,6 +143,7 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
         name: name.to_owned(),
         payload: text,
         subscribers: app.subscribers_of(name).map(|s| s.name.clone()).collect(),
+        idempotency_key: None,
     })
 }
 

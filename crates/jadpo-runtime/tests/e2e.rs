@@ -92,6 +92,7 @@ fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
             name: "Paid".into(),
             payload: format!(r#"{{"id":"p{i}","amount":{i}}}"#),
             subscribers: vec!["record_payment".into()],
+            idempotency_key: None,
         })
         .collect()
 }
@@ -268,6 +269,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back<S: Schedul
         .into_iter()
         .map(|e| jadpo_store::NewEvent {
             subscribers: vec!["once".into()],
+            idempotency_key: None,
             ..e
         })
         .collect();
@@ -282,6 +284,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back<S: Schedul
         name: "Ping".into(),
         payload: r#"{"id":"x"}"#.into(),
         subscribers: vec!["skipper".into()],
+        idempotency_key: None,
     };
     let skip_id = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
     eventually("skip held", || async {

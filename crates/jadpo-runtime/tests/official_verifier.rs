@@ -313,6 +313,7 @@ subscriber second { on: Paid  run: record(event.id) }
             name: "Paid".into(),
             payload: r#"{"id":"p1"}"#.into(),
             subscribers: vec!["first".into(), "second".into()],
+            idempotency_key: None,
         }])
         .await
         .unwrap();

@@ -112,6 +112,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
             name: "E".into(),
             payload: format!("{{\"i\":{i}}}"),
             subscribers: vec!["sub".into()],
+            idempotency_key: None,
         })
         .collect();
     direct.emit(&events, T0).await.unwrap();

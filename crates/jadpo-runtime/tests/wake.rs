@@ -98,6 +98,7 @@ async fn retry_starts_at_its_due_time<S: ScheduleStore>(store: S) {
             name: "E".into(),
             payload: "{}".into(),
             subscribers: vec!["sub".into()],
+            idempotency_key: None,
         }])
         .await
         .unwrap();

@@ -49,6 +49,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             name: "E".into(),
             payload: format!("{{\"i\":{i}}}"),
             subscribers: vec!["sub".into()],
+            idempotency_key: None,
         })
         .collect()
 }

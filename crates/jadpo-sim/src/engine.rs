@@ -269,9 +269,14 @@ impl Sim {
                 name: "Simulated".into(),
                 payload: "{}".into(),
                 subscribers: subscribers.clone(),
+                idempotency_key: None,
             })
             .collect();
-        for e in self.store.emit(&events, self.now) {
+        for e in self
+            .store
+            .emit(&events, self.now)
+            .expect("the simulation uses no idempotency keys")
+        {
             self.checker.emitted(&e);
         }
         self.wake_idle_workers();

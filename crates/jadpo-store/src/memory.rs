@@ -31,6 +31,8 @@ pub struct MemoryStore {
     /// Held deliveries by connection, then by the time they were held from.
     held: BTreeMap<String, Index>,
     handled: HashSet<(String, EventId)>,
+    /// Events by (name, idempotency key), while the event is kept.
+    keys: BTreeMap<(String, String), EventId>,
     breakers: BTreeMap<String, Breaker>,
     attempts: Vec<AttemptRecord>,
     alerts: Vec<(Timestamp, Alert)>,
@@ -53,6 +55,7 @@ impl MemoryStore {
             running: Index::new(),
             held: BTreeMap::new(),
             handled: HashSet::new(),
+            keys: BTreeMap::new(),
             breakers: BTreeMap::new(),
             attempts: Vec::new(),
             alerts: Vec::new(),
@@ -66,40 +69,75 @@ impl MemoryStore {
         &self.policy
     }
 
-    pub fn emit(&mut self, events: &[NewEvent], now: Timestamp) -> Vec<Emitted> {
-        events
+    /// Emits `events`; one whose idempotency key was used before with the
+    /// same payload comes back as the first event (`duplicate`), and one
+    /// used with another payload refuses the whole call, making nothing.
+    pub fn emit(&mut self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
+        let mut first: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+        for e in events {
+            let Some(key) = &e.idempotency_key else { continue };
+            let payload = match self.keys.get(&(e.name.clone(), key.clone())) {
+                Some(id) => self.events[id].payload.as_str(),
+                None => *first
+                    .entry((e.name.as_str(), key.as_str()))
+                    .or_insert(e.payload.as_str()),
+            };
+            if payload != e.payload {
+                return Err(StoreError::IdempotencyConflict(e.name.clone()));
+            }
+        }
+        Ok(events.iter().map(|e| self.emit_one(e, now)).collect())
+    }
+
+    fn emit_one(&mut self, e: &NewEvent, now: Timestamp) -> Emitted {
+        let key = e.idempotency_key.as_ref().map(|k| (e.name.clone(), k.clone()));
+        if let Some(&event_id) = key.as_ref().and_then(|k| self.keys.get(k)) {
+            return Emitted {
+                event_id,
+                public_id: self.events[&event_id].public_id.clone(),
+                deliveries: self
+                    .deliveries
+                    .values()
+                    .filter(|d| d.event_id == event_id)
+                    .map(|d| d.id)
+                    .collect(),
+                duplicate: true,
+            };
+        }
+        self.last_event += 1;
+        let event_id = EventId(self.last_event);
+        let public_id = crate::types::new_public_id();
+        self.events.insert(
+            event_id,
+            EventRecord {
+                id: event_id,
+                public_id: public_id.clone(),
+                name: e.name.clone(),
+                payload: e.payload.clone(),
+                emitted_at: now,
+            },
+        );
+        if let Some(k) = key {
+            self.keys.insert(k, event_id);
+        }
+        let deliveries = e
+            .subscribers
             .iter()
-            .map(|e| {
-                self.last_event += 1;
-                let event_id = EventId(self.last_event);
-                let public_id = crate::types::new_public_id();
-                let record = EventRecord {
-                    id: event_id,
-                    public_id: public_id.clone(),
-                    name: e.name.clone(),
-                    payload: e.payload.clone(),
-                    emitted_at: now,
-                };
-                self.events.insert(event_id, record);
-                let deliveries = e
-                    .subscribers
-                    .iter()
-                    .map(|s| {
-                        self.last_delivery += 1;
-                        let id = DeliveryId(self.last_delivery);
-                        self.deliveries.insert(id, Delivery::new(id, event_id, s.clone(), now));
-                        self.index(id);
-                        self.changed.push(id);
-                        id
-                    })
-                    .collect();
-                Emitted {
-                    event_id,
-                    public_id,
-                    deliveries,
-                }
+            .map(|s| {
+                self.last_delivery += 1;
+                let id = DeliveryId(self.last_delivery);
+                self.deliveries.insert(id, Delivery::new(id, event_id, s.clone(), now));
+                self.index(id);
+                self.changed.push(id);
+                id
             })
-            .collect()
+            .collect();
+        Emitted {
+            event_id,
+            public_id,
+            deliveries,
+            duplicate: false,
+        }
     }
 
     /// Claims up to `limit` due deliveries, oldest due first, applying the
@@ -348,6 +386,8 @@ impl MemoryStore {
         self.attempts.retain(|a| !gone.contains(&a.delivery));
         let live: HashSet<EventId> = self.deliveries.values().map(|d| d.event_id).collect();
         self.events.retain(|id, e| live.contains(id) || e.emitted_at >= before);
+        let events = &self.events;
+        self.keys.retain(|_, id| events.contains_key(id));
         old.len()
     }
 

@@ -139,7 +139,7 @@ impl Store for SharedMemoryStore {
     }
 
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
-        Ok(self.with(|s| s.emit(events, now)))
+        self.with(|s| s.emit(events, now))
     }
 
     async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {

@@ -47,7 +47,16 @@ pub struct NewEvent {
     /// The event's JSON. Kept for the action; never logged.
     pub payload: String,
     pub subscribers: Vec<String>,
+    /// The caller's name for this event (at most [`MAX_IDEMPOTENCY_KEY`]
+    /// bytes), unique per event name while the event is kept: emitting
+    /// the same key and payload again returns the first event
+    /// ([`Emitted::duplicate`]) and makes nothing; another payload is
+    /// [`StoreError::IdempotencyConflict`].
+    pub idempotency_key: Option<String>,
 }
+
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Emitted {
@@ -57,6 +66,9 @@ pub struct Emitted {
     /// tell events apart by (signed calls' `webhook-id` derive from it).
     pub public_id: String,
     pub deliveries: Vec<DeliveryId>,
+    /// An event emitted before under the same idempotency key: nothing was
+    /// made, and these are its ids.
+    pub duplicate: bool,
 }
 
 /// A new event's public id: a UUIDv7, so ids sort by when they were made.
@@ -220,6 +232,9 @@ pub enum StoreError {
     /// The store's URL is malformed: a configuration mistake to fix, not a
     /// fault to retry.
     InvalidUrl(String),
+    /// An event of this name was emitted under the same idempotency key
+    /// with another payload. Nothing was made.
+    IdempotencyConflict(String),
 }
 
 impl fmt::Display for StoreError {
@@ -232,6 +247,11 @@ impl fmt::Display for StoreError {
             StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
             StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),
             StoreError::InvalidUrl(why) => write!(f, "the store URL is not valid: {why}"),
+            StoreError::IdempotencyConflict(name) => write!(
+                f,
+                "a {name} event was emitted with this idempotency key and another payload; \
+                 send the same payload, or another key"
+            ),
         }
     }
 }

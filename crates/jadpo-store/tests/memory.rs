@@ -24,9 +24,10 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             name: "E".into(),
             payload: "{}".into(),
             subscribers: vec!["pay".into()],
+            idempotency_key: None,
         })
         .collect();
-    s.emit(&events, at(0));
+    s.emit(&events, at(0)).unwrap();
     let r = s.claim(&ClaimRequest { limit: 5, ..req(at(0)) });
     for c in &r.claimed {
         s.finish(&Finish {

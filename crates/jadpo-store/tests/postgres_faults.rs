@@ -157,6 +157,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             name: "E".into(),
             payload: format!("{i}"),
             subscribers: vec!["log".into()],
+            idempotency_key: None,
         })
         .collect()
 }

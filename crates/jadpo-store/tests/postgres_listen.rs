@@ -82,6 +82,7 @@ fn events(n: usize, subscribers: &[&str]) -> Vec<NewEvent> {
             name: "E".into(),
             payload: format!("{{\"n\":{i}}}"),
             subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
+            idempotency_key: None,
         })
         .collect()
 }

@@ -135,6 +135,7 @@ async fn emit_in_the_callers_transaction_exists_only_if_it_commits() {
                 name: "OrderPlaced".into(),
                 payload: format!("{{\"order\":{i}}}"),
                 subscribers: vec!["log".into(), "pay".into()],
+                idempotency_key: None,
             })
             .collect()
     };
@@ -181,6 +182,7 @@ async fn a_large_emit_keeps_emit_order_across_statements() {
             name: "E".into(),
             payload: format!("{i}"),
             subscribers: vec!["log".into(), "log2".into()],
+            idempotency_key: None,
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -699,4 +701,46 @@ async fn a_finish_writes_by_the_primary_key_whatever_the_statistics() {
         assert!(mode.contains("Index Scan using jadpo_deliveries_pkey"), "{mode}");
         assert!(!mode.contains("Seq Scan"), "{mode}");
     }
+}
+
+/// Two processes emitting under one new idempotency key at once: exactly one
+/// event is made, and the other emit returns it as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_racing_one_idempotency_key_make_one_event() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let a = schema.store(Options::default()).await;
+    let b = schema.store(Options::default()).await;
+    for round in 0..20 {
+        let key = format!("order-{round}");
+        let event = || NewEvent {
+            name: "E".into(),
+            payload: r#"{"n":1}"#.into(),
+            subscribers: vec!["log".into()],
+            idempotency_key: Some(key.clone()),
+        };
+        let barrier = Arc::new(Barrier::new(2));
+        let (x, y) = tokio::join!(
+            async {
+                barrier.wait().await;
+                a.emit(&[event()], at(round)).await.unwrap().remove(0)
+            },
+            async {
+                barrier.wait().await;
+                b.emit(&[event()], at(round)).await.unwrap().remove(0)
+            }
+        );
+        assert_eq!(x.event_id, y.event_id, "round {round}");
+        assert_eq!(x.deliveries, y.deliveries, "round {round}");
+        assert!(x.duplicate != y.duplicate, "round {round}: exactly one made it");
+    }
+    let made: i64 = schema
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM jadpo_events", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(made, 20);
 }

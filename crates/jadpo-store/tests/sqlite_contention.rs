@@ -72,6 +72,7 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
             name: "E".into(),
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec!["quiet".into()],
+            idempotency_key: None,
         })
         .collect();
     let emitted = seed.emit(&events, at(0)).await.unwrap();
@@ -189,6 +190,7 @@ async fn a_late_worker_racing_the_new_owner_is_refused() {
                     name: "E".into(),
                     payload: "{}".into(),
                     subscribers: vec!["log".into()],
+                    idempotency_key: None,
                 }],
                 at(t),
             )
@@ -236,6 +238,7 @@ async fn two_processes_share_one_breaker() {
             name: "E".into(),
             payload: "{}".into(),
             subscribers: vec!["pay".into()],
+            idempotency_key: None,
         })
         .collect();
     stores[0].emit(&events, at(0)).await.unwrap();

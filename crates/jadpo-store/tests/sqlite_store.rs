@@ -38,6 +38,7 @@ fn event(subscriber: &str) -> NewEvent {
         name: "E".into(),
         payload: "{}".into(),
         subscribers: vec![subscriber.into()],
+        idempotency_key: None,
     }
 }
 
@@ -226,6 +227,7 @@ async fn emit_writes_a_batch_in_one_transaction() {
             name: "E".into(),
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec!["log".into(), "pay".into()],
+            idempotency_key: None,
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -391,6 +393,8 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
         "DELETE FROM jadpo_deliveries WHERE id = {};
          DELETE FROM jadpo_migrations WHERE version >= 4;
          ALTER TABLE jadpo_deliveries DROP COLUMN handled_at;
+         DROP INDEX jadpo_events_idempotency;
+         ALTER TABLE jadpo_events DROP COLUMN idempotency_key;
          DROP INDEX jadpo_events_public_id;
          ALTER TABLE jadpo_events DROP COLUMN public_id;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,

@@ -119,6 +119,9 @@ impl fmt::Display for EmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EmitError::Event(e) => e.fmt(f),
+            EmitError::Store(e @ StoreError::IdempotencyConflict(_)) => {
+                write!(f, "error[event.idempotency_conflict]: {e}")
+            }
             EmitError::Store(e) => write!(f, "error[store.unavailable]: {e}"),
         }
     }
@@ -335,6 +338,23 @@ impl<S: ScheduleStore> Jadpo<S> {
     /// Checks and emits one event now, in its own transaction.
     pub async fn emit(&self, event: &str, payload: &serde_json::Value) -> Result<Emitted, EmitError> {
         let e = self.prepare(event, payload).map_err(EmitError::Event)?;
+        let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
+        Ok(emitted.remove(0))
+    }
+
+    /// Emits an event under an idempotency key (at most 255 bytes, unique
+    /// per event name while the event is kept): a second emit with the same
+    /// key and payload returns the first event with `duplicate: true` and
+    /// makes nothing; the same key with another payload is refused
+    /// (`StoreError::IdempotencyConflict`, making nothing).
+    pub async fn emit_idempotent(
+        &self,
+        event: &str,
+        payload: &serde_json::Value,
+        idempotency_key: &str,
+    ) -> Result<Emitted, EmitError> {
+        let mut e = self.prepare(event, payload).map_err(EmitError::Event)?;
+        e.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(idempotency_key).map_err(EmitError::Event)?);
         let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
         Ok(emitted.remove(0))
     }

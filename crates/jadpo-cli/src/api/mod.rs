@@ -74,6 +74,9 @@ impl ApiError {
                 "store.unavailable",
                 "the store is unavailable; try again later",
             ),
+            e @ StoreError::IdempotencyConflict(_) => {
+                ApiError::new(StatusCode::CONFLICT, "event.idempotency_conflict", e.to_string())
+            }
             other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store.failed", other.to_string()),
         }
     }
@@ -187,6 +190,7 @@ fn too_large() -> ApiError {
 async fn emit<S: ScheduleStore>(
     State(api): State<Shared<S>>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let body = body.map_err(|rejection| {
@@ -208,15 +212,34 @@ async fn emit<S: ScheduleStore>(
             format!("the body is not JSON: {e}"),
         )
     })?;
-    match api.jadpo.emit(&name, &payload).await {
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "event.idempotency_key_invalid",
+                "the Idempotency-Key header must be visible ASCII",
+            )
+        })?),
+    };
+    let emitted = match key {
+        None => api.jadpo.emit(&name, &payload).await,
+        Some(key) => api.jadpo.emit_idempotent(&name, &payload, key).await,
+    };
+    match emitted {
         Ok(emitted) => {
             let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
-            let body = json!({
+            let mut body = json!({
                 "event_id": emitted.event_id.0,
                 "public_id": emitted.public_id,
                 "deliveries": ids.len(),
                 "delivery_ids": ids,
             });
+            // The first answer again, marked: nothing was made this time.
+            if emitted.duplicate {
+                body["duplicate"] = json!(true);
+                return Ok((StatusCode::OK, Json(body)).into_response());
+            }
             Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }
         Err(EmitError::Event(e)) => {

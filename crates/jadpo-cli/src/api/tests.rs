@@ -69,14 +69,19 @@ impl Server {
     }
 
     async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
-        let r = self
+        self.post_with(path, body, &[]).await
+    }
+
+    async fn post_with(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+        let mut request = self
             .client
             .post(self.url(path))
             .header("content-type", "application/json")
-            .body(body.to_owned())
-            .send()
-            .await
-            .unwrap();
+            .body(body.to_owned());
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let r = request.send().await.unwrap();
         let status = r.status();
         (status, r.json().await.unwrap_or(Value::Null))
     }
@@ -90,6 +95,7 @@ impl Server {
                     name: "PaymentReceived".into(),
                     payload: r#"{"payment_id":"p","amount_cents":1}"#.into(),
                     subscribers: vec!["audit".into()],
+                    idempotency_key: None,
                 }],
                 now,
             )
@@ -442,4 +448,39 @@ async fn healthz_is_503_when_the_store_does_not_answer() {
     let (status, body) = s.get("/healthz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(error_code(&body), "store.unavailable");
+}
+
+/// A client that sends again under its `Idempotency-Key` gets the first
+/// event back (200, `duplicate`), and nothing more is made; the key with
+/// another payload is 409.
+#[tokio::test]
+async fn emit_with_an_idempotency_key_makes_one_event() {
+    let s = Server::start(None).await;
+    let body = r#"{"payment_id": "p1", "amount_cents": 100}"#;
+    let key = [("Idempotency-Key", "order-1")];
+    let (status, first) = s.post_with("/events/PaymentReceived", body, &key).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    assert_eq!(first.get("duplicate"), None);
+    let (status, again) = s.post_with("/events/PaymentReceived", body, &key).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    let mut expected = first.clone();
+    expected["duplicate"] = json!(true);
+    assert_eq!(again, expected);
+    let (status, refused) = s
+        .post_with(
+            "/events/PaymentReceived",
+            r#"{"payment_id": "p1", "amount_cents": 999}"#,
+            &key,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(error_code(&refused), "event.idempotency_conflict");
+    let long = "k".repeat(256);
+    let (status, refused) = s
+        .post_with("/events/PaymentReceived", body, &[("Idempotency-Key", long.as_str())])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(error_code(&refused), "event.idempotency_key_invalid");
+    let (_, list) = s.get("/deliveries").await;
+    assert_eq!(list.as_array().unwrap().len(), 2, "one event's two deliveries");
 }

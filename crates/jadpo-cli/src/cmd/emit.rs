@@ -30,9 +30,15 @@ pub struct Args {
     pub store: StoreArg,
     #[command(flatten)]
     pub app: AppArg,
-    /// Print `{"event_id", "public_id", "deliveries", "delivery_ids"}` as JSON.
+    /// Print `{"event_id", "public_id", "deliveries", "delivery_ids"}` as JSON
+    /// (and `"duplicate": true` when the idempotency key was used before).
     #[arg(long)]
     pub json: bool,
+    /// Emit under this key (1 to 255 bytes): the same key and payload again
+    /// returns the first event and makes nothing; another payload is refused
+    /// (event.idempotency_conflict).
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -58,10 +64,19 @@ async fn emit(args: Args) -> Result<ExitCode, CliError> {
     let payload = read_payload(&args.payload)?;
     let app = operator::load_app(args.app.app.as_deref(), Need::Required)?.unwrap_or_else(operator::empty_app);
     jadpo_runtime::emit::prepare(&app, &args.event, &payload).map_err(event_error)?;
+    if let Some(key) = &args.idempotency_key {
+        jadpo_runtime::emit::idempotency_key(key).map_err(event_error)?;
+    }
     let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
-    let out = with_store!(store, |s| emit_in(app, s, &args.event, &payload).await)?;
+    let key = args.idempotency_key.as_deref();
+    let out = with_store!(store, |s| emit_in(app, s, &args.event, &payload, key).await)?;
     if args.json {
         output::print_json(&out);
+    } else if out["duplicate"] == true {
+        output::print(&format!(
+            "already emitted {} under this key: event {}, nothing made\n",
+            args.event, out["event_id"]
+        ));
     } else {
         output::print(&format!(
             "emitted {}: event {}, {} deliver{}\n",
@@ -87,17 +102,29 @@ async fn emit_in<S: ScheduleStore>(
     store: S,
     event: &str,
     payload: &Value,
+    key: Option<&str>,
 ) -> Result<Value, CliError> {
     let jadpo = operator::jadpo(app, store).await?;
-    let emitted = jadpo.emit(event, payload).await.map_err(|e| match e {
+    let emitted = match key {
+        None => jadpo.emit(event, payload).await,
+        Some(key) => jadpo.emit_idempotent(event, payload, key).await,
+    };
+    let emitted = emitted.map_err(|e| match e {
         jadpo::EmitError::Event(e) => event_error(e),
+        jadpo::EmitError::Store(e @ jadpo_store::StoreError::IdempotencyConflict(_)) => {
+            CliError::invalid("event.idempotency_conflict", e.to_string())
+        }
         jadpo::EmitError::Store(e) => CliError::store(e),
     })?;
     let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
-    Ok(json!({
+    let mut out = json!({
         "event_id": emitted.event_id.0,
         "public_id": emitted.public_id,
         "deliveries": ids.len(),
         "delivery_ids": ids
-    }))
+    });
+    if emitted.duplicate {
+        out["duplicate"] = json!(true);
+    }
+    Ok(out)
 }

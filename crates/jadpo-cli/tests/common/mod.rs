@@ -197,6 +197,7 @@ async fn emit_one<S: Store>(
                 name: event.into(),
                 payload: payload.into(),
                 subscribers: vec![subscriber.into()],
+                idempotency_key: None,
             }],
             now,
         )

@@ -80,6 +80,7 @@ pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Durati
                 name: "Bench".into(),
                 payload: "{}".into(),
                 subscribers: vec!["noop".into()],
+                idempotency_key: None,
             })
             .collect();
         store.emit(&events, now).await.expect("emit");

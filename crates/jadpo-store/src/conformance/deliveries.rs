@@ -10,6 +10,7 @@ pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
         name: "PaymentReceived".into(),
         payload: r#"{"id":"p1"}"#.into(),
         subscribers: vec!["pay".into(), "log".into()],
+        idempotency_key: None,
     }];
     let emitted = s.emit(&events, at(7)).await.unwrap();
     assert_eq!(emitted.len(), 1);
@@ -232,6 +233,7 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
         name: "E".into(),
         payload: "{}".into(),
         subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
+        idempotency_key: None,
     };
     let emitted = s
         .emit(&[event(&["log"]), event(&["log", "pay"]), event(&["pay"])], at(2))
@@ -289,6 +291,7 @@ pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
         name: "Nobody".into(),
         payload: "{}".into(),
         subscribers: vec![],
+        idempotency_key: None,
     };
     let old = s.emit(&[none.clone(), none.clone()], at(0)).await.unwrap();
     let recent = s.emit(&[none], at(500)).await.unwrap();

@@ -50,6 +50,7 @@ pub async fn emit<S: Store>(s: &S, subscriber: &str, n: usize, now: i64) -> Vec<
             name: "E".into(),
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec![subscriber.into()],
+            idempotency_key: None,
         })
         .collect();
     s.emit(&events, at(now))
@@ -138,11 +139,13 @@ pub async fn open_breaker<S: Store>(s: &S, now: i64) {
 
 mod breakers;
 mod deliveries;
+mod intake;
 mod schedules;
 mod wake;
 
 pub use breakers::*;
 pub use deliveries::*;
+pub use intake::*;
 pub use schedules::*;
 pub use wake::*;
 
@@ -176,6 +179,8 @@ macro_rules! conformance_tests {
             finish_batch_fences_each_delivery_on_its_own,
             counts_give_deliveries_by_state,
             next_due_is_the_first_due_time_or_lease_end,
+            the_same_key_twice_makes_one_event_and_another_payload_is_refused,
+            a_key_is_pruned_with_its_event,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

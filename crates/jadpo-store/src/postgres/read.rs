@@ -21,10 +21,11 @@ SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::i
 /// 4 dropped the foreign key, which cost every delivery a lookup and a lock).
 const INSERT: &str = "
 WITH events AS (
-    INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery, public_id)
-    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery, u.public_id
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[], $10::text[])
-        AS u(id, name, payload, first_delivery, last_delivery, public_id)
+    INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery, public_id,
+        idempotency_key)
+    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery, u.public_id, u.idempotency_key
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+        AS u(id, name, payload, first_delivery, last_delivery, public_id, idempotency_key)
 )
 INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
     held_for_ms, lease_token, created_at, updated_at)
@@ -45,9 +46,24 @@ pub async fn emit_in(
     events: &[NewEvent],
     now: Timestamp,
 ) -> Result<Vec<Emitted>, StoreError> {
-    emit_with(tx, [NEXT_IDS, INSERT, NOTIFY], events, now)
-        .await
-        .map_err(|e| StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))
+    match emit_with(tx, [NEXT_IDS, INSERT, NOTIFY], events, now).await {
+        Ok(result) => result,
+        Err(e) if is_key_race(&e) => Err(StoreError::Unavailable(
+            "another transaction emitted an event with the same idempotency key at the same time: \
+             roll back and emit again, and that event comes back"
+                .into(),
+        )),
+        Err(e) => Err(StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e)))),
+    }
+}
+
+/// Two emits of one new idempotency key at once: the second waited for the
+/// first and found the key taken.
+fn is_key_race(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.constraint() == Some("jadpo_events_idempotency")
+    })
 }
 
 /// The store's own emit, with its statements prepared once per connection.
@@ -57,23 +73,109 @@ pub(crate) async fn emit(tx: &Transaction<'_>, events: &[NewEvent], now: Timesta
         tx.prepare_cached(INSERT),
         tx.prepare_cached(NOTIFY)
     )?;
-    Ok(emit_with(tx, [&next, &insert, &notify], events, now).await?)
+    match emit_with(tx, [&next, &insert, &notify], events, now).await {
+        Ok(result) => result.map_err(Abort::Store),
+        // Redone from the start: the lookup then finds the other's event.
+        Err(e) if is_key_race(&e) => Err(Abort::Conflict),
+        Err(e) => Err(e.into()),
+    }
 }
 
-/// The statements are the ids, the insert and the notification.
+/// An event emitted before under a name and idempotency key.
+const KEYED: &str = "
+SELECT id, payload, public_id, first_delivery, last_delivery FROM jadpo_events
+WHERE name = $1 AND idempotency_key = $2";
+
+const DELIVERIES_OF: &str = "
+SELECT id FROM jadpo_deliveries WHERE id BETWEEN $2 AND $3 AND event_id = $1 ORDER BY id";
+
+/// The statements are the ids, the insert and the notification. An
+/// idempotency key used with another payload refuses the whole call before
+/// anything is written (the inner `Err`).
 async fn emit_with<S: ?Sized + ToStatement + Sync>(
     tx: &tokio_postgres::Transaction<'_>,
     [next_ids, insert, notify]: [&S; 3],
     events: &[NewEvent],
     now: Timestamp,
-) -> Result<Vec<Emitted>, tokio_postgres::Error> {
+) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
+    if events.iter().any(|e| e.idempotency_key.is_some()) {
+        return emit_keyed(tx, [next_ids, insert, notify], events, now).await;
+    }
     if events.iter().all(|e| e.subscribers.is_empty()) {
-        return write_events(tx, next_ids, insert, events, now).await;
+        return Ok(Ok(write_events(tx, next_ids, insert, events, now).await?));
     }
     // One notification for the whole emit, sent in the same round trip as
     // the first statement.
     let (_, emitted) = tokio::try_join!(tx.execute(notify, &[]), write_events(tx, next_ids, insert, events, now))?;
-    Ok(emitted)
+    Ok(Ok(emitted))
+}
+
+/// Events of which some carry an idempotency key: the keys are looked up
+/// first, then each event is written alone (or found).
+async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
+    tx: &tokio_postgres::Transaction<'_>,
+    [next_ids, insert, notify]: [&S; 3],
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
+    let mut found = Vec::with_capacity(events.len());
+    let mut first: std::collections::HashMap<(&str, &str), &str> = std::collections::HashMap::new();
+    for e in events {
+        let Some(key) = &e.idempotency_key else {
+            found.push(None);
+            continue;
+        };
+        let row = tx.query_opt(KEYED, &[&e.name, key]).await?;
+        let payload: &str = match &row {
+            Some(r) => r.try_get(1)?,
+            None => first
+                .entry((e.name.as_str(), key.as_str()))
+                .or_insert(e.payload.as_str()),
+        };
+        if payload != e.payload {
+            return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
+        }
+        found.push(row);
+    }
+    if events.iter().any(|e| !e.subscribers.is_empty()) {
+        tx.execute(notify, &[]).await?;
+    }
+    let mut out: Vec<Emitted> = Vec::with_capacity(events.len());
+    for (i, (e, row)) in events.iter().zip(found).enumerate() {
+        if let Some(r) = row {
+            let event_id: i64 = r.try_get(0)?;
+            let (first, last): (Option<i64>, Option<i64>) = (r.try_get(3)?, r.try_get(4)?);
+            let deliveries = tx
+                .query(DELIVERIES_OF, &[&event_id, &first, &last])
+                .await?
+                .iter()
+                .map(|d| d.try_get(0).map(DeliveryId))
+                .collect::<Result<_, _>>()?;
+            out.push(Emitted {
+                event_id: EventId(event_id),
+                public_id: r.try_get(2)?,
+                deliveries,
+                duplicate: true,
+            });
+            continue;
+        }
+        // The same key earlier in this call: that event.
+        let earlier = e.idempotency_key.as_ref().and_then(|key| {
+            events[..i]
+                .iter()
+                .position(|o| o.name == e.name && o.idempotency_key.as_ref() == Some(key))
+        });
+        if let Some(j) = earlier {
+            let again = Emitted {
+                duplicate: true,
+                ..out[j].clone()
+            };
+            out.push(again);
+            continue;
+        }
+        out.extend(write_events(tx, next_ids, insert, std::slice::from_ref(e), now).await?);
+    }
+    Ok(Ok(out))
 }
 
 async fn write_events<S: ?Sized + ToStatement + Sync>(
@@ -104,6 +206,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let delivery_ids: Vec<i64> = ids.try_get(1)?;
         let names: Vec<&str> = chunk.iter().map(|e| e.name.as_str()).collect();
         let payloads: Vec<&str> = chunk.iter().map(|e| e.payload.as_str()).collect();
+        let keys: Vec<Option<&str>> = chunk.iter().map(|e| e.idempotency_key.as_deref()).collect();
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
         let mut first = Vec::with_capacity(chunk.len());
@@ -129,6 +232,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
             emitted.push(Emitted {
                 event_id: EventId(event_id),
                 public_id,
+                duplicate: false,
                 deliveries,
             });
         }
@@ -145,6 +249,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &first,
                 &last,
                 &public_ids,
+                &keys,
             ],
         )
         .await?;

@@ -154,6 +154,9 @@ const V3: &str = "CREATE INDEX jadpo_events_emitted ON jadpo_events (emitted_at,
 /// - every event gets a public id, unique across stores (a UUIDv7 for new
 ///   events, a random UUID for those from before): what signed calls'
 ///   `webhook-id` derive from;
+/// - an event may carry its caller's idempotency key, unique per event name
+///   while the event is kept (`jadpo_events_idempotency`, so two processes
+///   racing on one key cannot both make an event);
 /// - free space on each page of deliveries, so an update's new row version
 ///   stays on its page: no page-move lock record, and the old version is
 ///   pruned in place.
@@ -174,6 +177,9 @@ ALTER TABLE jadpo_events ADD COLUMN public_id TEXT;
 UPDATE jadpo_events SET public_id = gen_random_uuid()::text WHERE public_id IS NULL;
 ALTER TABLE jadpo_events ALTER COLUMN public_id SET NOT NULL;
 CREATE UNIQUE INDEX jadpo_events_public_id ON jadpo_events (public_id);
+ALTER TABLE jadpo_events ADD COLUMN idempotency_key TEXT;
+CREATE UNIQUE INDEX jadpo_events_idempotency ON jadpo_events (name, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 ALTER TABLE jadpo_deliveries SET (fillfactor = 50);
 ";
 

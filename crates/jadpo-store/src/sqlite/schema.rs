@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -200,6 +200,14 @@ const V6: &str = "
 ALTER TABLE jadpo_events ADD COLUMN public_id TEXT;
 UPDATE jadpo_events SET public_id = lower(hex(randomblob(16))) WHERE public_id IS NULL;
 CREATE UNIQUE INDEX jadpo_events_public_id ON jadpo_events (public_id);
+";
+
+/// An event may carry its caller's idempotency key, unique per event name
+/// while the event is kept (it goes with the event at retention).
+const V7: &str = "
+ALTER TABLE jadpo_events ADD COLUMN idempotency_key TEXT;
+CREATE UNIQUE INDEX jadpo_events_idempotency ON jadpo_events (name, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 ";
 
 /// Applies every migration the file has not had, inside the caller's
