@@ -39,6 +39,8 @@ enum Command {
     Retry(cmd::retry::Args),
     /// Show each connection's circuit breaker.
     Breakers(cmd::breakers::Args),
+    /// List the alerts raised, newest first.
+    Alerts(cmd::alerts::Args),
     /// Create or upgrade the store's tables.
     Migrate(cmd::migrate::Args),
     /// Time the engine: emit N events, drain them through the real workers
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Deliveries(args) => cmd::deliveries::run(args),
         Command::Retry(args) => cmd::retry::run(args),
         Command::Breakers(args) => cmd::breakers::run(args),
+        Command::Alerts(args) => cmd::alerts::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),

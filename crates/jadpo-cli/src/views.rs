@@ -208,3 +208,20 @@ pub fn breaker_json(v: &BreakerView) -> Value {
 pub fn breakers_json(list: &[BreakerView]) -> Value {
     Value::Array(list.iter().map(breaker_json).collect())
 }
+
+/// Alerts as `jadpo alerts --json` and `GET /alerts` show them.
+pub fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|a| {
+                json!({
+                    "alert": a.alert,
+                    "connection": a.connection,
+                    "since": time_json(Some(a.since)),
+                    "held": a.held,
+                    "raised_at": time_json(Some(a.raised_at)),
+                })
+            })
+            .collect(),
+    )
+}

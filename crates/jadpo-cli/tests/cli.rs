@@ -215,6 +215,7 @@ fn every_command_and_flag_has_help() {
         "deliveries",
         "retry",
         "breakers",
+        "alerts",
         "migrate",
         "completions",
         "bench",
@@ -227,6 +228,7 @@ fn every_command_and_flag_has_help() {
         vec!["deliveries", "show"],
         vec!["retry"],
         vec!["breakers"],
+        vec!["alerts"],
         vec!["migrate"],
         vec!["completions"],
         vec!["bench"],
@@ -764,4 +766,16 @@ fn emit_with_an_idempotency_key_makes_one_event() {
         &long,
     ])
     .expect(1, Some("event.idempotency_key_invalid"));
+}
+
+#[test]
+fn alerts_lists_none_on_a_new_store() {
+    let f = Folder::empty();
+    let url = f.store_url();
+    let run = f.run(&["alerts", "--store", &url]);
+    run.expect(0, None);
+    assert_eq!(run.stdout(), "no alerts raised\n");
+    let run = f.run(&["alerts", "--store", &url, "--json"]);
+    assert_eq!(run.expect(0, None).json(), serde_json::json!([]));
+    f.run(&["alerts", "--store", &url, "--limit", "0"]).expect(2, None);
 }

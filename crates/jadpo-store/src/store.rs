@@ -88,6 +88,9 @@ pub trait Store: Send + Sync + 'static {
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
 
+    /// The alerts raised, newest first, at most `limit`.
+    fn alerts(&self, limit: usize) -> impl Future<Output = Result<Vec<AlertRecord>, StoreError>> + Send;
+
     /// How many deliveries are in each state (states with none are absent).
     fn counts(&self) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
 
@@ -190,6 +193,23 @@ impl Store for SharedMemoryStore {
 
     async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
         Ok(self.with(|s| s.event(id).cloned()))
+    }
+
+    async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
+        Ok(self.with(|s| {
+            s.alerts()
+                .iter()
+                .rev()
+                .take(limit)
+                .map(|(at, a)| AlertRecord {
+                    alert: jadpo_core::Alert::NAME.to_owned(),
+                    connection: a.connection.clone(),
+                    since: a.since,
+                    held: a.held,
+                    raised_at: *at,
+                })
+                .collect()
+        }))
     }
 
     async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {

@@ -180,6 +180,19 @@ pub struct EventRecord {
     pub emitted_at: Timestamp,
 }
 
+/// An alert as raised and kept (`jadpo_alerts`), newest first in listings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertRecord {
+    /// `connection_unavailable`.
+    pub alert: String,
+    pub connection: String,
+    /// When the outage began: its first unavailable answer.
+    pub since: Timestamp,
+    /// Deliveries held when it was raised.
+    pub held: u64,
+    pub raised_at: Timestamp,
+}
+
 /// A breaker as listed, with the number of deliveries it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerView {

@@ -116,6 +116,7 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>) -> Route
         .route("/deliveries/{id}", get(delivery::<S>))
         .route("/deliveries/{id}/retry", post(retry::<S>))
         .route("/breakers", get(breakers::<S>))
+        .route("/alerts", get(alerts::<S>))
         .route("/metrics", get(metrics_text::<S>))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize::<S>));
     Router::new()
@@ -384,6 +385,12 @@ async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<St
     }
     api.jadpo.wake();
     Ok(Json(detail(store, id).await?).into_response())
+}
+
+/// The alerts raised, newest first (at most 1,000).
+async fn alerts<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
+    let list = api.jadpo.store().alerts(1_000).await.map_err(ApiError::store)?;
+    Ok(Json(views::alerts_json(&list)).into_response())
 }
 
 async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {

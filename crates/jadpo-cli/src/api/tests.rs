@@ -484,3 +484,23 @@ async fn emit_with_an_idempotency_key_makes_one_event() {
     let (_, list) = s.get("/deliveries").await;
     assert_eq!(list.as_array().unwrap().len(), 2, "one event's two deliveries");
 }
+
+#[tokio::test]
+async fn alerts_list_what_the_store_raised_newest_first() {
+    use jadpo_store::conformance::{at, open_breaker, LEASE};
+    let s = Server::start(None).await;
+    let (status, list) = s.get("/alerts").await;
+    assert_eq!((status, list), (StatusCode::OK, json!([])));
+    open_breaker(&s.store, 0).await;
+    let raised = s.store.sweep(at(1), LEASE).await.unwrap().alerts;
+    assert_eq!(raised.len(), 1);
+    let (status, list) = s.get("/alerts").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["alert"], "connection_unavailable");
+    assert_eq!(list[0]["connection"], "payments");
+    assert!(
+        list[0]["raised_at"].is_string() && list[0]["since"].is_string(),
+        "{list}"
+    );
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand, and the flags several of them share.
 
+pub mod alerts;
 pub mod bench;
 pub mod breakers;
 pub mod check;

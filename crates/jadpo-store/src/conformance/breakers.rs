@@ -201,4 +201,16 @@ pub async fn one_alert_per_outage_with_the_held_count<S: Store>(s: &S) {
     assert!(s.sweep(at(2), LEASE).await.unwrap().alerts.is_empty());
     assert!(s.sweep(at(600), LEASE).await.unwrap().alerts.is_empty());
     assert!(breaker(s, "payments").await.breaker.alert_raised);
+    // Kept in the store, for `jadpo alerts` and `GET /alerts`.
+    assert_eq!(
+        s.alerts(10).await.unwrap(),
+        vec![crate::AlertRecord {
+            alert: "connection_unavailable".into(),
+            connection: "payments".into(),
+            since: at(0),
+            held: 4,
+            raised_at: at(1),
+        }]
+    );
+    assert!(s.alerts(0).await.unwrap().is_empty());
 }

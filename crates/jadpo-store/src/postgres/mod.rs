@@ -508,6 +508,10 @@ impl Store for PgStore {
         in_transaction!(self, |tx| read::breakers(&tx).await)
     }
 
+    async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
+        in_transaction!(self, |tx| read::alerts(&tx, limit).await)
+    }
+
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune of {batch} rows: at most {MAX_BATCH}");
         if batch == 0 {

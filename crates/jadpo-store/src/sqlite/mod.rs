@@ -285,6 +285,10 @@ impl Store for SqliteStore {
         self.pool.read(upkeep::breakers).await
     }
 
+    async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
+        self.pool.read(move |c| upkeep::alerts(c, limit)).await
+    }
+
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
         self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await

@@ -226,3 +226,20 @@ pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
 }
+
+/// The alerts raised, newest first.
+pub(crate) fn alerts(c: &Connection, limit: usize) -> Result<Vec<AlertRecord>, Fault> {
+    let rows = c
+        .prepare_cached("SELECT alert, connection, since, held, raised_at FROM jadpo_alerts ORDER BY id DESC LIMIT ?1")?
+        .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            Ok(AlertRecord {
+                alert: r.get(0)?,
+                connection: r.get(1)?,
+                since: Timestamp::from_millis(r.get(2)?),
+                held: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+                raised_at: Timestamp::from_millis(r.get(4)?),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
