@@ -5,7 +5,7 @@ use crate::cmd::process::{self, Process};
 use crate::output;
 use crate::{operator, store_url, with_store};
 use jadpo_runtime::logfmt::{self, Format};
-use jadpo_runtime::{ScaledClock, SharedClock, SystemClock, WorkerConfig};
+use jadpo_runtime::{ScaledClock, SharedClock, SystemClock};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,21 +54,13 @@ pub fn run(args: Args) -> ExitCode {
         } else {
             Arc::new(SystemClock)
         };
-        // Every setting is checked before the store is opened (and its file
-        // created) or anything logged: a start that fails leaves nothing.
-        let ready = jadpo::builder()
-            .app(app)
-            .clock(clock)
-            .worker(WorkerConfig {
-                name: worker_name("dev"),
-                concurrency: args.workers as usize,
-                poll: args.poll,
-                retention: (args.retention_days > 0)
-                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
-                ..WorkerConfig::default()
-            })
-            .ready()
-            .map_err(operator::start_error)?;
+        let workers = process::Workers {
+            mode: "dev",
+            concurrency: args.workers,
+            poll: args.poll,
+            retention_days: args.retention_days,
+        };
+        let ready = process::ready(app, clock, workers)?;
         let store = store_url::open(&url).await?;
         tracing::info!(
             app = %args.app.display(),

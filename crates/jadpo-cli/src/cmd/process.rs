@@ -16,6 +16,34 @@ pub struct Process {
     pub token: Option<String>,
 }
 
+/// How `dev` and `serve` run their workers.
+pub struct Workers {
+    /// `dev` or `serve`: the lease owner's name begins with it.
+    pub mode: &'static str,
+    pub concurrency: u32,
+    pub poll: std::time::Duration,
+    /// 0 keeps finished deliveries.
+    pub retention_days: u32,
+}
+
+/// Checks every setting of `app` before any store is opened or anything
+/// logged, so a start that fails leaves nothing behind.
+pub fn ready(app: jadpo_lang::App, clock: jadpo_runtime::SharedClock, w: Workers) -> Result<jadpo::Ready, CliError> {
+    jadpo::builder()
+        .app(app)
+        .clock(clock)
+        .worker(jadpo_runtime::WorkerConfig {
+            name: super::dev::worker_name(w.mode),
+            concurrency: w.concurrency as usize,
+            poll: w.poll,
+            retention: (w.retention_days > 0)
+                .then(|| std::time::Duration::from_secs(u64::from(w.retention_days) * 86_400)),
+            ..jadpo_runtime::WorkerConfig::default()
+        })
+        .ready()
+        .map_err(operator::start_error)
+}
+
 /// Resolves when the process is asked to stop.
 async fn stop_signal() {
     let interrupt = tokio::signal::ctrl_c();

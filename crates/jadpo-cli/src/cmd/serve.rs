@@ -1,12 +1,12 @@
 //! `jadpo serve [APP] --store URL`: production mode, JSON logs, the API
 //! behind a bearer token; many processes share one PostgreSQL store.
 
-use crate::cmd::dev::{parse_poll, worker_name};
+use crate::cmd::dev::parse_poll;
 use crate::cmd::process::{self, Process};
 use crate::output::{self, CliError};
 use crate::{operator, store_url, with_store};
 use jadpo_runtime::logfmt::{self, Format};
-use jadpo_runtime::{SystemClock, WorkerConfig};
+use jadpo_runtime::SystemClock;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,21 +64,13 @@ pub fn run(args: Args) -> ExitCode {
         };
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let summary = app.summary();
-        // Every setting is checked before the store is opened or anything
-        // logged: a start that fails leaves nothing behind.
-        let ready = jadpo::builder()
-            .app(app)
-            .clock(Arc::new(SystemClock))
-            .worker(WorkerConfig {
-                name: worker_name("serve"),
-                concurrency: args.workers as usize,
-                poll: args.poll,
-                retention: (args.retention_days > 0)
-                    .then(|| std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400)),
-                ..WorkerConfig::default()
-            })
-            .ready()
-            .map_err(operator::start_error)?;
+        let workers = process::Workers {
+            mode: "serve",
+            concurrency: args.workers,
+            poll: args.poll,
+            retention_days: args.retention_days,
+        };
+        let ready = process::ready(app, Arc::new(SystemClock), workers)?;
         let store = store_url::open(&url).await?;
         tracing::info!(
             app = %args.app.display(),
