@@ -157,16 +157,6 @@ pub(crate) async fn explain(tx: &Transaction<'_>, now: Timestamp, limit: usize) 
     let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {CLAIM}");
     let now = rows::ms(now);
     let limit = limit.min(super::MAX_BATCH) as i64;
-    let mut out = String::new();
     tx.batch_execute(PIN_PLAN).await?;
-    for mode in ["force_custom_plan", "force_generic_plan"] {
-        tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}")).await?;
-        let lines = tx.query(sql.as_str(), &[&now, &limit]).await?;
-        out.push_str(&format!("-- {mode}\n"));
-        for line in &lines {
-            out.push_str(line.try_get(0)?);
-            out.push('\n');
-        }
-    }
-    Ok(out)
+    super::explain_both(tx, &sql, &[&now, &limit]).await
 }

@@ -321,19 +321,7 @@ pub(crate) async fn explain_ends(tx: &Transaction<'_>, ids: &[i64]) -> Result<St
     let none: Vec<Option<i64>> = vec![None; n];
     tx.batch_execute(PIN_JOINS).await?;
     let sql = format!("EXPLAIN (COSTS OFF) {WRITE_ENDS}");
-    let mut out = String::new();
-    for mode in ["force_custom_plan", "force_generic_plan"] {
-        tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}")).await?;
-        let lines = tx
-            .query(sql.as_str(), &[&ids, &zero, &zero, &state, &none, &none])
-            .await?;
-        out.push_str(&format!("-- {mode}\n"));
-        for line in &lines {
-            out.push_str(line.try_get(0)?);
-            out.push('\n');
-        }
-    }
-    Ok(out)
+    super::explain_both(tx, &sql, &[&ids, &zero, &zero, &state, &none, &none]).await
 }
 
 #[cfg(test)]
