@@ -53,3 +53,84 @@ pub(crate) async fn listen<S: Store, E>(shared: Arc<Shared<S, E>>, mut shutdown:
         _ = shutdown.wait_for(|stop| *stop) => {}
     }
 }
+
+/// Whether an idle claim loop sleeps, and until when.
+///
+/// A claim that finds nothing due reports when to look again, from what its
+/// transaction saw. A wake-up that arrives while that claim is in flight
+/// announces rows the claim may not have seen (an emit that committed
+/// after its snapshot), so such a claim's report must not put the loop to
+/// sleep: the loop would have spent the wake-up's permit and slept until
+/// its poll. Each claim carries the count of wake-ups at its start; a
+/// report is believed only if no wake-up came since.
+#[derive(Debug, Default)]
+pub(crate) struct Idle {
+    wakes: u64,
+    until: Option<Timestamp>,
+}
+
+/// What a claim saw of the wake-ups when it started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticket(u64);
+
+impl Idle {
+    pub fn claim_started(&self) -> Ticket {
+        Ticket(self.wakes)
+    }
+
+    /// A wake-up, or the idle time ran out: look again now.
+    pub fn woken(&mut self) {
+        self.wakes += 1;
+        self.until = None;
+    }
+
+    /// A claim ended; `look_again` is set when it found nothing more due.
+    pub fn claim_ended(&mut self, ticket: Ticket, look_again: Option<Timestamp>) {
+        self.until = if ticket.0 == self.wakes { look_again } else { None };
+    }
+
+    /// The engine time to look again at, if idle.
+    pub fn until(&self) -> Option<Timestamp> {
+        self.until
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Timestamp = Timestamp::from_millis(1_000);
+
+    #[test]
+    fn a_claim_that_found_nothing_idles_until_its_look_again() {
+        let mut idle = Idle::default();
+        let ticket = idle.claim_started();
+        idle.claim_ended(ticket, Some(T));
+        assert_eq!(idle.until(), Some(T));
+        idle.woken();
+        assert_eq!(idle.until(), None);
+    }
+
+    #[test]
+    fn a_wake_up_during_a_claim_outlives_its_report() {
+        let mut idle = Idle::default();
+        let ticket = idle.claim_started();
+        idle.woken();
+        idle.claim_ended(ticket, Some(T));
+        assert_eq!(idle.until(), None, "the wake-up may announce rows the claim did not see");
+        // The next claim, started after the wake-up, is believed.
+        let ticket = idle.claim_started();
+        idle.claim_ended(ticket, Some(T));
+        assert_eq!(idle.until(), Some(T));
+    }
+
+    #[test]
+    fn a_claim_that_found_work_does_not_idle() {
+        let mut idle = Idle::default();
+        let ticket = idle.claim_started();
+        idle.claim_ended(ticket, Some(T));
+        let ticket = idle.claim_started();
+        idle.claim_ended(ticket, None);
+        assert_eq!(idle.until(), None);
+    }
+}

@@ -11,6 +11,7 @@ use crate::completer::{BreakerCache, Completer, Finished, PendingVerdicts};
 use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
 use crate::run::{CallLog, Catalog, Executor, RunContext};
+use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -114,12 +115,12 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let mut queue = LocalQueue::default();
     let mut runs = JoinSet::new();
     // Claims in flight, each with the number it asked for.
-    let mut claiming: FuturesUnordered<BoxFuture<'static, (usize, Result<Claim, StoreError>)>> =
+    let mut claiming: FuturesUnordered<BoxFuture<'static, (usize, Ticket, Result<Claim, StoreError>)>> =
         FuturesUnordered::new();
     let mut in_flight = 0usize;
-    // The last claim found everything due already taken: look again at this
-    // engine time (see `wake.rs`), or at a wake-up.
-    let mut idle_until: Option<Timestamp> = None;
+    // The last claim found everything due already taken: look again at its
+    // engine time, or at a wake-up (see `wake.rs`).
+    let mut idle = Idle::default();
     // The store failed: claim again after this real time.
     let mut backoff_until: Option<tokio::time::Instant> = None;
     let mut store_backoff = Duration::from_millis(100);
@@ -155,12 +156,12 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
         let free = slots.available_permits();
         let coming = queue.len() + in_flight;
         let want = (free + ahead.target()).saturating_sub(coming);
-        let idle = idle_until.is_some() || backoff_until.is_some_and(|t| tokio::time::Instant::now() < t);
+        let idling = idle.until().is_some() || backoff_until.is_some_and(|t| tokio::time::Instant::now() < t);
         // Claim again once the queue is down to three quarters of what it
         // should hold ahead, so the next batch arrives before the slots run
         // dry even when a claim is slow.
         let low = coming <= ahead.target() * 3 / 4 || free > coming;
-        if claiming.len() < MAX_CLAIMS_IN_FLIGHT && !stopping && !idle && want > 0 && low && !queue.full_of_bytes() {
+        if claiming.len() < MAX_CLAIMS_IN_FLIGHT && !stopping && !idling && want > 0 && low && !queue.full_of_bytes() {
             backoff_until = None;
             let s = shared.clone();
             // Two claims of half the target each keep the store busy on two
@@ -169,6 +170,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 .min(MAX_CLAIM)
                 .min((ahead.target() / MAX_CLAIMS_IN_FLIGHT).max(free).max(1));
             in_flight += limit;
+            let ticket = idle.claim_started();
             claiming.push(Box::pin(async move {
                 let now = s.clock.now();
                 let req = ClaimRequest {
@@ -183,7 +185,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 crate::metrics::claimed(started.elapsed());
                 let report = match claimed {
                     Ok(r) => r,
-                    Err(e) => return (limit, Err(e)),
+                    Err(e) => return (limit, ticket, Err(e)),
                 };
                 let looked_at =
                     report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
@@ -194,18 +196,18 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 } else {
                     None
                 };
-                (limit, Ok(Claim { report, look_again }))
+                (limit, ticket, Ok(Claim { report, look_again }))
             }));
         }
         let deadline = queue.next_deadline();
         tokio::select! {
-            Some((limit, report)) = claiming.next(), if !claiming.is_empty() => {
+            Some((limit, ticket, report)) = claiming.next(), if !claiming.is_empty() => {
                 in_flight -= limit;
                 match report {
                     Ok(Claim { report, look_again }) => {
                         store_backoff = Duration::from_millis(100);
                         accept(&shared, report, &mut queue);
-                        idle_until = look_again;
+                        idle.claim_ended(ticket, look_again);
                     }
                     Err(e) => {
                         // A fault before anything committed: nothing was
@@ -218,8 +220,8 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 }
             }
             Some(took) = ended_rx.recv() => ahead.ended(took),
-            _ = shared.wake.notified() => idle_until = None,
-            _ = crate::wake::sleep_until(&shared.clock, idle_until.unwrap_or(now)), if idle_until.is_some() => idle_until = None,
+            _ = shared.wake.notified() => idle.woken(),
+            _ = crate::wake::sleep_until(&shared.clock, idle.until().unwrap_or(now)), if idle.until().is_some() => idle.woken(),
             _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
             _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
             _ = shutdown.changed(), if !stopping => {}
