@@ -115,8 +115,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let mut queue = LocalQueue::default();
     let mut runs = JoinSet::new();
     // Claims in flight, each with the number it asked for.
-    let mut claiming: FuturesUnordered<BoxFuture<'static, (usize, Ticket, Result<Claim, StoreError>)>> =
-        FuturesUnordered::new();
+    let mut claiming: FuturesUnordered<ClaimInFlight> = FuturesUnordered::new();
     let mut in_flight = 0usize;
     // The last claim found everything due already taken: look again at its
     // engine time, or at a wake-up (see `wake.rs`).
@@ -239,6 +238,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     drop(finish_tx);
     let _ = completer.await;
 }
+
+/// A claim on its way: the number it asked for, the wake-ups it saw start,
+/// and what it found.
+type ClaimInFlight = BoxFuture<'static, (usize, Ticket, Result<Claim, StoreError>)>;
 
 /// A claim's report, and when to look again if it found nothing more due.
 struct Claim {
