@@ -209,18 +209,23 @@ pub fn breakers_json(list: &[BreakerView]) -> Value {
     Value::Array(list.iter().map(breaker_json).collect())
 }
 
-/// Alerts as `jadpo alerts --json` and `GET /alerts` show them.
+/// Alerts as `jadpo alerts --json` and `GET /alerts` show them: each
+/// message as its route receives it, with where its send stands.
 pub fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
     Value::Array(
         list.iter()
             .map(|a| {
-                json!({
-                    "alert": a.alert,
-                    "connection": a.connection,
-                    "since": time_json(Some(a.since)),
-                    "held": a.held,
-                    "raised_at": time_json(Some(a.raised_at)),
-                })
+                let mut v = jadpo_runtime::alerts::message_json(a);
+                let s = &a.sends;
+                v["send"] = json!({
+                    "state": s.state().as_str(),
+                    "attempts": s.attempts,
+                    "next_at": if s.open() && s.attempts > 0 { time_json(s.due_at) } else { Value::Null },
+                    "sent_at": time_json(s.sent_at),
+                    "failed_at": time_json(s.failed_at),
+                    "last_error": s.last_error,
+                });
+                v
             })
             .collect(),
     )

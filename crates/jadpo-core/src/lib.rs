@@ -5,6 +5,7 @@
 //! functions and write down what they return.
 //!
 //! - [`failure`]: failure kinds and what each does to a delivery.
+//! - [`alert`]: alert messages, and when a failed send is tried again.
 //! - [`backoff`]: the wait before the next try.
 //! - [`budget`]: how many tries, within how long.
 //! - [`claim`]: the decisions taken when a due delivery is claimed.
@@ -13,6 +14,7 @@
 //! - [`call`]: how an outside call ended, for the action and the breaker.
 //! - [`schedule`]: a schedule's due time, lease and alert.
 
+pub mod alert;
 pub mod attempt;
 pub mod backoff;
 pub mod breaker;

@@ -1,5 +1,6 @@
 //! The engine: a store, an executor and a clock, running workers and the tick.
 
+use crate::alerts::{self, AlertRoute};
 use crate::clock::SharedClock;
 use crate::run::{Catalog, Executor};
 use crate::tick;
@@ -59,8 +60,19 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 breakers: Default::default(),
                 pending: Default::default(),
                 wake: Arc::new(Notify::new()),
+                alert_route: None,
+                alert_wake: Arc::new(Notify::new()),
             }),
         }
+    }
+
+    /// Sends alert messages to `route` once started (see `alerts.rs`).
+    /// Only before the engine is cloned or started.
+    pub fn route_alerts(mut self, route: AlertRoute) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("alerts are routed before the engine is shared")
+            .alert_route = Some(route);
+        self
     }
 
     pub fn store(&self) -> &Arc<S> {
@@ -80,11 +92,20 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     pub fn start(&self) -> Running {
         let (shutdown, rx) = watch::channel(false);
         let s = &self.shared;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(worker::run(s.clone(), rx.clone())),
             tokio::spawn(tick::run(s.clone(), rx.clone())),
-            tokio::spawn(wake::listen(s.clone(), rx)),
+            tokio::spawn(wake::listen(s.clone(), rx.clone())),
         ];
+        if let Some(route) = &s.alert_route {
+            tasks.push(tokio::spawn(alerts::run(
+                s.store.clone(),
+                s.clock.clone(),
+                route.clone(),
+                s.alert_wake.clone(),
+                rx,
+            )));
+        }
         Running { shutdown, tasks }
     }
 

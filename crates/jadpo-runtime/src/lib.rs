@@ -6,7 +6,9 @@
 //! - [`run`]: what runs an action ([`run::Executor`]) and the call log the
 //!   breakers count from.
 //! - [`engine`]: workers and the tick, started together.
+//! - [`alerts`]: alert messages sent to the app's alert route.
 
+pub mod alerts;
 pub mod clock;
 mod completer;
 pub mod connection;

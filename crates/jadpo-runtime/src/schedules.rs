@@ -122,7 +122,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                     tracing::warn!(schedule = %spec.name, code = %f.code, kind = %f.kind, next_due = %crate::rfc3339(next), "schedule.failed")
                 }
             }
-            match store.finish_schedule(&spec.name, token, failure, next).await {
+            match store.finish_schedule(&spec.name, token, failure, next, now).await {
                 Ok(Some(alert)) => log_alert(&alert),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(schedule = %spec.name, error = %e, "schedule.finish_failed"),

@@ -39,6 +39,9 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
                 for alert in &report.alerts {
                     log::alert(alert);
                 }
+                if !report.alerts.is_empty() {
+                    shared.alert_wake.notify_one();
+                }
                 for id in &report.woken {
                     tracing::info!(delivery = id.0, "delivery.woken_as_probe");
                 }

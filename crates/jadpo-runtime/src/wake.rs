@@ -117,7 +117,11 @@ mod tests {
         let ticket = idle.claim_started();
         idle.woken();
         idle.claim_ended(ticket, Some(T));
-        assert_eq!(idle.until(), None, "the wake-up may announce rows the claim did not see");
+        assert_eq!(
+            idle.until(),
+            None,
+            "the wake-up may announce rows the claim did not see"
+        );
         // The next claim, started after the wake-up, is believed.
         let ticket = idle.claim_started();
         idle.claim_ended(ticket, Some(T));

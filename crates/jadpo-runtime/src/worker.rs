@@ -80,6 +80,10 @@ pub(crate) struct Shared<S, E> {
     pub pending: Arc<PendingVerdicts>,
     /// Woken when something may have become due (see `wake.rs`).
     pub wake: Arc<Notify>,
+    /// Where alert messages are sent, if the app routes them.
+    pub alert_route: Option<crate::alerts::AlertRoute>,
+    /// Woken when an alert message may be due for a send.
+    pub alert_wake: Arc<Notify>,
 }
 
 /// Runs the claim loop until `shutdown` turns true, then gives back what it

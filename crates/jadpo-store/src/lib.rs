@@ -11,6 +11,7 @@
 //!   ([`SharedMemoryStore`] behind the interface).
 //! - [`conformance`]: the scenarios every store must pass.
 
+pub mod alerts;
 pub mod conformance;
 pub mod memory;
 pub mod plan;

@@ -7,12 +7,14 @@
 //! delivery ever made, so the simulation runs the seed's 5,000-delivery
 //! outage quickly.
 
+use crate::alerts::AlertBook;
 use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::FailureRecord;
-use jadpo_core::{claim, Alert, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
+use jadpo_core::{claim, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ pub struct MemoryStore {
     keys: BTreeMap<(String, String), EventId>,
     breakers: BTreeMap<String, Breaker>,
     attempts: Vec<AttemptRecord>,
-    alerts: Vec<(Timestamp, Alert)>,
+    alerts: AlertBook,
     last_token: i64,
     schedules: BTreeMap<String, ScheduleState>,
     /// Deliveries changed since the last `take_changed`, for a checker
@@ -58,7 +60,7 @@ impl MemoryStore {
             keys: BTreeMap::new(),
             breakers: BTreeMap::new(),
             attempts: Vec::new(),
-            alerts: Vec::new(),
+            alerts: AlertBook::default(),
             last_token: 0,
             changed: Vec::new(),
             schedules: BTreeMap::new(),
@@ -244,7 +246,14 @@ impl MemoryStore {
         self.put(plan.delivery);
         let changed = plan.breakers.iter().map(|w| w.breaker.clone()).collect();
         self.write_breakers(plan.breakers);
-        let released = plan.release.iter().map(|c| self.release_all(c, f.now)).sum();
+        let mut released = 0;
+        for c in &plan.release {
+            let n = self.release_all(c, f.now);
+            if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == c) {
+                self.alerts.push(AlertMessage::resolved(c, *since, f.now, n as u64));
+            }
+            released += n;
+        }
         Ok(FinishReport {
             transitions: plan.transitions,
             released,
@@ -276,7 +285,7 @@ impl MemoryStore {
         }
         let released = plan.release.iter().map(|c| self.release_all(c, now)).sum();
         for a in &plan.alerts {
-            self.alerts.push((now, a.clone()));
+            self.alerts.push(AlertMessage::raised(a, now));
         }
         SweepReport {
             woken: plan.wake,
@@ -335,8 +344,12 @@ impl MemoryStore {
         self.held.get(connection).map_or(0, |h| h.len())
     }
 
-    pub fn alerts(&self) -> &[(Timestamp, Alert)] {
+    pub fn alerts(&self) -> &AlertBook {
         &self.alerts
+    }
+
+    pub fn alerts_mut(&mut self) -> &mut AlertBook {
+        &mut self.alerts
     }
 
     pub fn attempts(&self, id: DeliveryId) -> Vec<AttemptRecord> {
@@ -406,6 +419,9 @@ impl MemoryStore {
                 .or_insert_with(|| ScheduleState::new(name.clone(), *first_due));
             if let Some(c) = state.claim(worker, now, now.plus(lease)) {
                 *state = c.state.clone();
+                if let Some(a) = &c.alert {
+                    self.alerts.push(AlertMessage::schedule_failing(a, now));
+                }
                 claims.push(c);
             }
         }
@@ -418,11 +434,15 @@ impl MemoryStore {
         token: LeaseToken,
         failure: Option<FailureRecord>,
         next_due: Timestamp,
+        now: Timestamp,
     ) -> Result<Option<ScheduleAlert>, StoreError> {
         let lost = || StoreError::ScheduleLeaseLost(name.to_owned());
         let state = self.schedules.get_mut(name).ok_or_else(lost)?;
         let (next, alert) = state.finish(token, failure, next_due).ok_or_else(lost)?;
         *state = next;
+        if let Some(a) = &alert {
+            self.alerts.push(AlertMessage::schedule_failing(a, now));
+        }
         Ok(alert)
     }
 

@@ -194,6 +194,11 @@ pub struct FinishPlan {
     /// Connections whose breaker closed: release everything they hold, due
     /// now, in the same transaction.
     pub release: Vec<String>,
+    /// Of those, the ones whose outage had raised its alert, with when the
+    /// outage began: each gets its `resolved` message, in the same
+    /// transaction, so of many processes exactly the one that closed the
+    /// breaker writes it.
+    pub resolved: Vec<(String, Timestamp)>,
     pub transitions: Vec<(String, Transition)>,
 }
 
@@ -203,11 +208,15 @@ pub fn finish(d: &Delivery, breakers: &mut Breakers, f: &Finish, policy: &Breake
     let mut delivery = d.clone();
     attempt::apply(&mut delivery, &f.outcome, now);
     let mut release = Vec::new();
+    let mut resolved = Vec::new();
     let mut transitions = Vec::new();
     for (connection, verdict) in &f.calls {
-        if let Some(t) = breakers.get_mut(connection).record(*verdict, f.id, now, policy) {
+        let b = breakers.get_mut(connection);
+        let alerted = b.alert_raised.then(|| b.outage_since.or(b.opened_at)).flatten();
+        if let Some(t) = b.record(*verdict, f.id, now, policy) {
             if t == Transition::Closed {
                 release.push(connection.clone());
+                resolved.extend(alerted.map(|since| (connection.clone(), since)));
             }
             transitions.push((connection.clone(), t));
         }
@@ -230,6 +239,7 @@ pub fn finish(d: &Delivery, breakers: &mut Breakers, f: &Finish, policy: &Breake
         delivery,
         breakers: breakers.writes(),
         release,
+        resolved,
         transitions,
     }
 }

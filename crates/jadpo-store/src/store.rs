@@ -2,6 +2,7 @@
 
 use crate::memory::MemoryStore;
 use crate::types::*;
+use jadpo_core::alert::SendDecision;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::DeliveryState;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
@@ -88,8 +89,29 @@ pub trait Store: Send + Sync + 'static {
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
 
-    /// The alerts raised, newest first, at most `limit`.
+    /// The alert messages, newest first, at most `limit`, with their sends.
     fn alerts(&self, limit: usize) -> impl Future<Output = Result<Vec<AlertRecord>, StoreError>> + Send;
+
+    /// Claims up to `limit` alert messages whose send is due at `now`
+    /// (`jadpo_core::alert::Sends::claimable`), longest due first, each
+    /// until `now + lease`. The claim counts a send: the returned records
+    /// carry that count, the fence of [`Store::finish_alert_send`].
+    fn claim_alert_sends(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<AlertRecord>, StoreError>> + Send;
+
+    /// Writes how the `attempt`-th send of message `id` ended. False, and
+    /// nothing written, when a later claim took the message over or it was
+    /// sent or given up already.
+    fn finish_alert_send(
+        &self,
+        id: i64,
+        attempt: u32,
+        decision: &SendDecision,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// How many deliveries are in each state (states with none are absent).
     fn counts(&self) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
@@ -196,20 +218,20 @@ impl Store for SharedMemoryStore {
     }
 
     async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
-        Ok(self.with(|s| {
-            s.alerts()
-                .iter()
-                .rev()
-                .take(limit)
-                .map(|(at, a)| AlertRecord {
-                    alert: jadpo_core::Alert::NAME.to_owned(),
-                    connection: a.connection.clone(),
-                    since: a.since,
-                    held: a.held,
-                    raised_at: *at,
-                })
-                .collect()
-        }))
+        Ok(self.with(|s| s.alerts().list(limit)))
+    }
+
+    async fn claim_alert_sends(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlertRecord>, StoreError> {
+        Ok(self.with(|s| s.alerts_mut().claim(now, limit, lease)))
+    }
+
+    async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
+        Ok(self.with(|s| s.alerts_mut().finish(id, attempt, decision)))
     }
 
     async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
@@ -255,15 +277,16 @@ pub trait ScheduleStore: Store {
         lease: Duration,
     ) -> impl Future<Output = Result<Vec<ScheduleClaim>, StoreError>> + Send;
 
-    /// Ends the run under `token`: next due at `next_due`. Returns the
-    /// schedule's alert when this failure raises it. A lost lease changes
-    /// nothing and is `LeaseLost`.
+    /// Ends the run under `token` at `now`: next due at `next_due`. Returns
+    /// the schedule's alert when this failure raises it, and keeps it as an
+    /// alert message. A lost lease changes nothing and is `LeaseLost`.
     fn finish_schedule(
         &self,
         name: &str,
         token: LeaseToken,
         failure: Option<FailureRecord>,
         next_due: Timestamp,
+        now: Timestamp,
     ) -> impl Future<Output = Result<Option<ScheduleAlert>, StoreError>> + Send;
 
     fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleState>, StoreError>> + Send;
@@ -286,8 +309,9 @@ impl ScheduleStore for SharedMemoryStore {
         token: LeaseToken,
         failure: Option<FailureRecord>,
         next_due: Timestamp,
+        now: Timestamp,
     ) -> Result<Option<ScheduleAlert>, StoreError> {
-        self.with(|s| s.finish_schedule(name, token, failure, next_due))
+        self.with(|s| s.finish_schedule(name, token, failure, next_due, now))
     }
 
     async fn schedules(&self) -> Result<Vec<ScheduleState>, StoreError> {

@@ -1,5 +1,6 @@
 //! The plain data a store takes and returns.
 
+use jadpo_core::alert::{AlertMessage, Sends};
 use jadpo_core::{
     Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, LeaseToken,
     Outcome, Timestamp, Transition,
@@ -180,17 +181,15 @@ pub struct EventRecord {
     pub emitted_at: Timestamp,
 }
 
-/// An alert as raised and kept (`jadpo_alerts`), newest first in listings.
+/// An alert message as kept (`jadpo_alerts`), newest first in listings,
+/// with its sends to the app's alert route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlertRecord {
-    /// `connection_unavailable`.
-    pub alert: String,
-    pub connection: String,
-    /// When the outage began: its first unavailable answer.
-    pub since: Timestamp,
-    /// Deliveries held when it was raised.
-    pub held: u64,
-    pub raised_at: Timestamp,
+    pub id: i64,
+    /// Unique across stores: the `webhook-id` of its sends derives from it.
+    pub public_id: String,
+    pub message: AlertMessage,
+    pub sends: Sends,
 }
 
 /// A breaker as listed, with the number of deliveries it holds.

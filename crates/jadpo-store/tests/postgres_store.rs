@@ -435,7 +435,7 @@ async fn two_processes_claiming_one_schedule_start_one_run() {
         for c in ra.iter().chain(&rb) {
             let token = c.state.lease.as_ref().unwrap().token;
             let s = if ra.contains(c) { &a } else { &b };
-            s.finish_schedule(&c.state.name, token, None, at(now + 100))
+            s.finish_schedule(&c.state.name, token, None, at(now + 100), at(now))
                 .await
                 .unwrap();
         }
@@ -743,4 +743,57 @@ async fn two_processes_racing_one_idempotency_key_make_one_event() {
         .unwrap()
         .get(0);
     assert_eq!(made, 20);
+}
+
+/// Migration 5 keeps the alerts raised before it, each with a public id,
+/// left unsent: none is sent long after its outage.
+#[tokio::test]
+async fn migration_5_keeps_earlier_alerts_unsent() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let client = schema.client().await;
+    client
+        .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..4] {
+        client.batch_execute(sql).await.unwrap();
+        client
+            .execute(
+                "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
+                &[version],
+            )
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(
+            "INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
+             VALUES ('connection_unavailable', 'payments', 1000, 4, 2000)",
+        )
+        .await
+        .unwrap();
+    let store = schema.store(Options::default()).await;
+    let kept = store.alerts(10).await.unwrap();
+    assert_eq!(kept.len(), 1);
+    let a = &kept[0];
+    assert_eq!(
+        (
+            a.message.connection.as_deref(),
+            a.message.held,
+            a.message.since.as_millis(),
+            a.message.raised_at.as_millis()
+        ),
+        (Some("payments"), Some(4), 1000, 2000)
+    );
+    assert_eq!(a.message.kind, jadpo_core::alert::AlertKind::Raised);
+    assert_eq!(a.public_id.len(), 36);
+    assert_eq!(a.sends.state(), jadpo_core::alert::SendState::Unsent);
+    let now = jadpo_core::Timestamp::from_millis(1_700_000_000_000);
+    assert!(store
+        .claim_alert_sends(now, 10, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -499,8 +499,11 @@ async fn alerts_list_what_the_store_raised_newest_first() {
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["alert"], "connection_unavailable");
     assert_eq!(list[0]["connection"], "payments");
+    assert_eq!(list[0]["status"], "raised");
+    assert_eq!(list[0]["event"], "delivery.alert");
+    assert_eq!(list[0]["send"]["state"], "unsent", "no route in this app");
     assert!(
-        list[0]["raised_at"].is_string() && list[0]["since"].is_string(),
+        list[0]["raised_at"].is_string() && list[0]["since"].is_string() && list[0]["id"].is_string(),
         "{list}"
     );
 }

@@ -1,8 +1,11 @@
 //! `jadpo alerts [--json] [--limit N] [--store URL]`
 //!
-//! The alerts raised, newest first: one `connection_unavailable` per
-//! outage, with the connection, when the outage began, how many deliveries
-//! were held when it was raised, and when. Exit codes: 0 shown; 2 `store.*`.
+//! The alert messages, newest first: one `connection_unavailable` per
+//! outage, with the connection, when the outage began and how many
+//! deliveries were held when it was raised, followed by its `resolved`
+//! message (how many were released) when the breaker closed; a schedule's
+//! `schedule_failing`; and where each one's send to the app's alert route
+//! stands. Exit codes: 0 shown; 2 `store.*`.
 
 use super::StoreArg;
 use crate::output::{self, time_short, CliError};
@@ -40,17 +43,35 @@ async fn show<S: Store>(store: &S, limit: usize, json: bool) -> Result<ExitCode,
         let rows: Vec<Vec<String>> = list
             .iter()
             .map(|a| {
+                let m = &a.message;
+                let subject = match (&m.connection, &m.schedule) {
+                    (Some(c), _) => c.clone(),
+                    (None, Some(s)) => format!("schedule {s}"),
+                    (None, None) => String::new(),
+                };
+                let count = match (m.held, m.released, m.failures) {
+                    (Some(n), _, _) => format!("{n} held"),
+                    (_, Some(n), _) => format!("{n} released"),
+                    (_, _, Some(n)) => format!("{n} failed runs"),
+                    _ => String::new(),
+                };
+                let send = match &a.sends.last_error {
+                    Some(code) if a.sends.sent_at.is_none() => format!("{} ({code})", a.sends.state().as_str()),
+                    _ => a.sends.state().as_str().to_owned(),
+                };
                 vec![
-                    time_short(a.raised_at),
-                    a.alert.clone(),
-                    a.connection.clone(),
-                    time_short(a.since),
-                    a.held.to_string(),
+                    time_short(m.raised_at),
+                    m.alert.clone(),
+                    m.kind.as_str().to_owned(),
+                    subject,
+                    time_short(m.since),
+                    count,
+                    send,
                 ]
             })
             .collect();
         output::print(&output::table(
-            &["RAISED", "ALERT", "CONNECTION", "SINCE", "HELD"],
+            &["RAISED", "ALERT", "STATUS", "SUBJECT", "SINCE", "COUNT", "SEND"],
             &rows,
         ));
     }

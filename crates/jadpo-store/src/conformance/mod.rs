@@ -137,12 +137,14 @@ pub async fn open_breaker<S: Store>(s: &S, now: i64) {
     assert_eq!(breaker(s, "payments").await.breaker.state, BreakerState::Open);
 }
 
+mod alerts;
 mod breakers;
 mod deliveries;
 mod intake;
 mod schedules;
 mod wake;
 
+pub use alerts::*;
 pub use breakers::*;
 pub use deliveries::*;
 pub use intake::*;
@@ -170,6 +172,10 @@ macro_rules! conformance_tests {
             a_breaker_opening_after_the_claim_holds_before_the_run,
             a_run_under_way_when_it_opened_closes_it_with_its_answer,
             one_alert_per_outage_with_the_held_count,
+            closing_an_alerted_breaker_writes_its_resolved_message,
+            a_breaker_closed_before_its_alert_writes_no_resolved_message,
+            alert_sends_are_claimed_once_fenced_and_retried,
+            alert_sends_are_given_up_and_old_ones_left_unsent,
             give_back_makes_a_claimed_delivery_due_without_spending,
             operator_retry_gives_a_fresh_budget,
             a_subscriber_gone_from_the_app_fails_as_a_defect,

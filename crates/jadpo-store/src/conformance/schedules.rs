@@ -17,9 +17,14 @@ pub async fn schedules_are_claimed_once_when_due_and_fenced<S: crate::ScheduleSt
         "one run at a time"
     );
     let token = c[0].state.lease.as_ref().unwrap().token;
-    assert_eq!(s.finish_schedule("nightly", token, None, at(3700)).await.unwrap(), None);
+    assert_eq!(
+        s.finish_schedule("nightly", token, None, at(3700), at(110))
+            .await
+            .unwrap(),
+        None
+    );
     assert!(matches!(
-        s.finish_schedule("nightly", token, None, at(3700)).await,
+        s.finish_schedule("nightly", token, None, at(3700), at(110)).await,
         Err(StoreError::ScheduleLeaseLost(_))
     ));
     let state = s.schedules().await.unwrap().remove(0);
@@ -41,7 +46,7 @@ pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate:
     assert_eq!(again.state.last_failure, Some(FailureRecord::lease_expired()));
     let old = lost.state.lease.as_ref().unwrap().token;
     assert!(matches!(
-        s.finish_schedule("sync", old, None, at(500)).await,
+        s.finish_schedule("sync", old, None, at(500), at(70)).await,
         Err(StoreError::ScheduleLeaseLost(_))
     ));
 }
@@ -58,11 +63,18 @@ pub async fn a_schedule_failing_three_runs_in_a_row_raises_one_alert<S: crate::S
         let token = c.state.lease.as_ref().unwrap().token;
         let failure = Some(FailureRecord::new("http.503", FailureKind::Unavailable));
         alerts.extend(
-            s.finish_schedule("sync", token, failure, at(i * 100 + 100))
+            s.finish_schedule("sync", token, failure, at(i * 100 + 100), at(i * 100 + 10))
                 .await
                 .unwrap(),
         );
     }
     assert_eq!(alerts.len(), 1);
     assert_eq!((alerts[0].schedule.as_str(), alerts[0].failures), ("sync", 3));
+    // Kept as an alert message, to be sent where the app routes alerts.
+    let kept = s.alerts(10).await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        kept[0].message,
+        jadpo_core::alert::AlertMessage::schedule_failing(&alerts[0], at(210))
+    );
 }

@@ -7,6 +7,7 @@ use super::Abort;
 use crate::plan::{self, Breakers};
 use crate::types::*;
 use deadpool_postgres::Transaction;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
 use std::collections::{BTreeSet, HashMap};
 
@@ -147,6 +148,8 @@ pub(crate) async fn finish_batch(
     let mut changed: BTreeSet<DeliveryId> = BTreeSet::new();
     // Which finish closed each connection, and when: it reports the release.
     let mut closed: Vec<(String, Timestamp, usize)> = Vec::new();
+    // Closed outages whose alert was raised: since when, and closed when.
+    let mut resolved: Vec<(String, Timestamp, Timestamp)> = Vec::new();
     for (i, f) in batch.iter().enumerate() {
         let d = match plan::check_lease(current.get(&f.id), f.id, f.token) {
             Ok(d) => d,
@@ -164,6 +167,7 @@ pub(crate) async fn finish_batch(
                 closed.push((c, f.now, i));
             }
         }
+        resolved.extend(p.resolved.into_iter().map(|(c, since)| (c, since, f.now)));
         attempts.push(p.attempt);
         changed.insert(f.id);
         *current.get_mut(&f.id).expect("checked above") = p.delivery;
@@ -187,12 +191,23 @@ pub(crate) async fn finish_batch(
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
-    for (connection, n) in rows::release(tx, &release).await? {
-        if let Some((_, _, i)) = closed.iter().find(|(c, _, _)| *c == connection) {
+    let released = rows::release(tx, &release).await?;
+    for (connection, n) in &released {
+        if let Some((_, _, i)) = closed.iter().find(|(c, _, _)| c == connection) {
             if let Ok(report) = &mut results[*i] {
                 report.released += n;
             }
         }
+    }
+    if !resolved.is_empty() {
+        let messages: Vec<AlertMessage> = resolved
+            .iter()
+            .map(|(c, since, at)| {
+                let n = released.iter().find(|(r, _)| r == c).map_or(0, |(_, n)| *n);
+                AlertMessage::resolved(c, *since, *at, n as u64)
+            })
+            .collect();
+        super::alerts::insert(tx, &messages).await?;
     }
     Ok(results)
 }

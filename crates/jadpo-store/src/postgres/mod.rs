@@ -11,6 +11,7 @@
 //! - `claim`, `finish`, `sweep`: the hot paths.
 //! - `schedules`: schedules' state (`ScheduleStore`).
 //! - `read`: emit (also inside the caller's transaction) and the listings.
+//! - `alerts`: alert messages, and their sends to the app's alert route.
 //! - `listen`: the notifications that wake idle workers in every process,
 //!   and the next due time an idle worker sleeps until.
 //! - [`testing`]: a fresh store in a schema of its own, for tests.
@@ -40,6 +41,7 @@
 //! reconnects by itself after an outage. (bb8 offers the same but no
 //! statement cache; sqlx would bring its own driver and macros.)
 
+mod alerts;
 mod claim;
 mod finish;
 mod listen;
@@ -55,6 +57,7 @@ mod writes;
 use crate::types::*;
 use crate::{ScheduleStore, Store};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use jadpo_core::alert::SendDecision;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use std::fmt;
@@ -528,7 +531,20 @@ impl Store for PgStore {
     }
 
     async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
-        in_transaction!(self, |tx| read::alerts(&tx, limit).await)
+        in_transaction!(self, |tx| alerts::list(&tx, limit).await)
+    }
+
+    async fn claim_alert_sends(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlertRecord>, StoreError> {
+        in_transaction!(self, |tx| alerts::claim(&tx, now, limit, lease).await)
+    }
+
+    async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
+        in_transaction!(self, |tx| alerts::finish(&tx, id, attempt, decision).await)
     }
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
@@ -577,13 +593,15 @@ impl ScheduleStore for PgStore {
         token: LeaseToken,
         failure: Option<FailureRecord>,
         next_due: Timestamp,
+        now: Timestamp,
     ) -> Result<Option<ScheduleAlert>, StoreError> {
         in_transaction!(self, |tx| schedules::finish(
             &tx,
             name,
             token,
             failure.clone(),
-            next_due
+            next_due,
+            now
         )
         .await)
     }

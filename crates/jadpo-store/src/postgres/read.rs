@@ -394,25 +394,3 @@ pub(crate) async fn counts(
     }
     Ok(counts)
 }
-
-const ALERTS: &str = "
-SELECT alert, connection, since, held, raised_at FROM jadpo_alerts ORDER BY id DESC LIMIT $1";
-
-/// The alerts raised, newest first.
-pub(crate) async fn alerts(tx: &Transaction<'_>, limit: usize) -> Result<Vec<AlertRecord>, Abort> {
-    let stmt = tx.prepare_cached(ALERTS).await?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    tx.query(&stmt, &[&limit])
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(AlertRecord {
-                alert: r.try_get(0)?,
-                connection: r.try_get(1)?,
-                since: Timestamp::from_millis(r.try_get(2)?),
-                held: u64::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
-                raised_at: Timestamp::from_millis(r.try_get(4)?),
-            })
-        })
-        .collect()
-}

@@ -35,7 +35,7 @@ macro_rules! breaker_columns {
 }
 pub(crate) use breaker_columns;
 
-fn corrupt(what: &str, value: &str) -> Abort {
+pub(crate) fn corrupt(what: &str, value: &str) -> Abort {
     Abort::Store(StoreError::Unavailable(format!("unreadable row: {what} {value:?}")))
 }
 

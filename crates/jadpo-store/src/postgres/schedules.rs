@@ -6,6 +6,7 @@ use super::rows::{failure, ms};
 use super::Abort;
 use crate::types::*;
 use deadpool_postgres::Transaction;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{FailureRecord, Lease, LeaseToken, Timestamp};
 use std::time::Duration;
@@ -114,6 +115,9 @@ pub(crate) async fn claim(
         let read = state(row)?;
         if let Some(c) = read.claim(worker, now, now.plus(lease)) {
             write(tx, &c.state, read.version).await?;
+            if let Some(a) = &c.alert {
+                super::alerts::insert(tx, &[AlertMessage::schedule_failing(a, now)]).await?;
+            }
             claims.push(c);
         }
     }
@@ -126,6 +130,7 @@ pub(crate) async fn finish(
     token: LeaseToken,
     failure: Option<FailureRecord>,
     next_due: Timestamp,
+    now: Timestamp,
 ) -> Result<Option<ScheduleAlert>, Abort> {
     let lost = || Abort::Store(StoreError::ScheduleLeaseLost(name.to_owned()));
     let stmt = tx.prepare_cached(&lock_one()).await?;
@@ -133,6 +138,9 @@ pub(crate) async fn finish(
     let read = state(&row)?;
     let (next, alert) = read.finish(token, failure, next_due).ok_or_else(lost)?;
     write(tx, &next, read.version).await?;
+    if let Some(a) = &alert {
+        super::alerts::insert(tx, &[AlertMessage::schedule_failing(a, now)]).await?;
+    }
     Ok(alert)
 }
 

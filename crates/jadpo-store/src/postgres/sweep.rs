@@ -7,6 +7,7 @@ use super::Abort;
 use crate::plan::{self, Breakers, HeldSummary};
 use crate::types::*;
 use deadpool_postgres::Transaction;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::{DeliveryId, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,10 +33,6 @@ SET state = 'due', due_at = $2, updated_at = $2,
     held_for_ms = held_for_ms + GREATEST($2 - held_since, 0),
     held_connection = NULL, held_since = NULL
 WHERE id = ANY($1) AND state = 'held'";
-
-const INSERT_ALERTS: &str = "
-INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
-SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])";
 
 pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Abort> {
     let (all, summary) = tokio::try_join!(tx.prepare_cached(ALL_BREAKERS), tx.prepare_cached(HELD_SUMMARY))?;
@@ -72,15 +69,8 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
     }
     let release: Vec<(&str, Timestamp)> = plan.release.iter().map(|c| (c.as_str(), now)).collect();
     let released = rows::release(tx, &release).await?.iter().map(|(_, n)| n).sum();
-    if !plan.alerts.is_empty() {
-        let connection: Vec<&str> = plan.alerts.iter().map(|a| a.connection.as_str()).collect();
-        let since: Vec<i64> = plan.alerts.iter().map(|a| rows::ms(a.since)).collect();
-        let count: Vec<i64> = plan.alerts.iter().map(|a| a.held as i64).collect();
-        let raised: Vec<i64> = vec![rows::ms(now); plan.alerts.len()];
-        let stmt = tx.prepare_cached(INSERT_ALERTS).await?;
-        tx.execute(&stmt, &[&jadpo_core::Alert::NAME, &connection, &since, &count, &raised])
-            .await?;
-    }
+    let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
+    super::alerts::insert(tx, &messages).await?;
     Ok(SweepReport {
         woken: plan.wake,
         released,

@@ -20,6 +20,7 @@
 //! All SQL of this store lives in this folder. `docs/system-tables.md`
 //! describes the tables.
 
+mod alerts;
 mod ops;
 mod pool;
 mod rows;
@@ -32,6 +33,7 @@ pub use schema::LATEST as SCHEMA_VERSION;
 
 use crate::types::*;
 use crate::{ScheduleStore, Store};
+use jadpo_core::alert::SendDecision;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use pool::{store_error, Pool};
@@ -286,7 +288,23 @@ impl Store for SqliteStore {
     }
 
     async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
-        self.pool.read(move |c| upkeep::alerts(c, limit)).await
+        self.pool.read(move |c| alerts::list(c, limit)).await
+    }
+
+    async fn claim_alert_sends(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlertRecord>, StoreError> {
+        self.pool.write(move |tx| alerts::claim(tx, now, limit, lease)).await
+    }
+
+    async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
+        let decision = decision.clone();
+        self.pool
+            .write(move |tx| alerts::finish(tx, id, attempt, &decision))
+            .await
     }
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
@@ -324,10 +342,11 @@ impl ScheduleStore for SqliteStore {
         token: LeaseToken,
         failure: Option<FailureRecord>,
         next_due: Timestamp,
+        now: Timestamp,
     ) -> Result<Option<ScheduleAlert>, StoreError> {
         let name = name.to_owned();
         self.pool
-            .write(move |tx| schedules::finish(tx, &name, token, failure.clone(), next_due))
+            .write(move |tx| schedules::finish(tx, &name, token, failure.clone(), next_due, now))
             .await
     }
 

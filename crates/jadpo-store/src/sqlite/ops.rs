@@ -5,6 +5,7 @@ use super::pool::Fault;
 use super::rows::{self, delivery_columns, Stored, DELIVERY_COLUMNS};
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -194,7 +195,11 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {
-        released += rows::release_all(c, conn, f.now)?;
+        let n = rows::release_all(c, conn, f.now)?;
+        if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == conn) {
+            super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.now, n as u64)])?;
+        }
+        released += n;
     }
     Ok(FinishReport {
         transitions: plan.transitions,

@@ -4,6 +4,7 @@
 use super::pool::Fault;
 use super::rows::ts;
 use crate::types::StoreError;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{FailureKind, FailureRecord, Lease, LeaseToken, Timestamp};
 use rusqlite::types::Type;
@@ -111,6 +112,9 @@ pub(crate) fn claim(
         match current.claim(worker, now, now.plus(lease)) {
             Some(claim) => {
                 write(c, &claim.state, read_version)?;
+                if let Some(a) = &claim.alert {
+                    super::alerts::insert(c, &[AlertMessage::schedule_failing(a, now)])?;
+                }
                 claims.push(claim);
             }
             None if read_version.is_none() => write(c, &current, None)?,
@@ -126,11 +130,15 @@ pub(crate) fn finish(
     token: LeaseToken,
     failure: Option<FailureRecord>,
     next_due: Timestamp,
+    now: Timestamp,
 ) -> Result<Option<ScheduleAlert>, Fault> {
     let lost = || Fault::Store(StoreError::ScheduleLeaseLost(name.to_owned()));
     let current = read(c, name)?.ok_or_else(lost)?;
     let (next, alert) = current.finish(token, failure, next_due).ok_or_else(lost)?;
     write(c, &next, Some(current.version))?;
+    if let Some(a) = &alert {
+        super::alerts::insert(c, &[AlertMessage::schedule_failing(a, now)])?;
+    }
     Ok(alert)
 }
 

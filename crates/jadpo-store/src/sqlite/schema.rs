@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -210,6 +210,46 @@ CREATE UNIQUE INDEX jadpo_events_idempotency ON jadpo_events (name, idempotency_
     WHERE idempotency_key IS NOT NULL;
 ";
 
+/// Alert messages: a breaker's `resolved` message and a schedule's alert
+/// beside the raised outage alerts, each with a public id and its sends to
+/// the app's alert route. SQLite cannot drop a NOT NULL, so the table is
+/// made again and its rows copied; alerts raised before this are left
+/// unsent. `jadpo_alerts_open` holds only messages still to be sent.
+const V8: &str = "
+CREATE TABLE jadpo_alerts_v8 (
+    id                 INTEGER PRIMARY KEY,
+    public_id          TEXT    NOT NULL,
+    alert              TEXT    NOT NULL,
+    kind               TEXT    NOT NULL CHECK (kind IN ('raised', 'resolved')),
+    connection         TEXT,
+    schedule           TEXT,
+    since              BIGINT  NOT NULL,
+    held               BIGINT,
+    failures           INT,
+    last_failure_code  TEXT,
+    last_failure_kind  TEXT,
+    raised_at          BIGINT  NOT NULL,
+    ended_at           BIGINT,
+    released           BIGINT,
+    send_attempts      INT     NOT NULL DEFAULT 0,
+    send_due_at        BIGINT,
+    sent_at            BIGINT,
+    send_failed_at     BIGINT,
+    send_error         TEXT
+);
+INSERT INTO jadpo_alerts_v8 (id, public_id, alert, kind, connection, since, held, raised_at)
+    SELECT a.id,
+           (SELECT lower(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-4' || substr(h, 14, 3) || '-'
+                         || substr(h, 17, 4) || '-' || substr(h, 21, 12))
+            FROM (SELECT hex(randomblob(16)) || substr(a.id, 1, 0) AS h)),
+           a.alert, 'raised', a.connection, a.since, a.held, a.raised_at
+    FROM jadpo_alerts AS a;
+DROP TABLE jadpo_alerts;
+ALTER TABLE jadpo_alerts_v8 RENAME TO jadpo_alerts;
+CREATE INDEX jadpo_alerts_open ON jadpo_alerts (coalesce(send_due_at, raised_at), id)
+    WHERE sent_at IS NULL AND send_failed_at IS NULL;
+";
+
 /// Applies every migration the file has not had, inside the caller's
 /// `BEGIN IMMEDIATE` transaction: two processes migrating at once are
 /// serialised by the write lock, and the second finds nothing to do.
@@ -245,4 +285,45 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Migration 8 keeps the alerts raised before it, each with a public
+    /// id of its own, left unsent.
+    #[test]
+    fn migration_8_keeps_earlier_alerts_unsent() {
+        let c = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..7] {
+            c.execute_batch(sql).unwrap();
+        }
+        c.execute_batch(
+            "CREATE TABLE jadpo_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
+             INSERT INTO jadpo_migrations (version, applied_at) VALUES (7, 0);
+             INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
+                 VALUES ('connection_unavailable', 'payments', 1000, 4, 2000),
+                        ('connection_unavailable', 'mail', 3000, 1, 4000);",
+        )
+        .unwrap();
+        migrate(&c).unwrap();
+        let kept = super::super::alerts::list(&c, 10).unwrap();
+        assert_eq!(kept.len(), 2);
+        let a = &kept[1];
+        assert_eq!(
+            (
+                a.message.connection.as_deref(),
+                a.message.held,
+                a.message.since.as_millis(),
+                a.message.raised_at.as_millis()
+            ),
+            (Some("payments"), Some(4), 1000, 2000)
+        );
+        assert_eq!(a.sends.state(), jadpo_core::alert::SendState::Unsent);
+        for k in &kept {
+            assert_eq!(k.public_id.len(), 36, "{}", k.public_id);
+        }
+        assert_ne!(kept[0].public_id, kept[1].public_id);
+    }
 }

@@ -4,6 +4,7 @@ use super::pool::Fault;
 use super::rows::{self, delivery_columns};
 use crate::plan::{self, Breakers, HeldSummary};
 use crate::types::*;
+use jadpo_core::alert::AlertMessage;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
@@ -64,18 +65,8 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
     for conn in &plan.release {
         released += rows::release_all(c, conn, now)?;
     }
-    let mut alert = c.prepare_cached(
-        "INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at) \
-         VALUES ('connection_unavailable', ?1, ?2, ?3, ?4)",
-    )?;
-    for a in &plan.alerts {
-        alert.execute(params![
-            a.connection,
-            a.since.as_millis(),
-            a.held as i64,
-            now.as_millis()
-        ])?;
-    }
+    let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
+    super::alerts::insert(c, &messages)?;
     Ok(SweepReport {
         woken: plan.wake,
         released,
@@ -225,21 +216,4 @@ pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
         )?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
-}
-
-/// The alerts raised, newest first.
-pub(crate) fn alerts(c: &Connection, limit: usize) -> Result<Vec<AlertRecord>, Fault> {
-    let rows = c
-        .prepare_cached("SELECT alert, connection, since, held, raised_at FROM jadpo_alerts ORDER BY id DESC LIMIT ?1")?
-        .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-            Ok(AlertRecord {
-                alert: r.get(0)?,
-                connection: r.get(1)?,
-                since: Timestamp::from_millis(r.get(2)?),
-                held: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
-                raised_at: Timestamp::from_millis(r.get(4)?),
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
 }
