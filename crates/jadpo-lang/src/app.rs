@@ -14,6 +14,8 @@ pub struct App {
     pub actions: BTreeMap<String, Action>,
     pub subscribers: BTreeMap<String, Subscriber>,
     pub schedules: BTreeMap<String, Schedule>,
+    /// Where operator alerts are sent; `None` keeps them in the store only.
+    pub alerts: Option<AlertRoute>,
 }
 
 impl App {
@@ -283,4 +285,14 @@ pub struct Schedule {
     pub run: Run,
     pub timeout: Duration,
     pub span: Span,
+}
+
+/// The `alerts` block: operator alerts (a connection's outage, a failing
+/// schedule, and their resolutions) are POSTed to `path` on `connection`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertRoute {
+    /// A connection of the app.
+    pub connection: String,
+    /// Starts with `/`; sent as written, with no placeholders.
+    pub path: String,
 }

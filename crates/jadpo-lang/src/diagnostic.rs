@@ -51,10 +51,13 @@ pub enum Code {
     CallArgumentsInvalid,
     CallMethodUnknown,
     ConnectionRetryInvalid,
+    AlertsDuplicate,
+    AlertsConnectionUnknown,
+    AlertsPathInvalid,
 }
 
 impl Code {
-    pub const ALL: [Code; 22] = [
+    pub const ALL: [Code; 25] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -77,6 +80,9 @@ impl Code {
         Code::CallArgumentsInvalid,
         Code::CallMethodUnknown,
         Code::ConnectionRetryInvalid,
+        Code::AlertsDuplicate,
+        Code::AlertsConnectionUnknown,
+        Code::AlertsPathInvalid,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -103,6 +109,9 @@ impl Code {
             Code::CallArgumentsInvalid => "call.arguments_invalid",
             Code::CallMethodUnknown => "call.method_unknown",
             Code::ConnectionRetryInvalid => "connection.retry_invalid",
+            Code::AlertsDuplicate => "alerts.duplicate",
+            Code::AlertsConnectionUnknown => "alerts.connection_unknown",
+            Code::AlertsPathInvalid => "alerts.path_invalid",
         }
     }
 }

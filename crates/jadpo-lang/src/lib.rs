@@ -20,8 +20,8 @@ mod parser;
 mod syntax;
 
 pub use app::{
-    Action, ActionBody, App, Call, Connection, Driver, Event, Expr, Field, Method, PathPart, PathTemplate, Run,
-    Schedule, Statement, Subscriber, Trigger, Type, Value,
+    Action, ActionBody, AlertRoute, App, Call, Connection, Driver, Event, Expr, Field, Method, PathPart, PathTemplate,
+    Run, Schedule, Statement, Subscriber, Trigger, Type, Value,
 };
 pub use diagnostic::{Code, Diagnostic, LineIndex, Position, Span};
 

@@ -93,11 +93,15 @@ impl Parser<'_> {
         }
     }
 
-    /// `subscriber x {`: an item keyword followed by a name starts the next
-    /// item, even where a `}` was forgotten before it.
+    /// `subscriber x {` or `alerts {`: an item keyword followed by a name
+    /// (or, for the nameless `alerts`, by its `{`) starts the next item,
+    /// even where a `}` was forgotten before it.
     fn at_item_start(&self) -> bool {
-        matches!(self.peek(), Tok::Ident(k) if ITEM_KEYWORDS.contains(&k.as_str()))
-            && matches!(self.peek_at(1), Tok::Ident(_))
+        match self.peek() {
+            Tok::Ident(k) if k == ALERTS => *self.peek_at(1) == Tok::LBrace,
+            Tok::Ident(k) if ITEM_KEYWORDS.contains(&k.as_str()) => matches!(self.peek_at(1), Tok::Ident(_)),
+            _ => false,
+        }
     }
 
     /// Skips tokens until `stop` holds outside any bracket opened during the
@@ -138,7 +142,8 @@ impl Parser<'_> {
                     }
                 }
                 _ => {
-                    let _ = self.unexpected::<()>("`event`, `connection`, `action`, `subscriber` or `schedule`");
+                    let _ =
+                        self.unexpected::<()>("`event`, `connection`, `action`, `subscriber`, `schedule` or `alerts`");
                     self.skip_to_item();
                 }
             }
@@ -162,9 +167,14 @@ impl Parser<'_> {
         let Tok::Ident(kw) = keyword.tok else {
             return None;
         };
-        let Ok(name) = self.ident(&format!("a name after `{kw}`")) else {
-            self.skip_to_item();
-            return None;
+        let name = if kw == ALERTS {
+            self.alerts_name(keyword.span)
+        } else {
+            let Ok(name) = self.ident(&format!("a name after `{kw}`")) else {
+                self.skip_to_item();
+                return None;
+            };
+            name
         };
         let kind = if kw == "action" {
             self.action()
@@ -173,6 +183,7 @@ impl Parser<'_> {
                 "event" => ItemKind::Event(entries),
                 "connection" => ItemKind::Connection(entries),
                 "subscriber" => ItemKind::Subscriber(entries),
+                ALERTS => ItemKind::Alerts(entries),
                 _ => ItemKind::Schedule(entries),
             })
         };
@@ -193,6 +204,28 @@ impl Parser<'_> {
             name,
             broken: self.diags.len() > errors_before,
         })
+    }
+
+    /// `alerts` has no name: the keyword stands in for one. A name written
+    /// anyway (`alerts ops {`) is reported and skipped, and the block is
+    /// still read. Only a word followed by `{` is taken for one, so a
+    /// forgotten block does not swallow the next item's keyword.
+    fn alerts_name(&mut self, keyword: Span) -> Ident {
+        if *self.peek_at(1) == Tok::LBrace {
+            if let Tok::Ident(written) = self.peek().clone() {
+                let span = self.bump().span;
+                let _ = self.error::<()>(
+                    span,
+                    format!(
+                        "`alerts` takes no name: an app has one `alerts` block; write `alerts {{` without `{written}`"
+                    ),
+                );
+            }
+        }
+        Ident {
+            name: ALERTS.to_string(),
+            span: keyword,
+        }
     }
 
     fn block(&mut self) -> Parse<Vec<Entry>> {
@@ -531,6 +564,7 @@ fn empty_kind(keyword: &str) -> ItemKind {
         "connection" => ItemKind::Connection(Vec::new()),
         "subscriber" => ItemKind::Subscriber(Vec::new()),
         "schedule" => ItemKind::Schedule(Vec::new()),
+        ALERTS => ItemKind::Alerts(Vec::new()),
         _ => ItemKind::Action {
             params: Vec::new(),
             uses: None,

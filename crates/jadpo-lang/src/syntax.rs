@@ -103,6 +103,9 @@ pub(crate) enum ItemKind {
     Connection(Vec<Entry>),
     Subscriber(Vec<Entry>),
     Schedule(Vec<Entry>),
+    /// `alerts { ... }`: the one block without a name. Its [`Item::name`]
+    /// is the keyword, so diagnostics about the block point at it.
+    Alerts(Vec<Entry>),
     Action {
         params: Vec<Param>,
         uses: Option<Vec<Ident>>,
@@ -122,4 +125,7 @@ pub(crate) struct Item {
     pub broken: bool,
 }
 
-pub(crate) const ITEM_KEYWORDS: [&str; 5] = ["event", "connection", "action", "subscriber", "schedule"];
+pub(crate) const ITEM_KEYWORDS: [&str; 6] = ["event", "connection", "action", "subscriber", "schedule", "alerts"];
+
+/// The keyword of the block that has no name.
+pub(crate) const ALERTS: &str = "alerts";

@@ -132,6 +132,46 @@ const CASES: &[(Code, &str, &str)] = &[
         "connection_retry_invalid",
         "connection mailer { base_url: \"https://mail.example\"  retry: { attempts: 11  within: 1h } }\n",
     ),
+    (
+        Code::KeyMissing,
+        "key_missing_alerts",
+        "alerts { path: \"/jadpo/alerts\" }\n",
+    ),
+    (
+        Code::KeyUnknown,
+        "key_unknown_alerts",
+        "alerts { connection: payments  path: \"/jadpo/alerts\"  pth: \"/x\" }\n",
+    ),
+    (
+        Code::ParseSyntax,
+        "parse_syntax_alerts_name",
+        "alerts ops { connection: payments  path: \"/jadpo/alerts\" }\n",
+    ),
+    (
+        Code::AlertsDuplicate,
+        "alerts_duplicate",
+        "alerts { connection: payments  path: \"/jadpo/alerts\" }\nalerts {\n    connection: payments\n    path: \"/ops\"\n}\n",
+    ),
+    (
+        Code::AlertsConnectionUnknown,
+        "alerts_connection_unknown",
+        "alerts { connection: paymnts  path: \"/jadpo/alerts\" }\n",
+    ),
+    (
+        Code::AlertsConnectionUnknown,
+        "alerts_connection_unknown_names_the_connections",
+        "connection mailer { base_url: \"https://mail.example\" }\nalerts { connection: ops  path: \"/jadpo/alerts\" }\n",
+    ),
+    (
+        Code::AlertsPathInvalid,
+        "alerts_path_invalid",
+        "alerts {\n    connection: payments\n    path: \"jadpo/alerts\"\n}\n",
+    ),
+    (
+        Code::AlertsPathInvalid,
+        "alerts_path_invalid_placeholder",
+        "alerts { connection: payments  path: \"/alerts/{id}\" }\n",
+    ),
 ];
 
 #[test]

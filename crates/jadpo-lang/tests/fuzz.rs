@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 const EXAMPLE: &str = include_str!("../../../examples/payments/app.jadpo");
 
 const SNIPPETS: &[&str] = &[
-    "event Ping { id: string }\nconnection c { base_url: \"https://x\" retry: { attempts: 3 } }\naction a(id: string) { call c.get(\"/p/{id}\") run b(id) }\naction b(id: string) uses c\nsubscriber s { on: Ping run: a(event.id) retry: { attempts: 100 within: 30d } timeout: 15m }\nschedule t { cron: \"*/5 * * * *\" run: b(\"all\") }\n",
+    "event Ping { id: string }\nconnection c { base_url: \"https://x\" retry: { attempts: 3 } }\naction a(id: string) { call c.get(\"/p/{id}\") run b(id) }\naction b(id: string) uses c\nsubscriber s { on: Ping run: a(event.id) retry: { attempts: 100 within: 30d } timeout: 15m }\nschedule t { cron: \"*/5 * * * *\" run: b(\"all\") }\nalerts { connection: c path: \"/alerts\" }\n",
     "action x() { run y() }\naction y() { run x() }\nschedule z { every: 0s run: x() retry: {} }\n",
     "event E { a: object b: list c: float d: bool }\naction f(a: object) { call c.post(\"/{a}\", body: [1, -2, 3.5, true, { k: event.a.b }]) }\nsubscriber s { on: E run: f(a: event.a) }\n",
+    "connection ops { base_url: \"https://ops\" }\nalerts { connection: ops path: \"/jadpo/alerts\" }\nalerts { connection: opps path: \"x{\" }\n",
 ];
 
 /// Fragments that the mutations insert: the language's own words and
@@ -45,6 +46,8 @@ const VOCAB: &[&str] = &[
     "action",
     "subscriber",
     "schedule",
+    "alerts",
+    "path",
     "call",
     "run",
     "uses",

@@ -6,6 +6,7 @@
 //! again at every use.
 
 mod actions;
+mod alerts;
 mod connection;
 mod exprs;
 mod graph;
@@ -94,6 +95,7 @@ impl Checker<'_> {
         let mut actions = BTreeMap::new();
         let mut subscribers = BTreeMap::new();
         let mut schedules = BTreeMap::new();
+        let mut alerts = None;
         let mut graph = graph::Graph::default();
         for (i, item) in items.iter().enumerate() {
             match &item.kind {
@@ -132,6 +134,12 @@ impl Checker<'_> {
                         }
                     }
                 }
+                ItemKind::Alerts(entries) => {
+                    let route = self.alerts(item, entries);
+                    if is_first(i) {
+                        alerts = route;
+                    }
+                }
             }
         }
 
@@ -151,17 +159,30 @@ impl Checker<'_> {
             actions,
             subscribers,
             schedules,
+            alerts,
         })
     }
 
     /// Reports `name.duplicate` for every item whose name is taken by an
-    /// earlier item of the same kind, and returns the indexes of the firsts.
+    /// earlier item of the same kind (`alerts.duplicate` for a second
+    /// `alerts`, whose name is its keyword), and returns the indexes of the
+    /// firsts.
     fn first_of_each_name(&mut self, items: &[Item]) -> BTreeSet<usize> {
         let mut seen: BTreeMap<(&str, &str), Span> = BTreeMap::new();
         let mut firsts = BTreeSet::new();
         for (i, item) in items.iter().enumerate() {
             let kind = kind_word(&item.kind);
             match seen.get(&(kind, item.name.name.as_str())) {
+                Some(first) if matches!(item.kind, ItemKind::Alerts(_)) => {
+                    let line = self.line_of(*first);
+                    self.err(
+                        Code::AlertsDuplicate,
+                        item.name.span,
+                        format!(
+                            "`alerts` is already declared on line {line}; an app has one `alerts` block: merge them or remove one"
+                        ),
+                    );
+                }
                 Some(first) => {
                     let line = self.line_of(*first);
                     self.err(
@@ -232,15 +253,21 @@ pub(crate) fn kind_word(kind: &ItemKind) -> &'static str {
         ItemKind::Connection(_) => "connection",
         ItemKind::Subscriber(_) => "subscriber",
         ItemKind::Schedule(_) => "schedule",
+        ItemKind::Alerts(_) => "alerts",
         ItemKind::Action { .. } => "action",
     }
 }
 
 fn list_keys(keys: &[&str]) -> String {
     let keys: Vec<String> = keys.iter().map(|k| format!("`{k}:`")).collect();
-    match keys.split_last() {
+    and_list(&keys)
+}
+
+/// "a", "a and b", "a, b and c".
+pub(crate) fn and_list(items: &[String]) -> String {
+    match items.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-        _ => keys.concat(),
+        _ => items.concat(),
     }
 }
 
