@@ -11,7 +11,7 @@
 
 use crate::clock::SharedClock;
 use crate::log;
-use jadpo_core::{AttemptEnd, Breaker, CallVerdict, Outcome, Timestamp};
+use jadpo_core::{AttemptEnd, Breaker, CallVerdict, Outcome, Timestamp, Transition};
 use jadpo_store::{Claimed, Finish, FinishReport, Store, StoreError};
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -123,6 +123,9 @@ pub(crate) struct Completer<S> {
     pub pending: Arc<PendingVerdicts>,
     /// Woken when a finish released held deliveries: they are due now.
     pub wake: Arc<Notify>,
+    /// Woken when a finish closed a breaker: its outage's `resolved`
+    /// message may be waiting to be sent.
+    pub alert_wake: Arc<Notify>,
     pub batch: usize,
 }
 
@@ -189,6 +192,9 @@ impl<S: Store> Completer<S> {
             Ok(report) => {
                 if report.released > 0 {
                     self.wake.notify_one();
+                }
+                if report.transitions.iter().any(|(_, t)| *t == Transition::Closed) {
+                    self.alert_wake.notify_one();
                 }
                 log::finished(&f.claimed, &f.outcome, &f.end, &report);
             }

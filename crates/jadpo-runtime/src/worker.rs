@@ -107,6 +107,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
             breakers: shared.breakers.clone(),
             pending: shared.pending.clone(),
             wake: shared.wake.clone(),
+            alert_wake: shared.alert_wake.clone(),
             batch: config.finish_batch,
         }
         .run(finish_rx),

@@ -27,6 +27,7 @@ pub use jadpo_store as store;
 
 use jadpo_core::{DeliveryId, Timestamp};
 use jadpo_lang::App;
+use jadpo_runtime::alerts::AlertRoute;
 use jadpo_runtime::connection::{Connections, Double, StartupError};
 use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::interpreter::{AppExecutor, RustAction};
@@ -235,8 +236,14 @@ impl Builder {
                 .ok_or_else(|| StartError::Register("no app given: call `app_file` or `app_source`".into()))?,
         );
         let env = &self.env;
-        let connections = Connections::resolve_with_doubles(&app, env, self.doubles).map_err(StartError::Startup)?;
-        let mut executor = AppExecutor::new(app.clone(), Arc::new(connections), env).map_err(StartError::Startup)?;
+        let connections =
+            Arc::new(Connections::resolve_with_doubles(&app, env, self.doubles).map_err(StartError::Startup)?);
+        let alert_route = app.alerts.as_ref().map(|a| AlertRoute {
+            connections: connections.clone(),
+            connection: a.connection.clone(),
+            path: a.path.clone(),
+        });
+        let mut executor = AppExecutor::new(app.clone(), connections, env).map_err(StartError::Startup)?;
         for (name, f) in self.actions {
             executor.register(&name, f).map_err(StartError::Register)?;
         }
@@ -247,6 +254,7 @@ impl Builder {
         Ok(Ready {
             app,
             executor,
+            alert_route,
             clock: self.clock,
             worker: self.worker,
         })
@@ -258,6 +266,8 @@ impl Builder {
 pub struct Ready {
     app: Arc<App>,
     executor: AppExecutor,
+    /// The app's `alerts` block, resolved.
+    alert_route: Option<AlertRoute>,
     clock: SharedClock,
     worker: WorkerConfig,
 }
@@ -272,13 +282,16 @@ impl Ready {
     pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
         store.migrate().await.map_err(StartError::Store)?;
         let store = Arc::new(store);
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             store.clone(),
             Arc::new(self.executor),
             self.clock.clone(),
             Catalog::from_app(&self.app),
             self.worker,
         );
+        if let Some(route) = self.alert_route {
+            engine = engine.route_alerts(route);
+        }
         Ok(Jadpo {
             app: self.app,
             store,

@@ -1,0 +1,153 @@
+//! Alerts through the real binary: two `jadpo dev` processes on one
+//! PostgreSQL store, a provider outage, and a local alert receiver that
+//! gets exactly one alert and one `resolved` message, each signed. The
+//! processes run 60 times faster (`--time-scale 60`), so the breaker's
+//! minute of pause is a second of the test.
+
+use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
+use jadpo_store::postgres::testing::TestSchema;
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: &str = r#"
+event Paid { id: string }
+connection pay { base_url: "PAY_URL" }
+connection ops {
+    base_url: "OPS_URL"
+    signing_secret: secret("OPS_SIGNING")
+}
+action charge(id: string) { call pay.post("/charge", body: event) }
+subscriber charge { on: Paid  run: charge(event.id) }
+alerts { connection: ops  path: "/jadpo/alerts" }
+"#;
+
+const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, child: &mut Child) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("exited early with {status}: {err}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn post(port: u16, path: &str, body: &str) -> u16 {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+fn alerts_at(ops: &TestProvider) -> Vec<Recorded> {
+    ops.requests()
+        .into_iter()
+        .filter(|r| r.path == "/jadpo/alerts")
+        .collect()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(schema) = rt.block_on(TestSchema::create()) else {
+        return;
+    };
+    let (pay, ops) = rt.block_on(async { (TestProvider::start().await, TestProvider::start().await) });
+    pay.set(Behaviour::Down);
+    let sep = if schema.url().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let dir = tempfile::tempdir().unwrap();
+    let app = APP.replace("PAY_URL", &pay.url()).replace("OPS_URL", &ops.url());
+    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+    let ports = [free_port(), free_port()];
+    let mut children: Vec<Child> = ports
+        .iter()
+        .map(|port| {
+            Command::new(env!("CARGO_BIN_EXE_jadpo"))
+                .current_dir(dir.path())
+                .env_remove("JADPO_STORE")
+                .env_remove("RUST_LOG")
+                .env("OPS_SIGNING", SIGNING)
+                .args([
+                    "dev",
+                    "--store",
+                    &url,
+                    "--port",
+                    &port.to_string(),
+                    "--time-scale",
+                    "60",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (port, child) in ports.iter().zip(children.iter_mut()) {
+        wait_for_port(*port, child);
+    }
+    for i in 0..10 {
+        let body = format!(r#"{{"id":"p{i}"}}"#);
+        assert_eq!(post(ports[i % 2], "/events/Paid", &body), 202);
+    }
+    wait_until("the outage's alert", || !alerts_at(&ops).is_empty());
+    pay.set(Behaviour::Up);
+    wait_until("the resolved message", || alerts_at(&ops).len() >= 2);
+    // Long enough, at 60 times, for a second alert, resolved message or
+    // resend to show up if either process were to send one: a minute of
+    // engine time, several of the sender's looks.
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = alerts_at(&ops);
+    let bodies: Vec<serde_json::Value> = sent.iter().map(|r| r.json().unwrap()).collect();
+    assert_eq!(sent.len(), 2, "{bodies:#?}");
+    assert_eq!(
+        (bodies[0]["status"].as_str(), bodies[1]["status"].as_str()),
+        (Some("raised"), Some("resolved")),
+        "{bodies:#?}"
+    );
+    for (r, body) in sent.iter().zip(&bodies) {
+        assert_eq!(r.status, 200);
+        r.verify_signature(SIGNING).unwrap();
+        assert_eq!(body["connection"], "pay");
+        assert_eq!(body["alert"], "connection_unavailable");
+    }
+    assert_eq!(bodies[0]["event"], "delivery.alert");
+    assert_eq!(bodies[1]["event"], "delivery.alert_resolved");
+    assert!(bodies[1]["released"].as_u64().is_some() && bodies[1]["ended_at"].is_string());
+    assert_ne!(sent[0].header("webhook-id"), sent[1].header("webhook-id"));
+    for child in &mut children {
+        let pid = child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    }
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+}
