@@ -353,3 +353,57 @@ subscriber second { on: Paid  run: record(event.id) }
         assert_eq!(requests[1]["verified"], json!([true]), "{id}");
     }
 }
+
+/// An alert and its resend verify like any call: the engine sends an
+/// outage's alert to a signed alert route whose receiver is too busy for
+/// the first send; the resend after the backoff repeats the id and
+/// verifies.
+#[tokio::test]
+async fn an_alert_and_its_resend_verify() {
+    use jadpo_core::BreakerPolicy;
+    use jadpo_runtime::alerts::AlertRoute;
+    use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, WorkerConfig};
+    use jadpo_store::conformance::{at, open_breaker};
+
+    let Some(python) = python() else { return };
+    let receiver = Receiver::start(&python, &[NEW]);
+    let app = one_connection("    signing_secret: secret(\"SIGNING\")\n");
+    let connections = Arc::new(resolve(&app, &receiver.url(), &[("SIGNING", NEW)]));
+    let store = Arc::new(jadpo_store::SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    open_breaker(&*store, 0).await;
+    let clock = ManualClock::new(at(1));
+    let route = AlertRoute {
+        connections,
+        connection: app.connections.keys().next().unwrap().clone(),
+        path: "/busy/0".into(),
+    };
+    let noop = FnExecutor(|_: RunContext| async { Ok::<(), jadpo_core::Failure>(()) });
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(noop),
+        Arc::new(clock.clone()),
+        Catalog::new(),
+        WorkerConfig::default(),
+    )
+    .route_alerts(route);
+    let running = engine.start();
+    receiver.requests(1).await;
+    // Past the first backoff's ceiling (5 s), a second at a time.
+    for _ in 0..10 {
+        if receiver.seen.lock().unwrap().len() >= 2 {
+            break;
+        }
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = receiver.requests(2).await;
+    running.stop().await;
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        (&seen[0]["status"], &seen[1]["status"]),
+        (&json!(503), &json!(200)),
+        "{seen:?}"
+    );
+    assert_eq!(seen[0]["id"], seen[1]["id"], "a resend repeats its id");
+    assert_eq!(seen[1]["verified"], json!([true]), "{seen:?}");
+}
