@@ -797,3 +797,89 @@ async fn migration_5_keeps_earlier_alerts_unsent() {
         .unwrap()
         .is_empty());
 }
+
+/// Two callers' transactions emit one new idempotency key at once: the
+/// second waits for the first and, when it commits, gets its event as a
+/// duplicate (or the conflict, for another payload) in its own
+/// transaction, which goes on and commits.
+#[tokio::test]
+async fn emit_in_racing_on_one_key_returns_the_winners_event() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let keyed = |payload: &str| {
+        vec![NewEvent {
+            name: "OrderPlaced".into(),
+            payload: payload.into(),
+            subscribers: vec!["log".into()],
+            idempotency_key: Some("order-1".into()),
+        }]
+    };
+    let mut first = store.connection().await.unwrap();
+    first
+        .batch_execute("CREATE TABLE app_orders (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    for (second_payload, same) in [(r#"{"order":1}"#, true), (r#"{"order":2}"#, false)] {
+        first.batch_execute("TRUNCATE app_orders").await.unwrap();
+        let key = format!("order-{}", same as u8);
+        let with_key = |p: &str| {
+            let mut e = keyed(p);
+            e[0].idempotency_key = Some(key.clone());
+            e
+        };
+        let t1 = first.transaction().await.unwrap();
+        let won = emit_in(&t1, &with_key(r#"{"order":1}"#), at(0)).await.unwrap();
+        let store2 = store.clone();
+        let events2 = with_key(second_payload);
+        let racer = tokio::spawn(async move {
+            let mut second = store2.connection().await.unwrap();
+            let t2 = second.transaction().await.unwrap();
+            let got = emit_in(&t2, &events2, at(0)).await;
+            // The caller's transaction is still usable, and commits.
+            t2.execute("INSERT INTO app_orders VALUES (2)", &[]).await.unwrap();
+            t2.commit().await.unwrap();
+            got
+        });
+        // The second waits on the first's key before the first commits.
+        let watcher = store.connection().await.unwrap();
+        let start = Instant::now();
+        loop {
+            let waiting: i64 = watcher
+                .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
+                .await
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "the second never waited");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        t1.commit().await.unwrap();
+        let got = racer.await.unwrap();
+        if same {
+            let got = got.unwrap();
+            assert!(got[0].duplicate);
+            assert_eq!(
+                (got[0].event_id, &got[0].deliveries),
+                (won[0].event_id, &won[0].deliveries)
+            );
+        } else {
+            assert!(matches!(got, Err(StoreError::IdempotencyConflict(_))), "{got:?}");
+        }
+        let orders: i64 = first
+            .query_one("SELECT count(*) FROM app_orders", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(orders, 1, "the second transaction committed its own write");
+    }
+    let events: i64 = first
+        .query_one("SELECT count(*) FROM jadpo_events", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(events, 2, "one event per key");
+}

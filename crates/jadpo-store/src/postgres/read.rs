@@ -40,21 +40,32 @@ const EMIT_CHUNK: usize = 10_000;
 /// tables (same database, and `search_path` if the store uses a schema).
 /// Many events take two statements per 10,000 rows, not one per event.
 /// Idle workers in every process are woken when the transaction commits
-/// (its notification is sent then, and never if it rolls back).
+/// (its notification is sent then, and never if it rolls back). An
+/// idempotency key another transaction is writing at the same moment waits
+/// for that one: if it commits, its event comes back as a duplicate (or
+/// the key's conflict), and the caller's transaction goes on.
 pub async fn emit_in(
     tx: &tokio_postgres::Transaction<'_>,
     events: &[NewEvent],
     now: Timestamp,
 ) -> Result<Vec<Emitted>, StoreError> {
-    match emit_with(tx, [NEXT_IDS, INSERT, NOTIFY], events, now).await {
+    match emit_with(tx, [NEXT_IDS, INSERT, NOTIFY], events, now, Race::Savepoint).await {
         Ok(result) => result,
-        Err(e) if is_key_race(&e) => Err(StoreError::Unavailable(
-            "another transaction emitted an event with the same idempotency key at the same time: \
-             roll back and emit again, and that event comes back"
-                .into(),
-        )),
         Err(e) => Err(StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e)))),
     }
+}
+
+/// What an emit does when another transaction wrote the same new
+/// idempotency key first (it waited for that one to commit).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Race {
+    /// Fail: the store's own emit is redone from the start, and its lookup
+    /// then finds the other's event.
+    Fail,
+    /// The caller's transaction can't be redone: each keyed write runs
+    /// under a savepoint, rolled back to on the race, and the other's event
+    /// is looked up and returned in the same transaction.
+    Savepoint,
 }
 
 /// Two emits of one new idempotency key at once: the second waited for the
@@ -73,7 +84,7 @@ pub(crate) async fn emit(tx: &Transaction<'_>, events: &[NewEvent], now: Timesta
         tx.prepare_cached(INSERT),
         tx.prepare_cached(NOTIFY)
     )?;
-    match emit_with(tx, [&next, &insert, &notify], events, now).await {
+    match emit_with(tx, [&next, &insert, &notify], events, now, Race::Fail).await {
         Ok(result) => result.map_err(Abort::Store),
         // Redone from the start: the lookup then finds the other's event.
         Err(e) if is_key_race(&e) => Err(Abort::Conflict),
@@ -97,9 +108,10 @@ async fn emit_with<S: ?Sized + ToStatement + Sync>(
     [next_ids, insert, notify]: [&S; 3],
     events: &[NewEvent],
     now: Timestamp,
+    race: Race,
 ) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
     if events.iter().any(|e| e.idempotency_key.is_some()) {
-        return emit_keyed(tx, [next_ids, insert, notify], events, now).await;
+        return emit_keyed(tx, [next_ids, insert, notify], events, now, race).await;
     }
     if events.iter().all(|e| e.subscribers.is_empty()) {
         return Ok(Ok(write_events(tx, next_ids, insert, events, now).await?));
@@ -117,6 +129,7 @@ async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
     [next_ids, insert, notify]: [&S; 3],
     events: &[NewEvent],
     now: Timestamp,
+    race: Race,
 ) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
     let mut found = Vec::with_capacity(events.len());
     let mut first: std::collections::HashMap<(&str, &str), &str> = std::collections::HashMap::new();
@@ -143,20 +156,7 @@ async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
     let mut out: Vec<Emitted> = Vec::with_capacity(events.len());
     for (i, (e, row)) in events.iter().zip(found).enumerate() {
         if let Some(r) = row {
-            let event_id: i64 = r.try_get(0)?;
-            let (first, last): (Option<i64>, Option<i64>) = (r.try_get(3)?, r.try_get(4)?);
-            let deliveries = tx
-                .query(DELIVERIES_OF, &[&event_id, &first, &last])
-                .await?
-                .iter()
-                .map(|d| d.try_get(0).map(DeliveryId))
-                .collect::<Result<_, _>>()?;
-            out.push(Emitted {
-                event_id: EventId(event_id),
-                public_id: r.try_get(2)?,
-                deliveries,
-                duplicate: true,
-            });
+            out.push(emitted_before(tx, &r).await?);
             continue;
         }
         // The same key earlier in this call: that event.
@@ -173,9 +173,54 @@ async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
             out.push(again);
             continue;
         }
-        out.extend(write_events(tx, next_ids, insert, std::slice::from_ref(e), now).await?);
+        let one = std::slice::from_ref(e);
+        if race == Race::Fail || e.idempotency_key.is_none() {
+            out.extend(write_events(tx, next_ids, insert, one, now).await?);
+            continue;
+        }
+        tx.batch_execute("SAVEPOINT jadpo_idempotency").await?;
+        match write_events(tx, next_ids, insert, one, now).await {
+            Ok(written) => {
+                tx.batch_execute("RELEASE SAVEPOINT jadpo_idempotency").await?;
+                out.extend(written);
+            }
+            Err(err) if is_key_race(&err) => {
+                tx.batch_execute("ROLLBACK TO SAVEPOINT jadpo_idempotency").await?;
+                // The other transaction committed: this statement sees it.
+                let key = e.idempotency_key.as_deref().unwrap_or_default();
+                let Some(r) = tx.query_opt(KEYED, &[&e.name, &key]).await? else {
+                    return Err(err);
+                };
+                if r.try_get::<_, &str>(1)? != e.payload {
+                    return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
+                }
+                out.push(emitted_before(tx, &r).await?);
+            }
+            Err(err) => return Err(err),
+        }
     }
     Ok(Ok(out))
+}
+
+/// An event found by its idempotency key ([`KEYED`]'s row), as a duplicate.
+async fn emitted_before(
+    tx: &tokio_postgres::Transaction<'_>,
+    r: &tokio_postgres::Row,
+) -> Result<Emitted, tokio_postgres::Error> {
+    let event_id: i64 = r.try_get(0)?;
+    let (first, last): (Option<i64>, Option<i64>) = (r.try_get(3)?, r.try_get(4)?);
+    let deliveries = tx
+        .query(DELIVERIES_OF, &[&event_id, &first, &last])
+        .await?
+        .iter()
+        .map(|d| d.try_get(0).map(DeliveryId))
+        .collect::<Result<_, _>>()?;
+    Ok(Emitted {
+        event_id: EventId(event_id),
+        public_id: r.try_get(2)?,
+        deliveries,
+        duplicate: true,
+    })
 }
 
 async fn write_events<S: ?Sized + ToStatement + Sync>(
