@@ -198,3 +198,66 @@ fn log(r: &AlertRecord, attempt: u32, decision: &SendDecision) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::alert::{AlertMessage, Sends};
+    use jadpo_core::schedule::ScheduleAlert;
+    use jadpo_core::{Alert, FailureKind, FailureRecord, Timestamp};
+
+    const T: Timestamp = Timestamp::from_millis(1_764_583_200_000);
+
+    fn record(message: AlertMessage) -> AlertRecord {
+        AlertRecord {
+            id: 1,
+            public_id: "0193a1c0-5be4-7c2e-9a51-3f0c2d1e8b7a".into(),
+            message,
+            sends: Sends::default(),
+        }
+    }
+
+    #[test]
+    fn each_kind_of_message_as_sent() {
+        let raised = record(AlertMessage::raised(
+            &Alert {
+                connection: "payments".into(),
+                since: T,
+                held: 451,
+            },
+            T.plus(Duration::from_secs(74)),
+        ));
+        assert_eq!(message_id(&raised), "msg_0193a1c05be47c2e9a513f0c2d1e8b7a");
+        assert_eq!(
+            message_json(&raised),
+            json!({"event": "delivery.alert", "id": "0193a1c0-5be4-7c2e-9a51-3f0c2d1e8b7a",
+                   "alert": "connection_unavailable", "status": "raised", "connection": "payments",
+                   "since": "2025-12-01T10:00:00Z", "held": 451, "raised_at": "2025-12-01T10:01:14Z"})
+        );
+        let end = T.plus(Duration::from_secs(2523));
+        let resolved = record(AlertMessage::resolved("payments", T, end, 450));
+        assert_eq!(
+            message_json(&resolved),
+            json!({"event": "delivery.alert_resolved", "id": "0193a1c0-5be4-7c2e-9a51-3f0c2d1e8b7a",
+                   "alert": "connection_unavailable", "status": "resolved", "connection": "payments",
+                   "since": "2025-12-01T10:00:00Z", "raised_at": "2025-12-01T10:42:03Z",
+                   "ended_at": "2025-12-01T10:42:03Z", "released": 450})
+        );
+        let schedule = record(AlertMessage::schedule_failing(
+            &ScheduleAlert {
+                schedule: "reconcile".into(),
+                failures: 3,
+                last_failure: FailureRecord::new("http.503", FailureKind::Unavailable),
+            },
+            T,
+        ));
+        assert_eq!(
+            message_json(&schedule),
+            json!({"event": "schedule.alert", "id": "0193a1c0-5be4-7c2e-9a51-3f0c2d1e8b7a",
+                   "alert": "schedule_failing", "status": "raised", "schedule": "reconcile",
+                   "since": "2025-12-01T10:00:00Z", "failures": 3,
+                   "last_failure": {"code": "http.503", "kind": "unavailable"},
+                   "raised_at": "2025-12-01T10:00:00Z"})
+        );
+    }
+}
