@@ -6,7 +6,7 @@
 //! kinds and times.
 
 use crate::output::time_json;
-use jadpo_core::{Breaker, Delivery, DeliveryState, EventId};
+use jadpo_core::{Breaker, Delivery, DeliveryId, DeliveryState, EventId};
 use jadpo_lang::App;
 use jadpo_store::{AttemptRecord, BreakerView, DeliveryFilter, Store, StoreError};
 use serde_json::{json, Value};
@@ -35,6 +35,8 @@ pub struct DeliveryQuery {
     /// (known from the app), or held on it.
     pub connection: Option<String>,
     pub event: Option<EventId>,
+    /// Only those older than this delivery: the next page.
+    pub before: Option<DeliveryId>,
     /// At most [`MAX_LIMIT`].
     pub limit: usize,
 }
@@ -64,6 +66,7 @@ pub async fn list<S: Store>(store: &S, app: Option<&App>, q: &DeliveryQuery) -> 
         subscriber: q.subscriber.clone(),
         connection: None,
         event: q.event,
+        before: q.before,
         limit: Some(limit),
     };
     let Some(connection) = &q.connection else {

@@ -325,7 +325,11 @@ impl MemoryStore {
 
     /// Newest first, as `jadpo deliveries` lists them.
     pub fn list(&self, filter: &DeliveryFilter) -> Vec<Delivery> {
-        let it = self.deliveries.values().rev().filter(|d| filter.matches(d)).cloned();
+        let older = match filter.before {
+            Some(b) => self.deliveries.range(..b),
+            None => self.deliveries.range(..),
+        };
+        let it = older.rev().map(|(_, d)| d).filter(|d| filter.matches(d)).cloned();
         match filter.limit {
             Some(n) => it.take(n).collect(),
             None => it.collect(),

@@ -216,12 +216,16 @@ pub struct DeliveryFilter {
     pub subscriber: Option<String>,
     pub connection: Option<String>,
     pub event: Option<EventId>,
+    /// Only deliveries older than this one (smaller ids): the next page of
+    /// a listing, newest first.
+    pub before: Option<DeliveryId>,
     pub limit: Option<usize>,
 }
 
 impl DeliveryFilter {
     pub fn matches(&self, d: &Delivery) -> bool {
         self.state.is_none_or(|s| d.state == s)
+            && self.before.is_none_or(|b| d.id < b)
             && self.subscriber.as_deref().is_none_or(|s| d.subscriber == s)
             && self.event.is_none_or(|e| d.event_id == e)
             && self

@@ -265,7 +265,7 @@ fn query_invalid(message: String) -> ApiError {
 }
 
 /// The query of `GET /deliveries`: `state`, `subscriber`, `connection`,
-/// `event`, `limit`.
+/// `event`, `before`, `limit`.
 pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, ApiError> {
     let mut q = DeliveryQuery {
         limit: views::DEFAULT_LIMIT,
@@ -287,6 +287,11 @@ pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, A
                     query_invalid(format!("`event` is an event id (a number), not {value:?}"))
                 })?))
             }
+            "before" => {
+                q.before = Some(DeliveryId(value.parse().map_err(|_| {
+                    query_invalid(format!("`before` is a delivery id (a number), not {value:?}"))
+                })?))
+            }
             "limit" => {
                 q.limit = value
                     .parse()
@@ -301,7 +306,7 @@ pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, A
             }
             other => {
                 return Err(query_invalid(format!(
-                    "unknown parameter `{other}`; known: state, subscriber, connection, event, limit"
+                    "unknown parameter `{other}`; known: state, subscriber, connection, event, before, limit"
                 )))
             }
         }

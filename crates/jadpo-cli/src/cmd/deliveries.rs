@@ -62,6 +62,10 @@ pub struct ListArgs {
     /// Only the deliveries of this event.
     #[arg(long, value_name = "ID")]
     pub event: Option<i64>,
+    /// Only deliveries older than this one: the next page after a listing
+    /// whose last delivery was ID.
+    #[arg(long, value_name = "ID")]
+    pub before: Option<i64>,
     /// The most deliveries listed, newest first.
     #[arg(long, value_name = "N", default_value_t = views::DEFAULT_LIMIT, value_parser = views::parse_limit)]
     pub limit: usize,
@@ -133,6 +137,7 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
         subscriber: args.subscriber.clone(),
         connection: args.connection.clone(),
         event: args.event.map(EventId),
+        before: args.before.map(jadpo_core::DeliveryId),
         limit: args.limit,
     };
     let found = views::list(store, app, &query).await.map_err(CliError::store)?;

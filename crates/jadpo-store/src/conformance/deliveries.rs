@@ -222,6 +222,24 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
         s.list(&f).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
         [logs[2], logs[1]]
     );
+    // The next page: older than the last one shown.
+    let next = DeliveryFilter {
+        before: Some(logs[1]),
+        ..f.clone()
+    };
+    assert_eq!(
+        s.list(&next).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
+        [logs[0]]
+    );
+    let older = DeliveryFilter {
+        before: Some(pays[0]),
+        limit: Some(10),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list(&older).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
+        [logs[2], logs[1], logs[0]]
+    );
     let event = get(s, pays[0]).await.event_id;
     let f = DeliveryFilter {
         event: Some(event),

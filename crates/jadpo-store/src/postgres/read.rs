@@ -325,7 +325,12 @@ pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Resul
     let state = filter.state.map(|s| s.as_str());
     let event = filter.event.map(|e| e.0);
     let limit = filter.limit.map(|n| n as i64);
+    let before = filter.before.map(|d| d.0);
     let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+    if let Some(b) = &before {
+        params.push(b);
+        sql.push_str(&format!(" AND id < ${}", params.len()));
+    }
     if let Some(s) = &state {
         params.push(s);
         sql.push_str(&format!(" AND state = ${}", params.len()));

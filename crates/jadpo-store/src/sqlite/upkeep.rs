@@ -126,6 +126,9 @@ pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delive
         args.push(v);
         conds.push(format!(" AND {cond} ?{}", args.len()));
     };
+    if let Some(b) = filter.before {
+        add("d.id <", Value::Integer(b.0));
+    }
     if let Some(s) = filter.state {
         add("d.state =", Value::Text(s.as_str().into()));
     }
