@@ -399,11 +399,14 @@ impl<S: ScheduleStore> Jadpo<S> {
         } else {
             0
         };
-        let mut rng = rand::rng();
-        let due: Vec<(DeliveryId, Timestamp)> = ids
-            .iter()
-            .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=spread_ms)))))
-            .collect();
+        // The thread's random source is dropped before the await, so this
+        // future is `Send` (an HTTP handler's must be).
+        let due: Vec<(DeliveryId, Timestamp)> = {
+            let mut rng = rand::rng();
+            ids.iter()
+                .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=spread_ms)))))
+                .collect()
+        };
         let retried = self.store.retry(&due, now).await?;
         if !retried.is_empty() {
             self.engine.wake();

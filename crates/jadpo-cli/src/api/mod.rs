@@ -64,7 +64,7 @@ impl ApiError {
         }
     }
 
-    fn store(e: StoreError) -> ApiError {
+    pub(crate) fn store(e: StoreError) -> ApiError {
         match e {
             StoreError::NotFound(id) => {
                 ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}"))
@@ -100,13 +100,15 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
-/// The API over `jadpo`. With `token`, every route but `/healthz` requires
-/// `Authorization: Bearer TOKEN`.
-pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>) -> Router {
-    let state: Shared<S> = Arc::new(Api {
-        jadpo,
-        token: token.filter(|t| !t.is_empty()),
-    });
+/// The API over `jadpo`, with the console at `/ui` (`crate::console`).
+/// With `token`, every route but `/healthz` requires
+/// `Authorization: Bearer TOKEN`, and the console its sign-in; `loopback`
+/// says the server listens on loopback only, so the console's cookie need
+/// not be `Secure`.
+pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback: bool) -> Router {
+    let token = token.filter(|t| !t.is_empty());
+    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback);
+    let state: Shared<S> = Arc::new(Api { jadpo, token });
     let guarded = Router::new()
         .route(
             "/events/{name}",
@@ -125,6 +127,8 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>) -> Route
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .nest("/ui", console)
+        .route("/ui/", get(|| async { axum::response::Redirect::permanent("/ui") }))
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets the
@@ -432,4 +436,4 @@ async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -19,10 +19,10 @@ subscriber record { on: PaymentReceived  run: record_payment(event.payment_id) }
 subscriber audit { on: PaymentReceived  run: notify(event.payment_id) }
 "#;
 
-struct Server {
-    base: String,
+pub(crate) struct Server {
+    pub base: String,
     client: reqwest::Client,
-    store: SqliteStore,
+    pub store: SqliteStore,
     dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -36,7 +36,12 @@ impl Drop for Server {
 }
 
 impl Server {
-    async fn start(token: Option<&str>) -> Server {
+    pub async fn start(token: Option<&str>) -> Server {
+        Server::start_on(token, true).await
+    }
+
+    /// As `start`, saying whether the server is bound to loopback only.
+    pub async fn start_on(token: Option<&str>, loopback: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
         let store = SqliteStore::open(&url).await.unwrap();
@@ -45,7 +50,7 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = router(jadpo, token.map(str::to_owned));
+        let app = router(jadpo, token.map(str::to_owned), loopback);
         tokio::spawn(serve(listener, app, async {
             let _ = stopped.await;
         }));
@@ -58,7 +63,7 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -68,7 +73,7 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
-    async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
+    pub async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
         self.post_with(path, body, &[]).await
     }
 
@@ -87,7 +92,7 @@ impl Server {
     }
 
     /// One `audit` delivery, claimed and finished as `outcome`.
-    async fn finished(&self, outcome: Outcome) -> DeliveryId {
+    pub async fn finished(&self, outcome: Outcome) -> DeliveryId {
         let now = Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
         self.store
             .emit(

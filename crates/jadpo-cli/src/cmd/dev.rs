@@ -67,6 +67,7 @@ pub fn run(args: Args) -> ExitCode {
             summary = %summary,
             store = %store_url::redact(&url),
             api = %format!("http://127.0.0.1:{}", args.port),
+            console = %format!("http://127.0.0.1:{}/ui", args.port),
             time_scale = args.time_scale,
             "dev.started"
         );

@@ -79,7 +79,7 @@ pub async fn run<S: ScheduleStore>(p: Process, store: S) -> Result<ExitCode, Cli
     tracing::info!(addr = %addr, "api.listening");
     let running = jadpo.start();
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let router = api::router(jadpo.clone(), p.token);
+    let router = api::router(jadpo.clone(), p.token, p.addr.ip().is_loopback());
     let server = tokio::spawn(api::serve(listener, router, async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;
     }));

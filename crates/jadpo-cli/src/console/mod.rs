@@ -1,0 +1,230 @@
+//! The operator's console (docs/console.md): HTML pages at `/ui`, served
+//! by `jadpo dev` and `jadpo serve` beside the API.
+//!
+//! Pages are rendered on the server from askama templates (checked at
+//! compile time, `templates/console/`); a small script of our own
+//! (`console.js`) refreshes a page's numbers every few seconds and is not
+//! needed to read anything. Every page reads the store the way the API
+//! does, through bounded queries.
+//!
+//! **Sign-in.** With an API token (always for `serve`), `/ui/login` asks
+//! for it once and sets a session cookie: `HttpOnly`, `SameSite=Strict`,
+//! `Path=/ui`, and `Secure` unless the server is bound to loopback. The
+//! cookie holds an HMAC of the token, never the token. Without a cookie a
+//! page redirects to the sign-in; with a wrong one it is 401.
+//!
+//! **Forms that change anything** (retry, bulk retry, sign-out) carry a
+//! CSRF token, an HMAC of the token (or, without one, of a key made at
+//! start): a post without it is 403.
+
+mod pages;
+#[cfg(test)]
+mod tests;
+
+use crate::api;
+use askama::Template;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use hmac::{Hmac, Mac};
+use jadpo::Jadpo;
+use jadpo_store::ScheduleStore;
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "jadpo_console";
+
+/// What every console handler shares.
+pub(crate) struct Console<S: ScheduleStore> {
+    pub jadpo: Jadpo<S>,
+    /// The API token, when the server has one: then every page needs the
+    /// session cookie it signs.
+    pub token: Option<String>,
+    /// The key sessions and CSRF tokens are HMACs under: the token, or a
+    /// random key made at start.
+    key: Vec<u8>,
+    /// Set `Secure` on the cookie: the server is not bound to loopback.
+    pub secure: bool,
+}
+
+pub(crate) type Shared<S> = Arc<Console<S>>;
+
+impl<S: ScheduleStore> Console<S> {
+    fn mac(&self, purpose: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        mac.update(b"jadpo-console/");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The session cookie's value for the token.
+    pub fn session(&self) -> String {
+        self.mac("session")
+    }
+
+    /// The token every form that changes something carries.
+    pub fn csrf(&self) -> String {
+        self.mac("csrf")
+    }
+
+    fn csrf_ok(&self, given: Option<&String>) -> bool {
+        given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(self.csrf().as_bytes())))
+    }
+}
+
+/// The console's routes, to be nested at `/ui`.
+pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, secure: bool) -> Router {
+    let key = match &token {
+        Some(t) => t.as_bytes().to_vec(),
+        None => rand::random::<[u8; 32]>().to_vec(),
+    };
+    let state: Shared<S> = Arc::new(Console {
+        jadpo,
+        token,
+        key,
+        secure,
+    });
+    let guarded = Router::new()
+        .route("/", get(pages::overview::<S>))
+        .route("/deliveries", get(pages::deliveries::<S>))
+        .route("/deliveries/{id}", get(pages::delivery::<S>))
+        .route("/deliveries/{id}/retry", post(pages::retry_one::<S>))
+        .route("/breakers", get(pages::breakers::<S>))
+        .route("/retry", get(pages::bulk_form::<S>).post(pages::bulk_retry::<S>))
+        .route("/logout", post(logout::<S>))
+        .route_layer(middleware::from_fn_with_state(state.clone(), signed_in::<S>));
+    Router::new()
+        .route("/login", get(login_form::<S>).post(login::<S>))
+        .route("/console.js", get(script))
+        .route("/console.css", get(style))
+        .merge(guarded)
+        .fallback(pages::not_found)
+        .with_state(state)
+}
+
+/// A page's answer: its HTML, with the headers every console page has.
+pub(crate) fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, Html(body)).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    );
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    r
+}
+
+pub(crate) fn render(status: StatusCode, t: &impl Template) -> Response {
+    match t.render() {
+        Ok(body) => html(status, body),
+        Err(e) => {
+            tracing::error!(error = %e, "console.render_failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response()
+        }
+    }
+}
+
+fn cookie_of<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Lets a request through when the server has no token, or its session
+/// cookie is the token's. No cookie: a page redirects to the sign-in (a
+/// post is 401); a wrong one: 401.
+async fn signed_in<S: ScheduleStore>(State(c): State<Shared<S>>, request: Request, next: Next) -> Response {
+    if c.token.is_none() {
+        return next.run(request).await;
+    }
+    match cookie_of(request.headers(), COOKIE) {
+        Some(v) if bool::from(v.as_bytes().ct_eq(c.session().as_bytes())) => next.run(request).await,
+        None if request.method() == Method::GET => Redirect::to("/ui/login").into_response(),
+        _ => pages::refuse(
+            StatusCode::UNAUTHORIZED,
+            "Sign in again",
+            "This page needs the server's API token: sign in at /ui/login.",
+        ),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/login.html")]
+struct Login {
+    error: Option<String>,
+}
+
+async fn login_form<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+    if c.token.is_none() {
+        return Redirect::to("/ui").into_response();
+    }
+    render(StatusCode::OK, &Login { error: None })
+}
+
+async fn login<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BTreeMap<String, String>>) -> Response {
+    let Some(token) = &c.token else {
+        return Redirect::to("/ui").into_response();
+    };
+    let given = form.get("token").map(|t| t.trim()).unwrap_or_default();
+    if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        let error = Some("That is not the server's API token.".to_owned());
+        return render(StatusCode::UNAUTHORIZED, &Login { error });
+    }
+    let secure = if c.secure { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}={}; Path=/ui; HttpOnly; SameSite=Strict{secure}", c.session());
+    let mut r = Redirect::to("/ui").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("a cookie of hex"),
+    );
+    r
+}
+
+async fn logout<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BTreeMap<String, String>>) -> Response {
+    if !c.csrf_ok(form.get("csrf")) {
+        return pages::csrf_refused();
+    }
+    let secure = if c.secure { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0{secure}");
+    let mut r = Redirect::to("/ui/login").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("a plain cookie"),
+    );
+    r
+}
+
+async fn script() -> Response {
+    static_file("text/javascript; charset=utf-8", include_str!("console.js"))
+}
+
+async fn style() -> Response {
+    static_file("text/css; charset=utf-8", include_str!("console.css"))
+}
+
+fn static_file(content_type: &'static str, body: &'static str) -> Response {
+    let mut r = body.into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    r
+}
+
+/// An API error as a console page, for what both share (store errors).
+pub(crate) fn api_error(e: api::ApiError) -> Response {
+    pages::refuse(e.status, e.code, &e.message)
+}

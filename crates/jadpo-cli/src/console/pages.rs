@@ -1,0 +1,622 @@
+//! The console's pages: overview, deliveries, one delivery, breakers, bulk
+//! retry. Each reads the store through bounded queries (the API's own) and
+//! renders a template of `templates/console/`.
+
+use super::{api_error, render, Shared};
+use crate::api::{self, ApiError};
+use crate::output::{duration_short, time_short};
+use crate::views::{self, DeliveryQuery};
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use jadpo_core::{Delivery, DeliveryId, DeliveryState, Timestamp};
+use jadpo_store::ScheduleStore;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A list's filter as its form shows it: empty for none.
+#[derive(Default)]
+pub(crate) struct Filter {
+    pub state: String,
+    pub subscriber: String,
+    pub connection: String,
+    pub event: String,
+}
+
+impl Filter {
+    fn of(params: &BTreeMap<String, String>) -> Filter {
+        let get = |k: &str| params.get(k).cloned().unwrap_or_default();
+        Filter {
+            state: get("state"),
+            subscriber: get("subscriber"),
+            connection: get("connection"),
+            event: get("event"),
+        }
+    }
+
+    /// The filter's fields that are set, as hidden inputs carry them.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        [
+            ("state", &self.state),
+            ("subscriber", &self.subscriber),
+            ("connection", &self.connection),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k, v.clone()))
+        .collect()
+    }
+}
+
+/// Deliveries on one page of the list.
+pub const PAGE: usize = 50;
+
+/// The window a bulk retry is spread over, as `jadpo retry`'s default.
+const SPREAD: Duration = jadpo::RETRY_SPREAD;
+
+/// What every page's layout shows.
+pub(crate) struct Chrome {
+    pub csrf: String,
+    pub signed_in: bool,
+    pub now: String,
+}
+
+fn chrome<S: ScheduleStore>(c: &Shared<S>) -> Chrome {
+    Chrome {
+        csrf: c.csrf(),
+        signed_in: c.token.is_some(),
+        now: time_short(c.jadpo.clock().now()),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/error.html")]
+struct ErrorPage {
+    title: String,
+    message: String,
+}
+
+/// A page that says why it refused: 401, 403, 404, 400, 503.
+pub(crate) fn refuse(status: StatusCode, title: &str, message: &str) -> Response {
+    render(
+        status,
+        &ErrorPage {
+            title: title.to_owned(),
+            message: message.to_owned(),
+        },
+    )
+}
+
+pub(crate) fn csrf_refused() -> Response {
+    refuse(
+        StatusCode::FORBIDDEN,
+        "ui.csrf_invalid",
+        "This form is missing its CSRF token, or it is from another page: reload the page and try again.",
+    )
+}
+
+pub(crate) async fn not_found() -> Response {
+    refuse(StatusCode::NOT_FOUND, "ui.not_found", "There is no such console page.")
+}
+
+fn time_of(t: Option<Timestamp>) -> String {
+    t.map(time_short).unwrap_or_default()
+}
+
+/// One delivery as a row of the list.
+pub(crate) struct Row {
+    pub id: i64,
+    pub event_id: i64,
+    pub event: String,
+    pub subscriber: String,
+    pub state: &'static str,
+    pub attempts: u32,
+    pub when: String,
+    pub held_on: String,
+    pub failure: String,
+}
+
+fn row(d: &Delivery, names: &BTreeMap<jadpo_core::EventId, String>) -> Row {
+    let when = match d.state {
+        DeliveryState::Due => format!("due {}", time_short(d.due_at)),
+        DeliveryState::Held => format!("held since {}", time_of(d.held.as_ref().map(|h| h.since))),
+        DeliveryState::Running => format!("running until {}", time_of(d.lease.as_ref().map(|l| l.until))),
+        _ => format!("finished {}", time_of(d.finished_at)),
+    };
+    Row {
+        id: d.id.0,
+        event_id: d.event_id.0,
+        event: names.get(&d.event_id).cloned().unwrap_or_default(),
+        subscriber: d.subscriber.clone(),
+        state: d.state.as_str(),
+        attempts: d.attempts,
+        when,
+        held_on: d.held.as_ref().map(|h| h.connection.clone()).unwrap_or_default(),
+        failure: d
+            .last_failure
+            .as_ref()
+            .map(|f| format!("{} ({})", f.code, f.kind))
+            .unwrap_or_default(),
+    }
+}
+
+/// A breaker as a row.
+pub(crate) struct BreakerRow {
+    pub connection: String,
+    pub state: &'static str,
+    pub consecutive_unavailable: u32,
+    pub pause: String,
+    pub since: String,
+    pub next_probe: String,
+    pub probe: String,
+    pub held: u64,
+    pub alert_raised: bool,
+}
+
+fn breaker_rows(list: &[jadpo_store::BreakerView]) -> Vec<BreakerRow> {
+    list.iter()
+        .map(|v| {
+            let b = &v.breaker;
+            let open = !b.is_closed();
+            BreakerRow {
+                connection: b.connection.clone(),
+                state: b.state.as_str(),
+                consecutive_unavailable: b.consecutive_unavailable,
+                pause: if open { duration_short(b.pause) } else { String::new() },
+                since: time_of(b.outage_since.filter(|_| open)),
+                next_probe: time_of(b.probe_due_at()),
+                probe: b.probe.map(|p| p.delivery.0.to_string()).unwrap_or_default(),
+                held: v.held,
+                alert_raised: b.alert_raised,
+            }
+        })
+        .collect()
+}
+
+/// An alert message as a row.
+pub(crate) struct AlertRow {
+    pub raised_at: String,
+    pub alert: String,
+    pub status: &'static str,
+    pub subject: String,
+    pub since: String,
+    pub send: String,
+}
+
+fn alert_rows(list: &[jadpo_store::AlertRecord]) -> Vec<AlertRow> {
+    list.iter()
+        .map(|a| {
+            let m = &a.message;
+            AlertRow {
+                raised_at: time_short(m.raised_at),
+                alert: m.alert.clone(),
+                status: m.kind.as_str(),
+                subject: m.connection.clone().or_else(|| m.schedule.clone()).unwrap_or_default(),
+                since: time_short(m.since),
+                send: a.sends.state().as_str().to_owned(),
+            }
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "console/overview.html")]
+struct Overview {
+    chrome: Chrome,
+    counts: Vec<(&'static str, u64)>,
+    open: Vec<BreakerRow>,
+    breakers: usize,
+    alerts: Vec<AlertRow>,
+}
+
+pub(crate) async fn overview<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+    let store = c.jadpo.store().as_ref();
+    let read = async {
+        let counts = store.counts().await?;
+        let breakers = views::breakers(store, Some(c.jadpo.app())).await?;
+        let alerts = store.alerts(10).await?;
+        Ok::<_, jadpo_store::StoreError>((counts, breakers, alerts))
+    };
+    let (counts, breakers, alerts) = match read.await {
+        Ok(r) => r,
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let counts = DeliveryState::ALL
+        .iter()
+        .map(|s| (s.as_str(), counts.get(s).copied().unwrap_or(0)))
+        .collect();
+    let rows = breaker_rows(&breakers);
+    let page = Overview {
+        chrome: chrome(&c),
+        counts,
+        breakers: rows.len(),
+        open: rows.into_iter().filter(|b| b.state != "closed").collect(),
+        alerts: alert_rows(&alerts),
+    };
+    render(StatusCode::OK, &page)
+}
+
+#[derive(Template)]
+#[template(path = "console/deliveries.html")]
+struct Deliveries {
+    chrome: Chrome,
+    f: Filter,
+    /// Each state, and whether the filter has it.
+    states: Vec<(&'static str, bool)>,
+    rows: Vec<Row>,
+    /// The query of the next page, when there may be one.
+    next: Option<String>,
+}
+
+fn query_string(params: &BTreeMap<String, String>) -> String {
+    let mut out = url_encoded(params);
+    if out.is_empty() {
+        out.push('?');
+    } else {
+        out.insert(0, '?');
+    }
+    out
+}
+
+fn url_encoded(params: &BTreeMap<String, String>) -> String {
+    params
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The list with the command line's filters (`state`, `subscriber`,
+/// `connection`, `event`), newest first, [`PAGE`] at a time (`before`), and
+/// a search by delivery id (`id`) that opens it.
+pub(crate) async fn deliveries<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    Query(mut params): Query<BTreeMap<String, String>>,
+) -> Response {
+    params.retain(|_, v| !v.trim().is_empty());
+    if let Some(id) = params.remove("id") {
+        return match id.trim().parse::<i64>() {
+            Ok(id) => Redirect::to(&format!("/ui/deliveries/{id}")).into_response(),
+            Err(_) => refuse(
+                StatusCode::BAD_REQUEST,
+                "query.invalid",
+                &format!("A delivery id is a number, not {id:?}."),
+            ),
+        };
+    }
+    let mut q = match api::parse_query(&params) {
+        Ok(q) => q,
+        Err(e) => return api_error(e),
+    };
+    if !params.contains_key("limit") {
+        q.limit = PAGE;
+    }
+    let store = c.jadpo.store().as_ref();
+    let list = match views::list(store, Some(c.jadpo.app()), &q).await {
+        Ok(l) => l,
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let names = match views::event_names(store, &list).await {
+        Ok(n) => n,
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let next = (list.len() == q.limit).then(|| {
+        let mut p = params.clone();
+        p.insert("before".into(), list.last().map_or(0, |d| d.id.0).to_string());
+        query_string(&p)
+    });
+    let f = Filter::of(&params);
+    let page = Deliveries {
+        chrome: chrome(&c),
+        states: DeliveryState::ALL
+            .iter()
+            .map(|s| (s.as_str(), f.state == s.as_str()))
+            .collect(),
+        f,
+        rows: list.iter().map(|d| row(d, &names)).collect(),
+        next,
+    };
+    render(StatusCode::OK, &page)
+}
+
+/// An attempt as a row of a delivery's history.
+pub(crate) struct AttemptRow {
+    pub attempt: u32,
+    pub started_at: String,
+    pub duration: String,
+    pub state: &'static str,
+    pub code: String,
+    pub kind: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/delivery.html")]
+struct DeliveryPage {
+    chrome: Chrome,
+    d: Row,
+    fields: Vec<(&'static str, String)>,
+    history: Vec<AttemptRow>,
+    retryable: bool,
+    notice: Option<String>,
+}
+
+/// Why a page was refused, before it is rendered.
+pub(crate) struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        refuse(self.status, self.code, &self.message)
+    }
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Refusal {
+        Refusal {
+            status: e.status,
+            code: e.code,
+            message: e.message,
+        }
+    }
+}
+
+fn parse_id(id: &str) -> Result<DeliveryId, Refusal> {
+    id.parse().map(DeliveryId).map_err(|_| Refusal {
+        status: StatusCode::NOT_FOUND,
+        code: "delivery.not_found",
+        message: format!("{id:?} is not a delivery id."),
+    })
+}
+
+async fn delivery_page<S: ScheduleStore>(c: &Shared<S>, id: DeliveryId, notice: Option<String>) -> Response {
+    let store = c.jadpo.store().as_ref();
+    let d = match store.delivery(id).await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                "delivery.not_found",
+                &format!("There is no delivery {id}."),
+            )
+        }
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let (attempts, event) = match tokio::try_join!(store.attempts(id), store.event(d.event_id)) {
+        Ok(r) => r,
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let names: BTreeMap<_, _> = event.iter().map(|e| (e.id, e.name.clone())).collect();
+    let budget = c.jadpo.app().subscribers.get(&d.subscriber).map(|s| s.budget);
+    let mut fields = vec![
+        ("attempts", d.attempts.to_string()),
+        ("budget from", time_short(d.budget_from)),
+        ("held for in all", duration_short(d.held_for)),
+        ("created", time_short(d.created_at)),
+        ("updated", time_short(d.updated_at)),
+    ];
+    if let Some(b) = budget {
+        fields.insert(
+            1,
+            ("attempts left", b.attempts().saturating_sub(d.attempts).to_string()),
+        );
+        fields.insert(2, ("budget ends", time_short(b.deadline(d.budget_from, d.held_for))));
+    }
+    if d.state == DeliveryState::Due {
+        fields.insert(0, ("due", time_short(d.due_at)));
+    }
+    if let Some(h) = &d.held {
+        fields.insert(
+            0,
+            ("held since", format!("{} on {}", time_short(h.since), h.connection)),
+        );
+    }
+    if let Some(f) = &d.last_failure {
+        fields.push(("last failure", format!("{} ({})", f.code, f.kind)));
+    }
+    let history = attempts
+        .iter()
+        .map(|a| AttemptRow {
+            attempt: a.attempt,
+            started_at: time_short(a.started_at),
+            duration: duration_short(a.ended_at.since(a.started_at)),
+            state: a.state.as_str(),
+            code: a.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default(),
+            kind: a
+                .failure
+                .as_ref()
+                .map(|f| f.kind.as_str().to_owned())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let page = DeliveryPage {
+        chrome: chrome(c),
+        retryable: d.retryable_by_operator(),
+        d: row(&d, &names),
+        fields,
+        history,
+        notice,
+    };
+    render(StatusCode::OK, &page)
+}
+
+pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<Shared<S>>, Path(id): Path<String>) -> Response {
+    match parse_id(&id) {
+        Ok(id) => delivery_page(&c, id, None).await,
+        Err(r) => r.into_response(),
+    }
+}
+
+/// The *Retry* button: a fresh budget, due now, as `jadpo retry ID`.
+pub(crate) async fn retry_one<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    Path(id): Path<String>,
+    Form(form): Form<BTreeMap<String, String>>,
+) -> Response {
+    if !c.csrf_ok(form.get("csrf")) {
+        return csrf_refused();
+    }
+    let id = match parse_id(&id) {
+        Ok(id) => id,
+        Err(r) => return r.into_response(),
+    };
+    let notice = match c.jadpo.retry(&[id], Duration::ZERO).await {
+        Ok(done) if done.contains(&id) => "Retried: due now, with a fresh budget.".to_owned(),
+        Ok(_) => "Not retried: only failed and parked deliveries are.".to_owned(),
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    delivery_page(&c, id, Some(notice)).await
+}
+
+#[derive(Template)]
+#[template(path = "console/breakers.html")]
+struct Breakers {
+    chrome: Chrome,
+    rows: Vec<BreakerRow>,
+    alerts: Vec<AlertRow>,
+}
+
+pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+    let store = c.jadpo.store().as_ref();
+    let read = async {
+        Ok::<_, jadpo_store::StoreError>((
+            views::breakers(store, Some(c.jadpo.app())).await?,
+            store.alerts(50).await?,
+        ))
+    };
+    match read.await {
+        Ok((list, alerts)) => render(
+            StatusCode::OK,
+            &Breakers {
+                chrome: chrome(&c),
+                rows: breaker_rows(&list),
+                alerts: alert_rows(&alerts),
+            },
+        ),
+        Err(e) => api_error(ApiError::store(e)),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/retry.html")]
+struct BulkRetry {
+    chrome: Chrome,
+    f: Filter,
+    /// The filter's fields, for the confirmation's hidden inputs.
+    hidden: Vec<(&'static str, String)>,
+    /// The dry run: how many match, when asked.
+    matching: Option<usize>,
+    /// After the retry: how many were retried.
+    retried: Option<usize>,
+    spread: String,
+    max: usize,
+}
+
+/// The filter of a bulk retry: `state` (failed or parked), `subscriber`,
+/// `connection`.
+fn bulk_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, Refusal> {
+    let mut keep: BTreeMap<String, String> = params
+        .iter()
+        .filter(|(k, v)| matches!(k.as_str(), "state" | "subscriber" | "connection") && !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    keep.entry("state".into()).or_insert_with(|| "failed".into());
+    let mut q = api::parse_query(&keep)?;
+    if !matches!(q.state, Some(DeliveryState::Failed | DeliveryState::Parked)) {
+        return Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            code: "query.invalid",
+            message: "A bulk retry takes failed or parked deliveries.".into(),
+        });
+    }
+    q.limit = views::MAX_LIMIT;
+    Ok(q)
+}
+
+fn bulk_filter(params: &BTreeMap<String, String>) -> Filter {
+    let mut f = Filter::of(params);
+    f.event.clear();
+    if f.state.is_empty() {
+        f.state = "failed".into();
+    }
+    f
+}
+
+/// The bulk retry's form, and with `preview` its dry run: how many match.
+pub(crate) async fn bulk_form<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Response {
+    let mut matching = None;
+    if params.contains_key("preview") {
+        let q = match bulk_query(&params) {
+            Ok(q) => q,
+            Err(r) => return r.into_response(),
+        };
+        match views::list(c.jadpo.store().as_ref(), Some(c.jadpo.app()), &q).await {
+            Ok(list) => matching = Some(list.len()),
+            Err(e) => return api_error(ApiError::store(e)),
+        }
+    }
+    let f = bulk_filter(&params);
+    let page = BulkRetry {
+        chrome: chrome(&c),
+        hidden: f.fields(),
+        f,
+        matching,
+        retried: None,
+        spread: duration_short(SPREAD),
+        max: views::MAX_LIMIT,
+    };
+    render(StatusCode::OK, &page)
+}
+
+/// The confirmed bulk retry: the same rules as `jadpo retry --state`, a
+/// fresh budget for each, due at random within the spread.
+pub(crate) async fn bulk_retry<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    Form(form): Form<BTreeMap<String, String>>,
+) -> Response {
+    if !c.csrf_ok(form.get("csrf")) {
+        return csrf_refused();
+    }
+    let q = match bulk_query(&form) {
+        Ok(q) => q,
+        Err(r) => return r.into_response(),
+    };
+    let store = c.jadpo.store().as_ref();
+    let list = match views::list(store, Some(c.jadpo.app()), &q).await {
+        Ok(list) => list,
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let ids: Vec<DeliveryId> = list.iter().map(|d| d.id).collect();
+    let retried = match c.jadpo.retry(&ids, SPREAD).await {
+        Ok(r) => r.len(),
+        Err(e) => return api_error(ApiError::store(e)),
+    };
+    let f = bulk_filter(&form);
+    let page = BulkRetry {
+        chrome: chrome(&c),
+        hidden: f.fields(),
+        f,
+        matching: None,
+        retried: Some(retried),
+        spread: duration_short(SPREAD),
+        max: views::MAX_LIMIT,
+    };
+    render(StatusCode::OK, &page)
+}

@@ -1,0 +1,287 @@
+//! The console's pages and actions over real HTTP, on a real SQLite file:
+//! sign-in, CSRF, each page, filters, paging, retry and bulk retry.
+
+use crate::api::tests::Server;
+use jadpo_core::{DeliveryState, FailureKind, FailureRecord, Outcome};
+use jadpo_store::Store;
+use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{redirect, StatusCode};
+
+const TOKEN: &str = "s3cret-token";
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+struct Page {
+    status: StatusCode,
+    location: Option<String>,
+    set_cookie: Option<String>,
+    body: String,
+}
+
+async fn send(r: reqwest::RequestBuilder) -> Page {
+    let r = r.send().await.unwrap();
+    let header = |n| {
+        r.headers()
+            .get(n)
+            .map(|v: &reqwest::header::HeaderValue| v.to_str().unwrap().to_owned())
+    };
+    let (status, location, set_cookie) = (r.status(), header(LOCATION), header(SET_COOKIE));
+    Page {
+        status,
+        location,
+        set_cookie,
+        body: r.text().await.unwrap(),
+    }
+}
+
+async fn get(s: &Server, path: &str, cookie: Option<&str>) -> Page {
+    let mut r = client().get(s.url(path));
+    if let Some(c) = cookie {
+        r = r.header(COOKIE, c);
+    }
+    send(r).await
+}
+
+async fn post_form(s: &Server, path: &str, form: &[(&str, &str)], cookie: Option<&str>) -> Page {
+    let mut r = client().post(s.url(path)).form(form);
+    if let Some(c) = cookie {
+        r = r.header(COOKIE, c);
+    }
+    send(r).await
+}
+
+/// Signs in with the token and returns the `Cookie` header to send.
+async fn sign_in(s: &Server) -> String {
+    let p = post_form(s, "/ui/login", &[("token", TOKEN)], None).await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
+    let set = p.set_cookie.expect("a session cookie");
+    set.split(';').next().unwrap().to_owned()
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf_of(body: &str) -> String {
+    let at = body.find(r#"name="csrf" value=""#).expect("a form with its CSRF token") + 19;
+    body[at..at + 64].to_owned()
+}
+
+#[tokio::test]
+async fn without_a_cookie_a_page_asks_to_sign_in_and_a_wrong_token_is_401() {
+    let s = Server::start(Some(TOKEN)).await;
+    let p = get(&s, "/ui", None).await;
+    assert_eq!(
+        (p.status, p.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/ui/login"))
+    );
+    let p = get(&s, "/ui/deliveries", None).await;
+    assert_eq!(p.location.as_deref(), Some("/ui/login"));
+    let p = get(&s, "/ui/login", None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains(r#"name="token""#));
+    let p = post_form(&s, "/ui/login", &[("token", "wrong")], None).await;
+    assert_eq!(p.status, StatusCode::UNAUTHORIZED);
+    assert!(p.body.contains("login-error") && p.set_cookie.is_none());
+    let p = get(&s, "/ui", Some("jadpo_console=forged")).await;
+    assert_eq!(p.status, StatusCode::UNAUTHORIZED);
+    // A post without a session is refused too, not redirected.
+    let p = post_form(&s, "/ui/retry", &[("state", "failed")], None).await;
+    assert_eq!(p.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_strict_and_never_the_token() {
+    let s = Server::start(Some(TOKEN)).await;
+    let p = post_form(&s, "/ui/login", &[("token", TOKEN)], None).await;
+    let set = p.set_cookie.unwrap();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/ui"),
+        "{set}"
+    );
+    assert!(!set.contains("Secure"), "bound to loopback: {set}");
+    assert!(!set.contains(TOKEN), "{set}");
+    let cookie = set.split(';').next().unwrap();
+    let p = get(&s, "/ui", Some(cookie)).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(!p.body.contains(TOKEN));
+    // Bound beyond loopback, the cookie is Secure.
+    let public = Server::start_on(Some(TOKEN), false).await;
+    let p = post_form(&public, "/ui/login", &[("token", TOKEN)], None).await;
+    assert!(p.set_cookie.unwrap().contains("; Secure"));
+    // Signing out needs the CSRF token and clears the cookie.
+    let page = get(&s, "/ui", Some(cookie)).await;
+    let p = post_form(&s, "/ui/logout", &[], Some(cookie)).await;
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    let csrf = csrf_of(&page.body);
+    let p = post_form(&s, "/ui/logout", &[("csrf", &csrf)], Some(cookie)).await;
+    assert_eq!(p.location.as_deref(), Some("/ui/login"));
+    assert!(p.set_cookie.unwrap().contains("Max-Age=0"));
+}
+
+#[tokio::test]
+async fn retry_needs_its_csrf_token_and_gives_a_fresh_budget() {
+    let s = Server::start(Some(TOKEN)).await;
+    let cookie = sign_in(&s).await;
+    let id = s
+        .finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    let page = get(&s, &format!("/ui/deliveries/{}", id.0), Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(r#"id="state" class="state-failed""#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("http.400 (rejected)"));
+    assert!(
+        page.body.contains(r#"id="retry""#),
+        "a Retry button for a failed delivery"
+    );
+    let path = format!("/ui/deliveries/{}/retry", id.0);
+    let p = post_form(&s, &path, &[], Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    let p = post_form(&s, &path, &[("csrf", "0".repeat(64).as_str())], Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        s.store.delivery(id).await.unwrap().unwrap().state,
+        DeliveryState::Failed
+    );
+    let csrf = csrf_of(&page.body);
+    let p = post_form(&s, &path, &[("csrf", &csrf)], Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains("Retried: due now"), "{}", p.body);
+    assert!(!p.body.contains(r#"id="retry""#), "no button once it is due");
+    let d = s.store.delivery(id).await.unwrap().unwrap();
+    assert_eq!((d.state, d.attempts), (DeliveryState::Due, 0));
+}
+
+#[tokio::test]
+async fn an_unknown_delivery_is_404_and_a_bad_filter_400() {
+    let s = Server::start(None).await;
+    assert_eq!(get(&s, "/ui/deliveries/999", None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(&s, "/ui/deliveries/abc", None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(&s, "/ui/nothing", None).await.status, StatusCode::NOT_FOUND);
+    let p = get(&s, "/ui/deliveries?state=lost", None).await;
+    assert_eq!(p.status, StatusCode::BAD_REQUEST);
+    assert!(p.body.contains("query.invalid"));
+    let p = get(&s, "/ui/deliveries?id=12", None).await;
+    assert_eq!(
+        p.location.as_deref(),
+        Some("/ui/deliveries/12"),
+        "the search opens the delivery"
+    );
+}
+
+#[tokio::test]
+async fn the_list_filters_and_pages_newest_first() {
+    let s = Server::start(None).await;
+    for i in 0..30 {
+        let body = format!(r#"{{"payment_id": "p{i}", "amount_cents": 1}}"#);
+        assert_eq!(s.post("/events/PaymentReceived", &body).await.0, StatusCode::ACCEPTED);
+    }
+    let ids = |body: &str| -> Vec<i64> {
+        body.match_indices("data-id=\"")
+            .map(|(at, _)| {
+                let rest = &body[at + 9..];
+                rest[..rest.find('"').unwrap()].parse().unwrap()
+            })
+            .collect()
+    };
+    let first = get(&s, "/ui/deliveries", None).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let page1 = ids(&first.body);
+    assert_eq!(page1.len(), 50);
+    assert_eq!(page1[0], 60, "newest first");
+    assert!(first.body.contains("/ui/deliveries?before=11"), "{}", first.body);
+    let second = get(&s, "/ui/deliveries?before=11", None).await;
+    assert_eq!(ids(&second.body), (1..=10).rev().collect::<Vec<_>>());
+    assert!(!second.body.contains("next-page"));
+    let audit = get(&s, "/ui/deliveries?subscriber=audit&limit=5", None).await;
+    let audit_ids = ids(&audit.body);
+    assert_eq!(audit_ids.len(), 5);
+    assert!(audit.body.matches(">audit<").count() == 5, "only audit's");
+    assert!(audit.body.contains(r#"value="audit""#), "the form keeps the filter");
+    let one_event = get(&s, "/ui/deliveries?event=3", None).await;
+    assert_eq!(ids(&one_event.body), vec![6, 5]);
+    let due = get(&s, "/ui/deliveries?state=due&limit=3", None).await;
+    assert_eq!(ids(&due.body).len(), 3);
+    assert!(due.body.contains(r#"<option value="due" selected>"#));
+}
+
+#[tokio::test]
+async fn bulk_retry_counts_first_then_retries_what_matched() {
+    let s = Server::start(None).await;
+    let failed = FailureRecord::new("http.400", FailureKind::Rejected);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.finished(Outcome::Failed(failed.clone())).await);
+    }
+    let parked = s
+        .finished(Outcome::Parked(FailureRecord::new(
+            "http.timeout",
+            FailureKind::OutcomeUnknown,
+        )))
+        .await;
+    let p = get(&s, "/ui/retry?preview=1&state=failed&subscriber=audit", None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains("<strong>3</strong> deliveries match"), "{}", p.body);
+    assert!(p
+        .body
+        .contains(r#"<input type="hidden" name="subscriber" value="audit">"#));
+    for id in &ids {
+        assert_eq!(
+            s.store.delivery(*id).await.unwrap().unwrap().state,
+            DeliveryState::Failed,
+            "a dry run"
+        );
+    }
+    let p = get(&s, "/ui/retry?preview=1&state=due", None).await;
+    assert_eq!(p.status, StatusCode::BAD_REQUEST);
+    let form = get(&s, "/ui/retry?preview=1&state=failed", None).await;
+    let csrf = csrf_of(&form.body);
+    let p = post_form(&s, "/ui/retry", &[("state", "failed")], None).await;
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    let p = post_form(&s, "/ui/retry", &[("csrf", &csrf), ("state", "failed")], None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains("Retried 3 deliveries"), "{}", p.body);
+    for id in &ids {
+        let d = s.store.delivery(*id).await.unwrap().unwrap();
+        assert_eq!((d.state, d.attempts), (DeliveryState::Due, 0), "a fresh budget");
+    }
+    assert_eq!(
+        s.store.delivery(parked).await.unwrap().unwrap().state,
+        DeliveryState::Parked
+    );
+}
+
+#[tokio::test]
+async fn overview_and_breakers_show_the_outage() {
+    use jadpo_store::conformance::{at, open_breaker, LEASE};
+    let s = Server::start(None).await;
+    let p = get(&s, "/ui", None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(
+        p.body.contains("No alerts raised") && p.body.contains("breakers are closed"),
+        "{}",
+        p.body
+    );
+    open_breaker(&s.store, 0).await;
+    s.store.sweep(at(1), LEASE).await.unwrap();
+    let p = get(&s, "/ui", None).await;
+    assert!(p.body.contains(r#"<tr data-connection="payments">"#), "{}", p.body);
+    assert!(p.body.contains("connection_unavailable"));
+    let p = get(&s, "/ui/breakers", None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains(r#"class="state state-open">open<"#), "{}", p.body);
+    assert!(
+        p.body.contains(r#"<tr data-connection="mailer">"#),
+        "a connection with no row yet shows closed"
+    );
+    // Every page is HTML that no other site may frame.
+    let r = client().get(s.url("/ui/breakers")).send().await.unwrap();
+    assert!(r.headers()[CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+}
