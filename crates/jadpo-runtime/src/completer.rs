@@ -126,6 +126,8 @@ pub(crate) struct Completer<S> {
     /// Woken when a finish closed a breaker: its outage's `resolved`
     /// message may be waiting to be sent.
     pub alert_wake: Arc<Notify>,
+    /// Outcomes, calls and breaker changes, for the per-minute summary.
+    pub minutes: Arc<crate::minutes::Minutes>,
     pub batch: usize,
 }
 
@@ -151,9 +153,14 @@ impl<S: Store> Completer<S> {
                     // idle claim loop planned to look again (it asked the
                     // store before this commit): wake it to ask again.
                     let retries = batch.iter().any(|f| matches!(f.outcome, Outcome::Retry { .. }));
+                    let mut tally = crate::minutes::Tally::default();
                     for (f, result) in batch.drain(..).zip(results) {
+                        if let Ok(report) = &result {
+                            tally.finished(f.finish.now, &f.outcome, &f.finish.calls, &report.transitions);
+                        }
                         self.written(f, result);
                     }
+                    self.minutes.add(tally);
                     if retries {
                         self.wake.notify_one();
                     }

@@ -62,6 +62,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 wake: Arc::new(Notify::new()),
                 alert_route: None,
                 alert_wake: Arc::new(Notify::new()),
+                minutes: Default::default(),
             }),
         }
     }

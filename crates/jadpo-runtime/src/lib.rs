@@ -19,6 +19,7 @@ mod local_queue;
 mod log;
 pub mod logfmt;
 pub mod metrics;
+mod minutes;
 pub mod provider;
 pub mod run;
 pub mod schedules;

@@ -24,7 +24,12 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
     let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
     let mut next_prune = clock.now();
+    let mut last_flush = tokio::time::Instant::now();
     while !*shutdown.borrow() {
+        if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
+            last_flush = tokio::time::Instant::now();
+            shared.minutes.flush(&**store, clock.now()).await;
+        }
         let now = clock.now();
         if let Some(retention) = shared.config.retention.filter(|_| now >= next_prune) {
             next_prune = now.plus(PRUNE_EVERY);
@@ -71,6 +76,8 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             _ = shutdown.changed() => {}
         }
     }
+    // What the workers still write after this is lost: a few seconds of a chart.
+    shared.minutes.flush(&**store, clock.now()).await;
 }
 
 /// Deletes finished deliveries older than `before`, in bounded batches.

@@ -84,6 +84,8 @@ pub(crate) struct Shared<S, E> {
     pub alert_route: Option<crate::alerts::AlertRoute>,
     /// Woken when an alert message may be due for a send.
     pub alert_wake: Arc<Notify>,
+    /// This process's counts for the per-minute summary (`minutes.rs`).
+    pub minutes: Arc<crate::minutes::Minutes>,
 }
 
 /// Runs the claim loop until `shutdown` turns true, then gives back what it
@@ -108,6 +110,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
             pending: shared.pending.clone(),
             wake: shared.wake.clone(),
             alert_wake: shared.alert_wake.clone(),
+            minutes: shared.minutes.clone(),
             batch: config.finish_batch,
         }
         .run(finish_rx),
@@ -264,6 +267,15 @@ const MAX_CLAIMS_IN_FLIGHT: usize = 2;
 /// into the queue with the last time each may start.
 fn accept<S: Store, E>(shared: &Shared<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
     log::claim(&report);
+    let now = shared.clock.now();
+    let mut tally = crate::minutes::Tally::default();
+    tally.add(now, "held", report.held.len() as u64);
+    for c in report.claimed.iter().filter(|c| !c.probe_for.is_empty()) {
+        for connection in &c.probe_for {
+            tally.add(now, format!("probe:{connection}"), 1);
+        }
+    }
+    shared.minutes.add(tally);
     shared.breakers.merge(report.breakers.iter().cloned());
     for claimed in report.claimed {
         let own_limit = shared.catalog.timeout(&claimed.delivery.subscriber);

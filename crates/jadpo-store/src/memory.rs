@@ -38,6 +38,7 @@ pub struct MemoryStore {
     breakers: BTreeMap<String, Breaker>,
     attempts: Vec<AttemptRecord>,
     alerts: AlertBook,
+    minutes: BTreeMap<(Timestamp, String), u64>,
     last_token: i64,
     schedules: BTreeMap<String, ScheduleState>,
     /// Deliveries changed since the last `take_changed`, for a checker
@@ -61,6 +62,7 @@ impl MemoryStore {
             breakers: BTreeMap::new(),
             attempts: Vec::new(),
             alerts: AlertBook::default(),
+            minutes: BTreeMap::new(),
             last_token: 0,
             changed: Vec::new(),
             schedules: BTreeMap::new(),
@@ -350,6 +352,24 @@ impl MemoryStore {
 
     pub fn alerts(&self) -> &AlertBook {
         &self.alerts
+    }
+
+    pub fn add_minutes(&mut self, counts: &[MinuteCount], forget_before: Timestamp) {
+        for c in counts {
+            *self.minutes.entry((minute_of(c.minute), c.series.clone())).or_default() += c.n;
+        }
+        self.minutes.retain(|(m, _), _| *m >= minute_of(forget_before));
+    }
+
+    pub fn minutes(&self, since: Timestamp) -> Vec<MinuteCount> {
+        self.minutes
+            .range((minute_of(since), String::new())..)
+            .map(|((minute, series), n)| MinuteCount {
+                minute: *minute,
+                series: series.clone(),
+                n: *n,
+            })
+            .collect()
     }
 
     pub fn alerts_mut(&mut self) -> &mut AlertBook {

@@ -113,6 +113,19 @@ pub trait Store: Send + Sync + 'static {
         decision: &SendDecision,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Adds `counts` to the per-minute summary (`jadpo_minutes`), summing
+    /// with what other processes added, and forgets the minutes before
+    /// `forget_before`. At most 10,000 counts.
+    fn add_minutes(
+        &self,
+        counts: &[MinuteCount],
+        forget_before: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The per-minute summary from the minute `since` is in, by minute then
+    /// series: a bounded read (minutes × series), whatever the deliveries.
+    fn minutes(&self, since: Timestamp) -> impl Future<Output = Result<Vec<MinuteCount>, StoreError>> + Send;
+
     /// How many deliveries are in each state (states with none are absent).
     fn counts(&self) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
 
@@ -232,6 +245,15 @@ impl Store for SharedMemoryStore {
 
     async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
         Ok(self.with(|s| s.alerts_mut().finish(id, attempt, decision)))
+    }
+
+    async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {
+        self.with(|s| s.add_minutes(counts, forget_before));
+        Ok(())
+    }
+
+    async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
+        Ok(self.with(|s| s.minutes(since)))
     }
 
     async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {

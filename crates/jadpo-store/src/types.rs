@@ -192,6 +192,23 @@ pub struct AlertRecord {
     pub sends: Sends,
 }
 
+/// One count of the per-minute summary (`jadpo_minutes`): what happened in
+/// the minute starting at `minute` (engine time), by series: an outcome
+/// (`succeeded`, `retried`, `failed`, `parked`, `held`), a connection's
+/// calls (`calls:NAME`, `unavailable:NAME`) or a breaker's changes
+/// (`opened:NAME`, `probe:NAME`, `closed:NAME`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MinuteCount {
+    pub minute: Timestamp,
+    pub series: String,
+    pub n: u64,
+}
+
+/// The start of the minute `t` is in.
+pub fn minute_of(t: Timestamp) -> Timestamp {
+    Timestamp::from_millis(t.as_millis().div_euclid(60_000) * 60_000)
+}
+
 /// A breaker as listed, with the number of deliveries it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerView {

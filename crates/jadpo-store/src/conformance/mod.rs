@@ -185,6 +185,7 @@ macro_rules! conformance_tests {
             finish_batch_fences_each_delivery_on_its_own,
             counts_give_deliveries_by_state,
             next_due_is_the_first_due_time_or_lease_end,
+            the_per_minute_summary_adds_up_and_forgets_old_minutes,
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,
             a_key_is_pruned_with_its_event,
         );

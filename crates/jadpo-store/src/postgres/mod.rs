@@ -12,6 +12,7 @@
 //! - `schedules`: schedules' state (`ScheduleStore`).
 //! - `read`: emit (also inside the caller's transaction) and the listings.
 //! - `alerts`: alert messages, and their sends to the app's alert route.
+//! - `minutes`: the per-minute summary the console's charts read.
 //! - `listen`: the notifications that wake idle workers in every process,
 //!   and the next due time an idle worker sleeps until.
 //! - [`testing`]: a fresh store in a schema of its own, for tests.
@@ -45,6 +46,7 @@ mod alerts;
 mod claim;
 mod finish;
 mod listen;
+mod minutes;
 mod read;
 mod rows;
 mod schedules;
@@ -532,6 +534,15 @@ impl Store for PgStore {
 
     async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
         in_transaction!(self, |tx| alerts::list(&tx, limit).await)
+    }
+
+    async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {
+        assert!(counts.len() <= MAX_BATCH, "at most {MAX_BATCH} counts at once");
+        in_transaction!(self, |tx| minutes::add(&tx, counts, forget_before).await)
+    }
+
+    async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
+        in_transaction!(self, |tx| minutes::read(&tx, since).await)
     }
 
     async fn claim_alert_sends(

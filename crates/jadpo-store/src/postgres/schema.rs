@@ -9,7 +9,7 @@ use super::Abort;
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)];
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -208,6 +208,17 @@ UPDATE jadpo_alerts SET public_id = gen_random_uuid()::text WHERE public_id IS N
 ALTER TABLE jadpo_alerts ALTER COLUMN public_id SET NOT NULL;
 CREATE INDEX jadpo_alerts_open ON jadpo_alerts ((coalesce(send_due_at, raised_at)), id)
     WHERE sent_at IS NULL AND send_failed_at IS NULL;
+";
+
+/// The per-minute summary the console's charts read: counts by minute and
+/// series, added to by every process, a day of them kept.
+const V6: &str = "
+CREATE TABLE jadpo_minutes (
+    minute  BIGINT NOT NULL,
+    series  TEXT   NOT NULL,
+    n       BIGINT NOT NULL,
+    PRIMARY KEY (minute, series)
+);
 ";
 
 const V2: &str = "

@@ -307,6 +307,18 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {
+        assert!(counts.len() <= MAX_BATCH, "at most {MAX_BATCH} counts at once");
+        let counts = counts.to_vec();
+        self.pool
+            .write(move |tx| upkeep::add_minutes(tx, &counts, forget_before))
+            .await
+    }
+
+    async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
+        self.pool.read(move |c| upkeep::minutes(c, since)).await
+    }
+
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
         self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await

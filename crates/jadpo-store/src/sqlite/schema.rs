@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -248,6 +248,17 @@ DROP TABLE jadpo_alerts;
 ALTER TABLE jadpo_alerts_v8 RENAME TO jadpo_alerts;
 CREATE INDEX jadpo_alerts_open ON jadpo_alerts (coalesce(send_due_at, raised_at), id)
     WHERE sent_at IS NULL AND send_failed_at IS NULL;
+";
+
+/// The per-minute summary the console's charts read: counts by minute and
+/// series, added to by every process, a day of them kept.
+const V9: &str = "
+CREATE TABLE jadpo_minutes (
+    minute  BIGINT  NOT NULL,
+    series  TEXT    NOT NULL,
+    n       BIGINT  NOT NULL,
+    PRIMARY KEY (minute, series)
+);
 ";
 
 /// Applies every migration the file has not had, inside the caller's
