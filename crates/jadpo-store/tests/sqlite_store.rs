@@ -397,6 +397,7 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          ALTER TABLE jadpo_events DROP COLUMN idempotency_key;
          DROP INDEX jadpo_events_public_id;
          ALTER TABLE jadpo_events DROP COLUMN public_id;
+         DROP TABLE jadpo_minutes;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,
              handled_at BIGINT NOT NULL, PRIMARY KEY (subscriber, event_id)) WITHOUT ROWID;
          INSERT INTO jadpo_handled SELECT subscriber, event_id, 0 FROM jadpo_deliveries WHERE id = {};",
