@@ -272,7 +272,28 @@ async fn an_operator_watches_an_outage_and_retries_a_failed_delivery() {
         b.text(r#"#breakers tr[data-connection="pay"] .state"#).await.as_deref() == Some("closed")
     })
     .await;
+    // The breaker's hour, from the per-minute summary each process adds to
+    // every few seconds: calls, unavailable answers, opened, closed.
+    b.until("/ui/breakers", "the pay timeline", async |b: &Browser| {
+        let svg = r#"svg.timeline[data-connection="pay"]"#;
+        b.client
+            .find(Locator::Css(&format!(r#"{svg} circle[data-mark="opened"]"#)))
+            .await
+            .is_ok()
+            && b.client
+                .find(Locator::Css(&format!(r#"{svg} circle[data-mark="closed"]"#)))
+                .await
+                .is_ok()
+    })
+    .await;
     b.shot("breakers-closed").await;
+    b.until("/ui", "the overview's chart", async |b: &Browser| {
+        let series = |s: &'static str| format!(r#"#outcomes-chart rect[data-series="{s}"]"#);
+        b.client.find(Locator::Css(&series("retried"))).await.is_ok()
+            && b.client.find(Locator::Css(&series("held"))).await.is_ok()
+    })
+    .await;
+    b.shot("overview-after").await;
 
     // A delivery the ledger refused failed; the operator retries it.
     b.until(

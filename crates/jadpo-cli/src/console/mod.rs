@@ -17,6 +17,7 @@
 //! CSRF token, an HMAC of the token (or, without one, of a key made at
 //! start): a post without it is 403.
 
+mod charts;
 mod pages;
 #[cfg(test)]
 mod tests;

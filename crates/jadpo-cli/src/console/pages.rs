@@ -2,7 +2,7 @@
 //! retry. Each reads the store through bounded queries (the API's own) and
 //! renders a template of `templates/console/`.
 
-use super::{api_error, render, Shared};
+use super::{api_error, charts, render, Shared};
 use crate::api::{self, ApiError};
 use crate::output::{duration_short, time_short};
 use crate::views::{self, DeliveryQuery};
@@ -206,6 +206,9 @@ fn alert_rows(list: &[jadpo_store::AlertRecord]) -> Vec<AlertRow> {
 struct Overview {
     chrome: Chrome,
     counts: Vec<(&'static str, u64)>,
+    /// Deliveries per minute by outcome, the last hour, as SVG.
+    chart: String,
+    legend: Vec<(&'static str, &'static str)>,
     open: Vec<BreakerRow>,
     breakers: usize,
     alerts: Vec<AlertRow>,
@@ -213,13 +216,15 @@ struct Overview {
 
 pub(crate) async fn overview<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
     let store = c.jadpo.store().as_ref();
+    let now = c.jadpo.clock().now();
     let read = async {
         let counts = store.counts().await?;
         let breakers = views::breakers(store, Some(c.jadpo.app())).await?;
         let alerts = store.alerts(10).await?;
-        Ok::<_, jadpo_store::StoreError>((counts, breakers, alerts))
+        let minutes = store.minutes(charts::since(now)).await?;
+        Ok::<_, jadpo_store::StoreError>((counts, breakers, alerts, minutes))
     };
-    let (counts, breakers, alerts) = match read.await {
+    let (counts, breakers, alerts, minutes) = match read.await {
         Ok(r) => r,
         Err(e) => return api_error(ApiError::store(e)),
     };
@@ -231,6 +236,8 @@ pub(crate) async fn overview<S: ScheduleStore>(State(c): State<Shared<S>>) -> Re
     let page = Overview {
         chrome: chrome(&c),
         counts,
+        chart: charts::outcomes(&minutes, now),
+        legend: charts::OUTCOMES.to_vec(),
         breakers: rows.len(),
         open: rows.into_iter().filter(|b| b.state != "closed").collect(),
         alerts: alert_rows(&alerts),
@@ -487,22 +494,34 @@ pub(crate) async fn retry_one<S: ScheduleStore>(
 struct Breakers {
     chrome: Chrome,
     rows: Vec<BreakerRow>,
+    /// Each connection's hour: calls per minute and breaker changes, SVG.
+    timelines: Vec<(String, String)>,
     alerts: Vec<AlertRow>,
 }
 
 pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
     let store = c.jadpo.store().as_ref();
+    let now = c.jadpo.clock().now();
     let read = async {
         Ok::<_, jadpo_store::StoreError>((
             views::breakers(store, Some(c.jadpo.app())).await?,
             store.alerts(50).await?,
+            store.minutes(charts::since(now)).await?,
         ))
     };
     match read.await {
-        Ok((list, alerts)) => render(
+        Ok((list, alerts, minutes)) => render(
             StatusCode::OK,
             &Breakers {
                 chrome: chrome(&c),
+                timelines: list
+                    .iter()
+                    .map(|v| {
+                        let name = v.breaker.connection.clone();
+                        let svg = charts::timeline(&minutes, &name, now);
+                        (name, svg)
+                    })
+                    .collect(),
                 rows: breaker_rows(&list),
                 alerts: alert_rows(&alerts),
             },
