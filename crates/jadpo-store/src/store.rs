@@ -127,7 +127,13 @@ pub trait Store: Send + Sync + 'static {
     fn minutes(&self, since: Timestamp) -> impl Future<Output = Result<Vec<MinuteCount>, StoreError>> + Send;
 
     /// How many deliveries are in each state (states with none are absent).
+    /// Reads every delivery: for operators' commands and metrics, not pages.
     fn counts(&self) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
+
+    /// As [`Store::counts`], each at most `cap`: a bounded read (each state
+    /// through an index, stopping at `cap`), for a page that must answer
+    /// fast whatever the store holds. A count of `cap` means "`cap` or more".
+    fn counts_up_to(&self, cap: u64) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
 
     /// Retention: deletes up to `batch` deliveries finished before `before`,
     /// with their attempts and handled records, and the events left with no
@@ -283,6 +289,14 @@ impl Store for SharedMemoryStore {
             }
             counts
         }))
+    }
+
+    async fn counts_up_to(&self, cap: u64) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {
+        let mut counts = self.counts().await?;
+        for n in counts.values_mut() {
+            *n = (*n).min(cap);
+        }
+        Ok(counts)
     }
 }
 

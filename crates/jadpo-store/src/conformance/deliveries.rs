@@ -378,4 +378,17 @@ pub async fn counts_give_deliveries_by_state<S: Store>(s: &S) {
     assert_eq!(counts.get(&DeliveryState::Running), Some(&1));
     assert_eq!(counts.get(&DeliveryState::Due), Some(&1));
     assert_eq!(counts.get(&DeliveryState::Failed), None);
+    assert_eq!(s.counts_up_to(100).await.unwrap(), counts, "under the cap, the same");
+    // Capped: each state stops at the cap.
+    emit(s, "log", 4, 2).await;
+    let failing = claim(s, 2, 3).await.claimed;
+    for c in &failing {
+        let failure = FailureRecord::new("http.400", FailureKind::Rejected);
+        finish(s, c, Outcome::Failed(failure), &[], 3).await.unwrap();
+    }
+    let capped = s.counts_up_to(2).await.unwrap();
+    assert_eq!(capped.get(&DeliveryState::Due), Some(&2));
+    assert_eq!(capped.get(&DeliveryState::Failed), Some(&2), "3 failed, capped");
+    assert_eq!(capped.get(&DeliveryState::Succeeded), Some(&1));
+    assert_eq!(capped.get(&DeliveryState::Parked), None);
 }

@@ -545,6 +545,13 @@ impl Store for PgStore {
         in_transaction!(self, |tx| minutes::read(&tx, since).await)
     }
 
+    async fn counts_up_to(
+        &self,
+        cap: u64,
+    ) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
+        in_transaction!(self, |tx| read::counts_up_to(&tx, cap).await)
+    }
+
     async fn claim_alert_sends(
         &self,
         now: Timestamp,

@@ -444,3 +444,34 @@ pub(crate) async fn counts(
     }
     Ok(counts)
 }
+
+/// Each state's count up to a cap, each through its index: the claim's
+/// partial indexes for `due` and `running`, the hold's for `held`,
+/// `jadpo_deliveries_attention` for `failed` and `parked`, and for
+/// `succeeded` the retention index, read only until the cap.
+const COUNTS_UP_TO: &str = "
+SELECT (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'due' LIMIT $1) AS t),
+       (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'running' LIMIT $1) AS t),
+       (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'held' LIMIT $1) AS t),
+       (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries
+            WHERE finished_at IS NOT NULL AND state = 'succeeded' LIMIT $1) AS t),
+       (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'failed' LIMIT $1) AS t),
+       (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'parked' LIMIT $1) AS t)";
+
+pub(crate) async fn counts_up_to(
+    tx: &Transaction<'_>,
+    cap: u64,
+) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Abort> {
+    use jadpo_core::DeliveryState::*;
+    let stmt = tx.prepare_cached(COUNTS_UP_TO).await?;
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    let row = tx.query_one(&stmt, &[&cap]).await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for (i, state) in [Due, Running, Held, Succeeded, Failed, Parked].into_iter().enumerate() {
+        let n: i64 = row.try_get(i)?;
+        if n > 0 {
+            counts.insert(state, n as u64);
+        }
+    }
+    Ok(counts)
+}

@@ -211,7 +211,9 @@ CREATE INDEX jadpo_alerts_open ON jadpo_alerts ((coalesce(send_due_at, raised_at
 ";
 
 /// The per-minute summary the console's charts read: counts by minute and
-/// series, added to by every process, a day of them kept.
+/// series, added to by every process, a day of them kept. And the
+/// deliveries an operator looks for, failed and parked, found (listed,
+/// counted) without reading the succeeded ones.
 const V6: &str = "
 CREATE TABLE jadpo_minutes (
     minute  BIGINT NOT NULL,
@@ -219,6 +221,7 @@ CREATE TABLE jadpo_minutes (
     n       BIGINT NOT NULL,
     PRIMARY KEY (minute, series)
 );
+CREATE INDEX jadpo_deliveries_attention ON jadpo_deliveries (state, id) WHERE state IN ('failed', 'parked');
 ";
 
 const V2: &str = "

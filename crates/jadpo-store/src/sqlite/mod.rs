@@ -319,6 +319,13 @@ impl Store for SqliteStore {
         self.pool.read(move |c| upkeep::minutes(c, since)).await
     }
 
+    async fn counts_up_to(
+        &self,
+        cap: u64,
+    ) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
+        self.pool.read(move |c| upkeep::counts_up_to(c, cap)).await
+    }
+
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
         self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await

@@ -249,3 +249,32 @@ pub(crate) fn minutes(c: &Connection, since: Timestamp) -> Result<Vec<MinuteCoun
             .collect::<rusqlite::Result<_>>()?,
     )
 }
+
+/// Each state's count up to a cap, each through its index (see the
+/// PostgreSQL store's `COUNTS_UP_TO`).
+pub(crate) fn counts_up_to(
+    c: &Connection,
+    cap: u64,
+) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Fault> {
+    use jadpo_core::DeliveryState::*;
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    let mut stmt = c.prepare_cached(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'due' LIMIT ?1)),
+                (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'running' LIMIT ?1)),
+                (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'held' LIMIT ?1)),
+                (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries
+                     WHERE finished_at IS NOT NULL AND state = 'succeeded' LIMIT ?1)),
+                (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'failed' LIMIT ?1)),
+                (SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries WHERE state = 'parked' LIMIT ?1))",
+    )?;
+    let found: [i64; 6] = stmt.query_row([cap], |r| {
+        Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?])
+    })?;
+    let mut counts = std::collections::BTreeMap::new();
+    for (state, n) in [Due, Running, Held, Succeeded, Failed, Parked].into_iter().zip(found) {
+        if n > 0 {
+            counts.insert(state, n as u64);
+        }
+    }
+    Ok(counts)
+}
