@@ -51,8 +51,10 @@ impl Filter {
 }
 
 /// The overview counts each state up to this many, so it answers fast
-/// whatever the store holds.
-pub const COUNT_CAP: u64 = 100_000;
+/// whatever the store holds (a SQLite file of a million deliveries counts
+/// 100,000 succeeded in about 90 ms, 10,000 in a tenth of that). It is also
+/// the most one bulk retry takes.
+pub const COUNT_CAP: u64 = views::MAX_LIMIT as u64;
 
 /// Deliveries on one page of the list.
 pub const PAGE: usize = 50;
@@ -209,7 +211,7 @@ fn alert_rows(list: &[jadpo_store::AlertRecord]) -> Vec<AlertRow> {
 #[template(path = "console/overview.html")]
 struct Overview {
     chrome: Chrome,
-    /// Each state and its count, `100000+` past the cap.
+    /// Each state and its count, `10000+` at the cap.
     counts: Vec<(&'static str, String)>,
     /// Deliveries per minute by outcome, the last hour, as SVG.
     chart: String,
