@@ -15,8 +15,8 @@ mod serve;
 use jadpo_core::Timestamp;
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::{MinuteCount, NewEvent, Store};
-use std::process::{Child, Command, Stdio};
 use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"
@@ -71,7 +71,13 @@ async fn fill<S: Store>(store: &S, n: usize) {
     let mut counts = Vec::new();
     for m in 0..60u32 {
         let minute = now.minus(Duration::from_secs(60) * m);
-        for (series, k) in [("succeeded", 900), ("retried", 40), ("failed", 9), ("held", 30), ("calls:pay", 950)] {
+        for (series, k) in [
+            ("succeeded", 900),
+            ("retried", 40),
+            ("failed", 9),
+            ("held", 30),
+            ("calls:pay", 950),
+        ] {
             counts.push(MinuteCount {
                 minute,
                 series: series.into(),
@@ -79,7 +85,10 @@ async fn fill<S: Store>(store: &S, n: usize) {
             });
         }
     }
-    store.add_minutes(&counts, now.minus(Duration::from_secs(86_400))).await.unwrap();
+    store
+        .add_minutes(&counts, now.minus(Duration::from_secs(86_400)))
+        .await
+        .unwrap();
     eprintln!("filled {n} deliveries in {:.1?}", started.elapsed());
 }
 
@@ -104,7 +113,14 @@ fn sign_in(port: u16) -> String {
         .lines()
         .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
         .expect("a session cookie");
-    line.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_owned()
+    line.split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
 }
 
 /// `jadpo serve` on `store`, once its API answers.
@@ -115,14 +131,27 @@ fn start(dir: &std::path::Path, store: &str) -> (Child, u16) {
         .env_remove("JADPO_STORE")
         .env_remove("RUST_LOG")
         .env("JADPO_API_TOKEN", serve::TOKEN)
-        .args(["serve", "--store", store, "--bind", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
+        .args([
+            "serve",
+            "--store",
+            store,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--workers",
+            "1",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(60), "jadpo serve never listened");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "jadpo serve never listened"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (child, port)
@@ -158,12 +187,19 @@ fn measure(label: &str, port: u16, samples: usize) {
         }
         took.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        println!("{page:<48} {:>8.1} {:>8.1}", ms(took[samples / 2]), ms(took[samples - 1]));
+        println!(
+            "{page:<48} {:>8.1} {:>8.1}",
+            ms(took[samples / 2]),
+            ms(took[samples - 1])
+        );
     }
 }
 
 fn main() {
-    let samples: usize = std::env::var("JADPO_BENCH_SAMPLES").ok().and_then(|n| n.parse().ok()).unwrap_or(20);
+    let samples: usize = std::env::var("JADPO_BENCH_SAMPLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20);
     let n: usize = std::env::var("JADPO_BENCH_DELIVERIES")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -180,11 +216,17 @@ fn main() {
         fill(&store, n).await;
         let sql = states_sql(now_ms());
         store
-            .transaction(move |tx| tx.execute_batch(&sql).map_err(|e| jadpo_store::StoreError::Unavailable(e.to_string())))
+            .transaction(move |tx| {
+                tx.execute_batch(&sql)
+                    .map_err(|e| jadpo_store::StoreError::Unavailable(e.to_string()))
+            })
             .await
             .unwrap();
         store
-            .transaction(|tx| tx.execute_batch("ANALYZE").map_err(|e| jadpo_store::StoreError::Unavailable(e.to_string())))
+            .transaction(|tx| {
+                tx.execute_batch("ANALYZE")
+                    .map_err(|e| jadpo_store::StoreError::Unavailable(e.to_string()))
+            })
             .await
             .unwrap();
     });

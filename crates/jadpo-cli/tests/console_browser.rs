@@ -338,5 +338,25 @@ async fn an_operator_watches_an_outage_and_retries_a_failed_delivery() {
     let matching = b.text_when("#matching").await;
     assert!(matching.ends_with("deliveries match."), "{matching}");
     b.shot("bulk-retry").await;
+    // Confirmed: the progress page watches them go through.
+    b.client
+        .find(Locator::Css("#confirm button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(b.text_when("#retried").await.starts_with("Retried 7 deliveries"));
+    let watch = b.client.current_url().await.unwrap();
+    let watch = format!("{}?{}", watch.path(), watch.query().unwrap_or_default());
+    b.until(&watch, "every retried delivery through", async |b: &Browser| {
+        b.text("#progress-remaining").await.as_deref() == Some("0")
+            && b.text("#progress-due").await.as_deref() == Some("0")
+            && b.text("#progress-running").await.as_deref() == Some("0")
+    })
+    .await;
+    b.shot("bulk-retry-done").await;
+    b.open("/ui/deliveries?state=failed").await;
+    assert!(b.text("#deliveries").await.unwrap().contains("No deliveries match"));
     b.client.close().await.unwrap();
 }

@@ -556,8 +556,17 @@ struct BulkRetry {
     matching: Option<usize>,
     /// After the retry: how many were retried.
     retried: Option<usize>,
+    /// After the retry, refreshed live: how many of the filter's deliveries
+    /// are still failed or parked, due, and running.
+    progress: Option<Progress>,
     spread: String,
     max: usize,
+}
+
+pub(crate) struct Progress {
+    pub remaining: usize,
+    pub due: usize,
+    pub running: usize,
 }
 
 /// The filter of a bulk retry: `state` (failed or parked), `subscriber`,
@@ -596,6 +605,33 @@ pub(crate) async fn bulk_form<S: ScheduleStore>(
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Response {
     let mut matching = None;
+    let retried: Option<usize> = params.get("retried").and_then(|n| n.parse().ok());
+    let mut progress = None;
+    if retried.is_some() {
+        let q = match bulk_query(&params) {
+            Ok(q) => q,
+            Err(r) => return r.into_response(),
+        };
+        let (store, app) = (c.jadpo.store().as_ref(), Some(c.jadpo.app()));
+        let count = |state| {
+            let q = DeliveryQuery {
+                state: Some(state),
+                ..q.clone()
+            };
+            async move { views::list(store, app, &q).await.map(|l| l.len()) }
+        };
+        let state = q.state.unwrap_or(DeliveryState::Failed);
+        match tokio::try_join!(count(state), count(DeliveryState::Due), count(DeliveryState::Running)) {
+            Ok((remaining, due, running)) => {
+                progress = Some(Progress {
+                    remaining,
+                    due,
+                    running,
+                })
+            }
+            Err(e) => return api_error(ApiError::store(e)),
+        }
+    }
     if params.contains_key("preview") {
         let q = match bulk_query(&params) {
             Ok(q) => q,
@@ -612,7 +648,8 @@ pub(crate) async fn bulk_form<S: ScheduleStore>(
         hidden: f.fields(),
         f,
         matching,
-        retried: None,
+        retried,
+        progress,
         spread: duration_short(SPREAD),
         max: views::MAX_LIMIT,
     };
@@ -642,15 +679,13 @@ pub(crate) async fn bulk_retry<S: ScheduleStore>(
         Ok(r) => r.len(),
         Err(e) => return api_error(ApiError::store(e)),
     };
-    let f = bulk_filter(&form);
-    let page = BulkRetry {
-        chrome: chrome(&c),
-        hidden: f.fields(),
-        f,
-        matching: None,
-        retried: Some(retried),
-        spread: duration_short(SPREAD),
-        max: views::MAX_LIMIT,
-    };
-    render(StatusCode::OK, &page)
+    // Post, then redirect, then get: the page that watches the progress
+    // can be reloaded without retrying again.
+    let mut params: BTreeMap<String, String> = bulk_filter(&form)
+        .fields()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    params.insert("retried".into(), retried.to_string());
+    Redirect::to(&format!("/ui/retry{}", query_string(&params))).into_response()
 }

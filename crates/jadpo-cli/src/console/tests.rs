@@ -245,8 +245,19 @@ async fn bulk_retry_counts_first_then_retries_what_matched() {
     let p = post_form(&s, "/ui/retry", &[("state", "failed")], None).await;
     assert_eq!(p.status, StatusCode::FORBIDDEN);
     let p = post_form(&s, "/ui/retry", &[("csrf", &csrf), ("state", "failed")], None).await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "post, redirect, get");
+    let watch = p.location.unwrap();
+    assert_eq!(watch, "/ui/retry?retried=3&state=failed");
+    let p = get(&s, &watch, None).await;
     assert_eq!(p.status, StatusCode::OK);
     assert!(p.body.contains("Retried 3 deliveries"), "{}", p.body);
+    assert!(
+        p.body
+            .contains(r#"<td id="progress-remaining">0</td><td id="progress-due">3</td>"#),
+        "{}",
+        p.body
+    );
+    assert!(p.body.contains(r#"data-live="5""#), "the progress refreshes itself");
     for id in &ids {
         let d = s.store.delivery(*id).await.unwrap().unwrap();
         assert_eq!((d.state, d.attempts), (DeliveryState::Due, 0), "a fresh budget");
