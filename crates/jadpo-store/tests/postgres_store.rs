@@ -592,6 +592,25 @@ async fn a_finish_whose_lease_is_taken_over_after_its_read_writes_nothing() {
     assert!(store.attempts(ids[0]).await.unwrap().is_empty(), "no attempt recorded");
 }
 
+/// Applies the first `n` migrations only, as a store of that version left
+/// its schema.
+async fn migrated_to(client: &tokio_postgres::Client, n: usize) {
+    client
+        .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..n] {
+        client.batch_execute(sql).await.unwrap();
+        client
+            .execute(
+                "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
+                &[version],
+            )
+            .await
+            .unwrap();
+    }
+}
+
 /// Migration 4 moves each handled record onto its delivery, so a delivery
 /// whose run committed before the upgrade is still never run again, and
 /// drops the tables and indexes it replaces.
@@ -603,20 +622,7 @@ async fn migration_4_keeps_every_handled_record() {
     let client = schema.client().await;
     // The schema as a store before migration 4 left it, with two due
     // deliveries of one event, one of them handled.
-    client
-        .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..3] {
-        client.batch_execute(sql).await.unwrap();
-        client
-            .execute(
-                "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
-                &[version],
-            )
-            .await
-            .unwrap();
-    }
+    migrated_to(&client, 3).await;
     client
         .batch_execute(
             "INSERT INTO jadpo_events (id, name, payload, emitted_at) VALUES (1, 'e', '{}', 0);
@@ -753,20 +759,7 @@ async fn migration_5_keeps_earlier_alerts_unsent() {
         return;
     };
     let client = schema.client().await;
-    client
-        .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..4] {
-        client.batch_execute(sql).await.unwrap();
-        client
-            .execute(
-                "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
-                &[version],
-            )
-            .await
-            .unwrap();
-    }
+    migrated_to(&client, 4).await;
     client
         .batch_execute(
             "INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
