@@ -11,6 +11,7 @@
 //! - [`claim`]: the decisions taken when a due delivery is claimed.
 //! - [`attempt`]: the decision after an attempt ends.
 //! - [`breaker`]: a connection's circuit breaker.
+//! - [`limit`]: a connection's rate and concurrency limits.
 //! - [`call`]: how an outside call ended, for the action and the breaker.
 //! - [`schedule`]: a schedule's due time, lease and alert.
 
@@ -23,6 +24,7 @@ pub mod call;
 pub mod claim;
 pub mod delivery;
 pub mod failure;
+pub mod limit;
 pub mod schedule;
 pub mod time;
 
