@@ -593,6 +593,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 )),
                 calls: vec![],
                 probe_for: vec![],
+                slots: Vec::new(),
                 started_at: now,
                 now,
                 claimed: None,

@@ -36,6 +36,10 @@ pub enum ClaimDecision {
     Hold { connection: String },
     /// Run it. It is the probe of these connections, if any.
     Run { probe_for: Vec<String> },
+    /// It would run, but a connection's rate or concurrency limit has no
+    /// room now: due again at `until`, no attempt spent, not held (see
+    /// [`crate::limit`]).
+    Wait { until: Timestamp, connection: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +115,10 @@ pub fn apply(d: &mut Delivery, claim: &Claim, lease: Lease, now: Timestamp) {
             d.state = DeliveryState::Running;
             d.attempts += 1;
             d.lease = Some(lease);
+        }
+        ClaimDecision::Wait { until, .. } => {
+            d.state = DeliveryState::Due;
+            d.due_at = (*until).max(now);
         }
     }
 }

@@ -22,6 +22,11 @@ const MILLI: i64 = 1_000;
 /// How long a 429 without `Retry-After` halves the rate.
 pub const SLOW_FOR: Duration = Duration::from_secs(60);
 
+/// How long a delivery waiting for a slot waits before looking again: a
+/// slot is usually freed by a finish, long before the lease that bounds it
+/// ends, and when is not known.
+pub const SLOT_RECHECK: Duration = Duration::from_millis(250);
+
 /// A sustained rate: `n` calls every `per`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rate {
@@ -76,6 +81,12 @@ impl Rate {
         let milli = u128::from(self.n) * MILLI as u128 * elapsed.as_millis() / self.per_ms();
         let milli = if halved { milli / 2 } else { milli };
         i64::try_from(milli).unwrap_or(i64::MAX)
+    }
+
+    /// The time one token takes to refill: how far apart waiting calls are
+    /// spread.
+    pub fn spacing(&self, halved: bool) -> Duration {
+        self.time_for(MILLI, halved)
     }
 
     /// How long until `missing` thousandths of a token have refilled.
@@ -181,7 +192,7 @@ impl LimitState {
             if !held && self.slots.len() >= max as usize {
                 let first_free = self.slots.iter().map(|s| s.until).min().unwrap_or(now);
                 *self = before;
-                return Take::WaitUntil(first_free);
+                return Take::WaitUntil(first_free.min(now.plus(SLOT_RECHECK)));
             }
         }
         if let Some(rate) = &limits.rate {
@@ -242,6 +253,12 @@ impl LimitState {
             s.refill(rate, now);
         }
         u32::try_from(s.tokens_milli / MILLI).unwrap_or(0)
+    }
+
+    /// Whether its rate runs at half speed at `now` (a 429 without
+    /// `Retry-After`).
+    pub fn slowed(&self, now: Timestamp) -> bool {
+        self.slowed_until.is_some_and(|t| t > now)
     }
 
     /// Slots in use at `now`.

@@ -99,8 +99,14 @@ fn slots_are_held_until_released_or_their_lease_ends() {
     assert_eq!(s.take(&limits, id(2), T0, T0.plus(ms(3_000))), Take::Go);
     assert_eq!(
         s.take(&limits, id(3), T0, T0.plus(ms(9_000))),
+        Take::WaitUntil(T0.plus(SLOT_RECHECK)),
+        "a finish usually frees one long before the first lease ends"
+    );
+    let late = T0.plus(ms(2_900));
+    assert_eq!(
+        s.take(&limits, id(3), late, late.plus(LEASE)),
         Take::WaitUntil(T0.plus(ms(3_000))),
-        "until the first lease ends, unless a finish frees one sooner"
+        "or the lease's end, if sooner"
     );
     assert_eq!(
         s.take(&limits, id(1), T0, T0.plus(ms(6_000))),

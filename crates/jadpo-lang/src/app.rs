@@ -3,6 +3,7 @@
 //! names resolve, arguments match parameters, budgets are in range.
 
 use crate::diagnostic::Span;
+use jadpo_core::limit::{Limits, Rate};
 use jadpo_core::Budget;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -130,6 +131,13 @@ pub struct Connection {
     pub attempts: u32,
     /// Signs outgoing calls with Standard Webhooks headers when set.
     pub signing_secret: Option<Value>,
+    /// `rate:`: the most calls per unit of time, sustained, across every
+    /// process sharing the store. `None` (the default): no rate limit.
+    pub rate: Option<Rate>,
+    /// `concurrency:`: the most calls in flight at once, across every
+    /// process sharing the store, 1 to [`Connection::MAX_CONCURRENCY`].
+    /// `None` (the default): no limit.
+    pub concurrency: Option<u32>,
     pub span: Span,
 }
 
@@ -137,6 +145,16 @@ impl Connection {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(15 * 60);
     pub const MAX_ATTEMPTS: u32 = 10;
+    pub const MAX_CONCURRENCY: u32 = 10_000;
+
+    /// Its `rate:` and `concurrency:`; [`Limits::is_none`] when it has
+    /// neither.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            rate: self.rate,
+            concurrency: self.concurrency,
+        }
+    }
 }
 
 /// A value passed to an action or sent in a call, evaluated per delivery.

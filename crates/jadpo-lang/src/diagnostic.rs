@@ -51,13 +51,15 @@ pub enum Code {
     CallArgumentsInvalid,
     CallMethodUnknown,
     ConnectionRetryInvalid,
+    ConnectionRateInvalid,
+    ConnectionConcurrencyInvalid,
     AlertsDuplicate,
     AlertsConnectionUnknown,
     AlertsPathInvalid,
 }
 
 impl Code {
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 27] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -80,6 +82,8 @@ impl Code {
         Code::CallArgumentsInvalid,
         Code::CallMethodUnknown,
         Code::ConnectionRetryInvalid,
+        Code::ConnectionRateInvalid,
+        Code::ConnectionConcurrencyInvalid,
         Code::AlertsDuplicate,
         Code::AlertsConnectionUnknown,
         Code::AlertsPathInvalid,
@@ -109,6 +113,8 @@ impl Code {
             Code::CallArgumentsInvalid => "call.arguments_invalid",
             Code::CallMethodUnknown => "call.method_unknown",
             Code::ConnectionRetryInvalid => "connection.retry_invalid",
+            Code::ConnectionRateInvalid => "connection.rate_invalid",
+            Code::ConnectionConcurrencyInvalid => "connection.concurrency_invalid",
             Code::AlertsDuplicate => "alerts.duplicate",
             Code::AlertsConnectionUnknown => "alerts.connection_unknown",
             Code::AlertsPathInvalid => "alerts.path_invalid",

@@ -26,6 +26,8 @@ pub(crate) enum Tok {
     Comma,
     Dot,
     Minus,
+    /// A lone `/`, as in a rate (`50/s`); `//` starts a comment instead.
+    Slash,
     Eof,
 }
 
@@ -45,6 +47,7 @@ impl Tok {
             Tok::Comma => "`,`".to_string(),
             Tok::Dot => "`.`".to_string(),
             Tok::Minus => "`-`".to_string(),
+            Tok::Slash => "`/`".to_string(),
             Tok::Eof => "the end of the file".to_string(),
         }
     }
@@ -93,6 +96,12 @@ pub(crate) fn lex(src: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
             while i < bytes.len() && bytes[i] != b'\n' {
                 i += 1;
             }
+        } else if c == b'/' {
+            i += 1;
+            toks.push(Token {
+                tok: Tok::Slash,
+                span: Span::new(start, i),
+            });
         } else if c == b'"' {
             let (tok, end) = lex_string(src, i, diags);
             i = end;
@@ -157,10 +166,7 @@ fn is_ident_byte(b: u8) -> bool {
 
 fn is_stray(src: &str, i: usize) -> bool {
     let b = src.as_bytes()[i];
-    !(b.is_ascii_whitespace()
-        || is_ident_byte(b)
-        || b"{}()[]:,.-\"".contains(&b)
-        || (b == b'/' && src.as_bytes().get(i + 1) == Some(&b'/')))
+    !(b.is_ascii_whitespace() || is_ident_byte(b) || b"{}()[]:,.-/\"".contains(&b))
 }
 
 fn char_len(src: &str, i: usize) -> usize {
@@ -261,6 +267,30 @@ mod tests {
         let (t, errs) = kinds("\"abc\nnext");
         assert_eq!(errs, 1);
         assert_eq!(t[1], Tok::Ident("next".into()));
+    }
+
+    #[test]
+    fn a_slash_is_a_token_and_two_start_a_comment() {
+        let (t, errs) = kinds("50/s 600 / min 1//h");
+        assert_eq!(errs, 0);
+        let n = |int: &str| Tok::Number {
+            int: int.into(),
+            frac: None,
+            unit: None,
+        };
+        assert_eq!(
+            t,
+            vec![
+                n("50"),
+                Tok::Slash,
+                Tok::Ident("s".into()),
+                n("600"),
+                Tok::Slash,
+                Tok::Ident("min".into()),
+                n("1"),
+                Tok::Eof
+            ]
+        );
     }
 
     #[test]

@@ -312,7 +312,7 @@ impl Parser<'_> {
             }
             Tok::Number { int, frac, unit } => {
                 self.bump();
-                ExprKind::Number(Number {
+                self.number_or_rate(Number {
                     negative: false,
                     int,
                     frac,
@@ -325,7 +325,7 @@ impl Parser<'_> {
                     return self.unexpected("a number after `-`");
                 };
                 self.bump();
-                ExprKind::Number(Number {
+                self.number_or_rate(Number {
                     negative: true,
                     int,
                     frac,
@@ -360,12 +360,54 @@ impl Parser<'_> {
                     ExprKind::Path(path)
                 }
             }
+            Tok::Slash => {
+                // `path: /x` was text without its quotes; `rate: /s` a
+                // rate without its number.
+                return self.error(
+                    self.span(),
+                    "expected a value, found `/`; text goes in double quotes (`\"/jadpo/alerts\"`), \
+                     and a rate starts with its number (`50/s`)"
+                        .to_string(),
+                );
+            }
             _ => return self.unexpected("a value"),
         };
         Ok(Expr {
             kind,
             span: start.to(self.prev_span()),
         })
+    }
+
+    /// A number, or a rate when a `/` follows it (`50/s`, `600 / min`).
+    /// Whatever stands after the `/` is kept for the checker, so a bad
+    /// unit (`50/day`, `50/1h`) or none (`50/` before the next entry) is
+    /// reported with the rate's own code rather than as a syntax error.
+    fn number_or_rate(&mut self, count: Number) -> ExprKind {
+        if *self.peek() != Tok::Slash {
+            return ExprKind::Number(count);
+        }
+        self.bump();
+        let unit = match self.peek().clone() {
+            // `rate: 50/` then `concurrency: 5`: the word is the next key.
+            Tok::Ident(_) if *self.peek_at(1) == Tok::Colon => None,
+            Tok::Ident(name) => Some(Ident {
+                name,
+                span: self.bump().span,
+            }),
+            Tok::Number { int, frac, unit } => {
+                let text = format!(
+                    "{int}{}{}",
+                    frac.map(|f| format!(".{f}")).unwrap_or_default(),
+                    unit.unwrap_or_default()
+                );
+                Some(Ident {
+                    name: text,
+                    span: self.bump().span,
+                })
+            }
+            _ => None,
+        };
+        ExprKind::Rate { count, unit }
     }
 
     fn list(&mut self, open: Span) -> Parse<Vec<Expr>> {

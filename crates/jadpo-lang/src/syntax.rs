@@ -34,6 +34,13 @@ pub(crate) enum ExprKind {
     Str(String),
     /// Kept as written; see [`Number`].
     Number(Number),
+    /// `50/s`: a number, `/` and what follows it, for `rate:`. `unit` is
+    /// the word or number after the `/`, as written, and `None` when
+    /// neither follows; the checker decides what is a unit.
+    Rate {
+        count: Number,
+        unit: Option<Ident>,
+    },
     Bool(bool),
     Object(Vec<Entry>),
     List(Vec<Expr>),

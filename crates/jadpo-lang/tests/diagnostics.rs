@@ -133,6 +133,26 @@ const CASES: &[(Code, &str, &str)] = &[
         "connection mailer { base_url: \"https://mail.example\"  retry: { attempts: 11  within: 1h } }\n",
     ),
     (
+        Code::ConnectionRateInvalid,
+        "connection_rate_invalid",
+        "connection pay {\n    base_url: env(\"PAY_URL\")\n    rate: 0/s\n}\nconnection mail { base_url: env(\"MAIL_URL\")  rate: 20000/s }\n",
+    ),
+    (
+        Code::ConnectionRateInvalid,
+        "connection_rate_invalid_form",
+        "connection a { base_url: \"https://a\"  rate: 50 }\nconnection b { base_url: \"https://b\"  rate: 50/day }\nconnection c { base_url: \"https://c\"  rate: \"50/s\" }\nconnection d {\n    base_url: \"https://d\"\n    rate: 50/\n    concurrency: 5\n}\n",
+    ),
+    (
+        Code::ConnectionConcurrencyInvalid,
+        "connection_concurrency_invalid",
+        "connection a { base_url: \"https://a\"  concurrency: 0 }\nconnection b { base_url: \"https://b\"  concurrency: 10001 }\nconnection c { base_url: \"https://c\"  concurrency: \"5\" }\n",
+    ),
+    (
+        Code::NameDuplicate,
+        "name_duplicate_connection_limits",
+        "connection pay {\n    base_url: env(\"PAY_URL\")\n    rate: 50/s\n    concurrency: 10\n    rate: 600/min\n    concurrency: 20\n}\n",
+    ),
+    (
         Code::KeyMissing,
         "key_missing_alerts",
         "alerts { path: \"/jadpo/alerts\" }\n",

@@ -21,6 +21,7 @@ const SNIPPETS: &[&str] = &[
     "event Ping { id: string }\nconnection c { base_url: \"https://x\" retry: { attempts: 3 } }\naction a(id: string) { call c.get(\"/p/{id}\") run b(id) }\naction b(id: string) uses c\nsubscriber s { on: Ping run: a(event.id) retry: { attempts: 100 within: 30d } timeout: 15m }\nschedule t { cron: \"*/5 * * * *\" run: b(\"all\") }\nalerts { connection: c path: \"/alerts\" }\n",
     "action x() { run y() }\naction y() { run x() }\nschedule z { every: 0s run: x() retry: {} }\n",
     "event E { a: object b: list c: float d: bool }\naction f(a: object) { call c.post(\"/{a}\", body: [1, -2, 3.5, true, { k: event.a.b }]) }\nsubscriber s { on: E run: f(a: event.a) }\n",
+    "connection pay { base_url: env(\"PAY_URL\") rate: 50/s concurrency: 10 }\nconnection slow { base_url: \"https://s\" rate: 1 / h, concurrency: 0 rate: 0/day }\n",
     "connection ops { base_url: \"https://ops\" }\nalerts { connection: ops path: \"/jadpo/alerts\" }\nalerts { connection: opps path: \"x{\" }\n",
 ];
 
@@ -37,6 +38,7 @@ const VOCAB: &[&str] = &[
     ",",
     ".",
     "-",
+    "/",
     "\"",
     "//",
     "\n",
@@ -58,6 +60,10 @@ const VOCAB: &[&str] = &[
     "every",
     "cron",
     "timeout",
+    "rate",
+    "concurrency",
+    "50/s",
+    "/min",
     "env(\"X\")",
     "secret(",
     "event.",

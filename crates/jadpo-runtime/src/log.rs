@@ -35,6 +35,9 @@ pub fn claim(r: &ClaimReport) {
     for id in &r.held {
         tracing::info!(delivery = id.0, "delivery.held");
     }
+    for (id, until) in &r.waiting {
+        tracing::debug!(delivery = id.0, due_at = %rfc3339(*until), "delivery.waiting_for_limit");
+    }
 }
 
 pub fn held(c: &Claimed, connection: &str) {

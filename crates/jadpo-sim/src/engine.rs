@@ -550,6 +550,7 @@ impl Sim {
             outcome: outcome.clone(),
             calls: calls.clone(),
             probe_for: claimed.probe_for.clone(),
+            slots: Vec::new(),
             started_at,
             now: self.now,
             claimed: None,

@@ -13,6 +13,7 @@
 
 pub mod alerts;
 pub mod conformance;
+pub mod limits;
 pub mod memory;
 pub mod plan;
 pub mod postgres;

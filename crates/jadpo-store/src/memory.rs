@@ -8,10 +8,12 @@
 //! outage quickly.
 
 use crate::alerts::AlertBook;
+use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
+use jadpo_core::limit::LimitState;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::FailureRecord;
 use jadpo_core::{claim, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
@@ -39,6 +41,8 @@ pub struct MemoryStore {
     attempts: Vec<AttemptRecord>,
     alerts: AlertBook,
     minutes: BTreeMap<(Timestamp, String), u64>,
+    /// Limited connections' tokens and slots.
+    limits: BTreeMap<String, LimitState>,
     last_token: i64,
     schedules: BTreeMap<String, ScheduleState>,
     /// Deliveries changed since the last `take_changed`, for a checker
@@ -63,6 +67,7 @@ impl MemoryStore {
             attempts: Vec::new(),
             alerts: AlertBook::default(),
             minutes: BTreeMap::new(),
+            limits: BTreeMap::new(),
             last_token: 0,
             changed: Vec::new(),
             schedules: BTreeMap::new(),
@@ -180,8 +185,9 @@ impl MemoryStore {
             })
             .collect();
         let mut breakers = Breakers::new(self.breakers.values().cloned());
+        let mut limits = LimitStates::new(req.routes.limits(), self.limits.values().cloned());
         let mut last_token = self.last_token;
-        let plan = plan::claim(candidates, &mut breakers, req, |_| {
+        let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |_| {
             last_token += 1;
             LeaseToken(last_token)
         });
@@ -190,6 +196,9 @@ impl MemoryStore {
             self.put(d);
         }
         self.write_breakers(plan.breakers);
+        for w in plan.limits {
+            self.limits.insert(w.state.connection.clone(), w.state);
+        }
         plan.report
     }
 
@@ -214,8 +223,21 @@ impl MemoryStore {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
         claim::hold_claimed(&mut d, connection, now);
         self.unprobe(id);
+        self.release_slots(id);
         self.put(d);
         Ok(())
+    }
+
+    /// Every slot `id` holds comes back: it will not call.
+    fn release_slots(&mut self, id: DeliveryId) {
+        for s in self.limits.values_mut() {
+            s.release(id);
+        }
+    }
+
+    /// The connections' limit states, for the operator's view.
+    pub fn limit_states(&self) -> impl Iterator<Item = &LimitState> {
+        self.limits.values()
     }
 
     /// A claimed delivery given back unstarted, at shutdown.
@@ -223,6 +245,7 @@ impl MemoryStore {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
         claim::give_back(&mut d, now);
         self.unprobe(id);
+        self.release_slots(id);
         self.put(d);
         Ok(())
     }
@@ -237,6 +260,12 @@ impl MemoryStore {
     }
 
     pub fn finish(&mut self, f: &Finish) -> Result<FinishReport, StoreError> {
+        plan::check_lease(self.delivery(f.id), f.id, f.token)?;
+        for c in &f.slots {
+            if let Some(s) = self.limits.get_mut(c) {
+                s.release(f.id);
+            }
+        }
         let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;
         let mut breakers = Breakers::new(self.breakers.values().cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);

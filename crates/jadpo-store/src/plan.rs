@@ -78,6 +78,8 @@ pub struct ClaimPlan {
     /// The new value of every candidate row.
     pub deliveries: Vec<Delivery>,
     pub breakers: Vec<BreakerWrite>,
+    /// The connections' limit states it changed (tokens, slots).
+    pub limits: Vec<crate::limits::LimitWrite>,
     pub report: ClaimReport,
 }
 
@@ -98,6 +100,7 @@ pub struct Candidate {
 pub fn claim(
     candidates: Vec<Candidate>,
     breakers: &mut Breakers,
+    limits: &mut crate::limits::LimitStates,
     req: &ClaimRequest<'_>,
     mut token: impl FnMut(&Delivery) -> LeaseToken,
 ) -> ClaimPlan {
@@ -122,19 +125,26 @@ pub fn claim(
             .iter()
             .map(|conn| (conn.as_str(), breakers.gate(conn, id, now)))
             .collect();
-        let decision = claim::decide(ClaimInput {
+        let mut decision = claim::decide(ClaimInput {
             delivery: &d,
             budget: route.budget,
             handled: c.handled,
             gates: &gates,
             now,
         });
+        let until = now.plus(req.lease);
+        // A run needs room on every limited connection its action may call;
+        // without it the delivery waits, taking nothing.
+        if matches!(decision.decision, ClaimDecision::Run { .. }) {
+            if let Err((at, connection)) = limits.take_all(&route.connections, id, now, until) {
+                decision.decision = ClaimDecision::Wait { until: at, connection };
+            }
+        }
         let lease = Lease {
             owner: req.worker.to_owned(),
             token: token(&d),
-            until: now.plus(req.lease),
+            until,
         };
-        let until = lease.until;
         claim::apply(&mut d, &decision, lease, now);
         if decision.lease_expired {
             plan.report.lease_expired.push(id);
@@ -162,6 +172,7 @@ pub fn claim(
                     ClaimDecision::Succeed => plan.report.succeeded.push(id),
                     ClaimDecision::GiveUp(_) => plan.report.gave_up.push(id),
                     ClaimDecision::Hold { .. } => plan.report.held.push(id),
+                    ClaimDecision::Wait { until, .. } => plan.report.waiting.push((id, until)),
                     ClaimDecision::Run { .. } => unreachable!("handled above"),
                 }
             }
@@ -169,6 +180,7 @@ pub fn claim(
         plan.deliveries.push(d);
     }
     plan.breakers = breakers.writes();
+    plan.limits = limits.writes();
     plan.report.breakers = breakers.rows.values().cloned().collect();
     plan
 }

@@ -1,6 +1,7 @@
 //! The plain data a store takes and returns.
 
 use jadpo_core::alert::{AlertMessage, Sends};
+use jadpo_core::limit::Limits;
 use jadpo_core::{
     Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, LeaseToken,
     Outcome, Timestamp, Transition,
@@ -17,9 +18,13 @@ pub struct Route {
     pub connections: Vec<String>,
 }
 
-/// Every subscriber's route, by subscriber name.
+/// Every subscriber's route, by subscriber name, and each limited
+/// connection's limits.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Routes(BTreeMap<String, Route>);
+pub struct Routes {
+    routes: BTreeMap<String, Route>,
+    limits: BTreeMap<String, Limits>,
+}
 
 impl Routes {
     pub fn new() -> Routes {
@@ -27,11 +32,23 @@ impl Routes {
     }
 
     pub fn insert(&mut self, subscriber: impl Into<String>, route: Route) {
-        self.0.insert(subscriber.into(), route);
+        self.routes.insert(subscriber.into(), route);
     }
 
     pub fn get(&self, subscriber: &str) -> Option<&Route> {
-        self.0.get(subscriber)
+        self.routes.get(subscriber)
+    }
+
+    /// Limits `connection`'s calls (`rate:`, `concurrency:`).
+    pub fn limit(&mut self, connection: impl Into<String>, limits: Limits) {
+        if !limits.is_none() {
+            self.limits.insert(connection.into(), limits);
+        }
+    }
+
+    /// The limited connections' limits.
+    pub fn limits(&self) -> &BTreeMap<String, Limits> {
+        &self.limits
     }
 }
 
@@ -122,6 +139,9 @@ pub struct ClaimReport {
     pub succeeded: Vec<DeliveryId>,
     pub gave_up: Vec<DeliveryId>,
     pub held: Vec<DeliveryId>,
+    /// Would have run, but a connection's limit had no room: due again at
+    /// the time given, no attempt spent.
+    pub waiting: Vec<(DeliveryId, Timestamp)>,
     pub lease_expired: Vec<DeliveryId>,
     /// Every breaker the claim decided with, as it left them (a connection
     /// with no row is closed). The check just before each run uses these
@@ -141,6 +161,9 @@ pub struct Finish {
     pub calls: Vec<(String, CallVerdict)>,
     /// The connections it was the probe of, from its claim.
     pub probe_for: Vec<String>,
+    /// The concurrency-limited connections its claim took a slot on: the
+    /// finish gives them back.
+    pub slots: Vec<String>,
     pub started_at: Timestamp,
     pub now: Timestamp,
     /// The delivery as its claim returned it (`Claimed::delivery`), if the

@@ -36,6 +36,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             outcome: retry_at("http.503", 30),
             calls: vec![("payments".into(), CallVerdict::Unavailable)],
             probe_for: vec![],
+            slots: Vec::new(),
             started_at: at(0),
             now: at(0),
             claimed: None,

@@ -82,6 +82,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
                         outcome: Outcome::Succeeded,
                         calls: vec![],
                         probe_for: vec![],
+                        slots: Vec::new(),
                         started_at: now,
                         now,
                         claimed: Some(c.delivery.clone()),

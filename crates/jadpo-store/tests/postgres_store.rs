@@ -46,6 +46,7 @@ fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
         outcome,
         calls: vec![],
         probe_for: c.probe_for.clone(),
+        slots: Vec::new(),
         started_at: at(now),
         now: at(now),
         claimed: Some(c.delivery.clone()),

@@ -135,6 +135,7 @@ impl Server {
                 outcome,
                 calls: vec![],
                 probe_for: vec![],
+                slots: Vec::new(),
                 started_at: now,
                 now,
                 claimed: None,

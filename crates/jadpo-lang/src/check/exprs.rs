@@ -59,6 +59,14 @@ impl Checker<'_> {
                     }
                 }
             }
+            ExprKind::Rate { .. } => {
+                self.err(
+                    CODE,
+                    e.span,
+                    format!("{} is a rate, which is not a value to pass; pass a number", describe(e)),
+                );
+                return None;
+            }
             ExprKind::Object(entries) => {
                 let mut fields: Vec<(String, Value)> = Vec::new();
                 let mut seen = std::collections::HashSet::new();

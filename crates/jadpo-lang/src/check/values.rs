@@ -69,11 +69,26 @@ pub(crate) fn describe(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Str(s) => format!("the string {s:?}"),
         ExprKind::Number(n) => format!("`{}`", number_text(n)),
+        ExprKind::Rate { .. } => format!("`{}`", rate_text(e)),
         ExprKind::Bool(b) => format!("`{b}`"),
         ExprKind::Object(_) => "an object `{ ... }`".to_string(),
         ExprKind::List(_) => "a list `[ ... ]`".to_string(),
         ExprKind::Path(p) => format!("`{}`", path_text(p)),
         ExprKind::Call { callee, .. } => format!("`{}(...)`", path_text(callee)),
+    }
+}
+
+/// A rate as written, without the spaces around its `/`: `50/s`.
+pub(crate) fn rate_text(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Rate { count, unit } => {
+            format!(
+                "{}/{}",
+                number_text(count),
+                unit.as_ref().map_or("", |u| u.name.as_str())
+            )
+        }
+        _ => String::new(),
     }
 }
 

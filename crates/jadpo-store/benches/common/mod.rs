@@ -129,6 +129,7 @@ pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp
                         outcome: Outcome::Succeeded,
                         calls: vec![],
                         probe_for: vec![],
+                        slots: Vec::new(),
                         started_at: now,
                         now,
                         claimed: None,

@@ -91,6 +91,7 @@ pub async fn finish<S: Store>(
         outcome,
         calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
         probe_for: c.probe_for.clone(),
+        slots: Vec::new(),
         started_at: at(now),
         now: at(now),
         claimed: Some(c.delivery.clone()),
@@ -141,6 +142,7 @@ mod alerts;
 mod breakers;
 mod deliveries;
 mod intake;
+mod limits;
 mod schedules;
 mod wake;
 
@@ -148,6 +150,7 @@ pub use alerts::*;
 pub use breakers::*;
 pub use deliveries::*;
 pub use intake::*;
+pub use limits::*;
 pub use schedules::*;
 pub use wake::*;
 
@@ -186,6 +189,9 @@ macro_rules! conformance_tests {
             counts_give_deliveries_by_state,
             next_due_is_the_first_due_time_or_lease_end,
             the_per_minute_summary_adds_up_and_forgets_old_minutes,
+            a_limited_connection_lets_through_only_what_it_has_room_for,
+            a_slot_comes_back_when_its_lease_ends,
+            limits_leave_other_connections_alone,
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,
             a_key_is_pruned_with_its_event,
         );

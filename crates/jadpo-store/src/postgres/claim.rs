@@ -3,6 +3,7 @@
 use super::rows::{self, breaker_columns, delivery_columns, DELIVERY_COLUMNS};
 use super::writes::DeliveryWrites;
 use super::Abort;
+use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
 use deadpool_postgres::Transaction;
@@ -64,17 +65,30 @@ const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan
 const BREAKERS: &str = concat!("SELECT ", breaker_columns!(), " FROM jadpo_circuit_breakers");
 
 pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
-    let (claim, open) = tokio::try_join!(tx.prepare_cached(CLAIM), tx.prepare_cached(BREAKERS))?;
+    let (claim, open, limit_rows) = tokio::try_join!(
+        tx.prepare_cached(CLAIM),
+        tx.prepare_cached(BREAKERS),
+        tx.prepare_cached(super::limits::ALL)
+    )?;
     let now = rows::ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
     // One round trip: the driver sends each request when its future is
     // first polled, and `try_join!` polls them in this order, so the
     // settings reach the server before the claim.
-    let (_, rows, open) = tokio::try_join!(
+    let limited = !req.routes.limits().is_empty();
+    let (_, rows, open, limit_rows) = tokio::try_join!(
         tx.batch_execute(PIN_PLAN),
         tx.query(&claim, &params),
-        tx.query(&open, &[])
+        tx.query(&open, &[]),
+        async {
+            // Only an app with limits reads them: the others pay nothing.
+            if limited {
+                tx.query(&limit_rows, &[]).await
+            } else {
+                Ok(Vec::new())
+            }
+        }
     )?;
     if rows.is_empty() {
         return Ok(ClaimReport::default());
@@ -99,7 +113,10 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     let mut breakers = Breakers::new(open);
     // Each claim of a row issues the token after the last one it had, so a
     // token never repeats for a row.
-    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(read[&d.id].1 + 1));
+    let mut limits = LimitStates::new(req.routes.limits(), super::limits::states(&limit_rows)?);
+    let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |d| {
+        LeaseToken(read[&d.id].1 + 1)
+    });
     confirm_holds(tx, &plan.deliveries, &read_versions).await?;
     let mut writes = DeliveryWrites::default();
     for d in &plan.deliveries {
@@ -108,6 +125,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     }
     writes.write(tx).await?;
     rows::write_breakers(tx, &plan.breakers).await?;
+    super::limits::write(tx, &plan.limits).await?;
     Ok(plan.report)
 }
 

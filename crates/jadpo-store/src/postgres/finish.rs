@@ -189,6 +189,15 @@ pub(crate) async fn finish_batch(
     }
     attempts.retain(|a| !on_row.contains(&a.delivery));
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
+    // Slots come back only with a finish its lease let through: a late one
+    // must not free the slot a later claim of the same delivery took.
+    let slots: Vec<(DeliveryId, Option<&[String]>)> = batch
+        .iter()
+        .zip(&results)
+        .filter(|(f, r)| r.is_ok() && !f.slots.is_empty())
+        .map(|(f, _)| (f.id, Some(f.slots.as_slice())))
+        .collect();
+    super::limits::release(tx, &slots).await?;
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
     let released = rows::release(tx, &release).await?;
@@ -259,5 +268,7 @@ pub(crate) async fn set_aside(
     writes.push(&d, stored_token);
     writes.write(tx).await?;
     rows::write_breakers(tx, &breaker_writes).await?;
+    // It will not call: its slots come back.
+    super::limits::release(tx, &[(id, None)]).await?;
     Ok(())
 }

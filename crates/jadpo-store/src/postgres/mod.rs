@@ -45,6 +45,7 @@
 mod alerts;
 mod claim;
 mod finish;
+mod limits;
 mod listen;
 mod minutes;
 mod read;

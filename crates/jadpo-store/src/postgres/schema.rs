@@ -214,6 +214,8 @@ CREATE INDEX jadpo_alerts_open ON jadpo_alerts ((coalesce(send_due_at, raised_at
 /// series, added to by every process, a day of them kept. And the
 /// deliveries an operator looks for, failed and parked, found (listed,
 /// counted) without reading the succeeded ones.
+/// And limited connections' tokens and slots, one row per connection with
+/// its state as JSON (`jadpo_core::limit::LimitState`).
 const V6: &str = "
 CREATE TABLE jadpo_minutes (
     minute  BIGINT NOT NULL,
@@ -222,6 +224,11 @@ CREATE TABLE jadpo_minutes (
     PRIMARY KEY (minute, series)
 );
 CREATE INDEX jadpo_deliveries_attention ON jadpo_deliveries (state, id) WHERE state IN ('failed', 'parked');
+CREATE TABLE jadpo_connection_limits (
+    connection  TEXT   PRIMARY KEY,
+    state       TEXT   NOT NULL,
+    version     BIGINT NOT NULL
+);
 ";
 
 const V2: &str = "

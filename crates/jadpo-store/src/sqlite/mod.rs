@@ -21,6 +21,7 @@
 //! describes the tables.
 
 mod alerts;
+mod limits;
 mod ops;
 mod pool;
 mod rows;

@@ -3,6 +3,7 @@
 
 use super::pool::Fault;
 use super::rows::{self, delivery_columns, Stored, DELIVERY_COLUMNS};
+use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
@@ -94,11 +95,20 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         })
         .collect();
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
-    let plan = plan::claim(candidates, &mut breakers, req, |d| LeaseToken(tokens[&d.id] + 1));
+    let limit_rows = if req.routes.limits().is_empty() {
+        Vec::new()
+    } else {
+        super::limits::all(c)?
+    };
+    let mut limits = LimitStates::new(req.routes.limits(), limit_rows);
+    let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |d| {
+        LeaseToken(tokens[&d.id] + 1)
+    });
     for d in &plan.deliveries {
         rows::update(c, d, None, None)?;
     }
     rows::write_breakers(c, &plan.breakers)?;
+    super::limits::write(c, &plan.limits)?;
     Ok(plan.report)
 }
 
@@ -145,6 +155,7 @@ pub(crate) fn hold_claimed(
     let mut d = fenced(c, id, token)?;
     claim::hold_claimed(&mut d, connection, now);
     write_fenced(c, &d, token, None)?;
+    super::limits::release(c, id, None)?;
     unprobe(c, id)
 }
 
@@ -152,6 +163,7 @@ pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: 
     let mut d = fenced(c, id, token)?;
     claim::give_back(&mut d, now);
     write_fenced(c, &d, token, None)?;
+    super::limits::release(c, id, None)?;
     unprobe(c, id)
 }
 
@@ -176,6 +188,9 @@ pub(crate) fn finish_batch(
 
 fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
     let d = fenced(c, f.id, f.token)?;
+    if !f.slots.is_empty() {
+        super::limits::release(c, f.id, Some(&f.slots))?;
+    }
     // Most finishes touch no breaker: read only the rows this one may move.
     let touched: Vec<&str> = f
         .calls

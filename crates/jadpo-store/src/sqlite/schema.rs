@@ -255,6 +255,8 @@ CREATE INDEX jadpo_alerts_open ON jadpo_alerts (coalesce(send_due_at, raised_at)
 /// deliveries an operator looks for, failed and parked, found (listed,
 /// counted) without reading the succeeded ones: one index each, since
 /// SQLite uses a partial index only when the query names its condition.
+/// And limited connections' tokens and slots, one row per connection with
+/// its state as JSON (`jadpo_core::limit::LimitState`).
 const V9: &str = "
 CREATE TABLE jadpo_minutes (
     minute  BIGINT  NOT NULL,
@@ -264,6 +266,11 @@ CREATE TABLE jadpo_minutes (
 );
 CREATE INDEX jadpo_deliveries_failed ON jadpo_deliveries (id) WHERE state = 'failed';
 CREATE INDEX jadpo_deliveries_parked ON jadpo_deliveries (id) WHERE state = 'parked';
+CREATE TABLE jadpo_connection_limits (
+    connection  TEXT    PRIMARY KEY,
+    state       TEXT    NOT NULL,
+    version     BIGINT  NOT NULL
+);
 ";
 
 /// Applies every migration the file has not had, inside the caller's

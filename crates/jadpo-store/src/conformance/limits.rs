@@ -1,0 +1,144 @@
+//! Scenarios of connection limits: tokens and slots taken in the store, so
+//! every worker sees them; waiting spends no attempt; slots come back with
+//! a finish or when their lease ends.
+
+use super::*;
+use jadpo_core::limit::{Limits, Rate, SLOT_RECHECK};
+use jadpo_core::{DeliveryState, Outcome};
+
+/// `lim` calls `limited`, which takes 10 calls a second and 2 at once.
+fn limited_routes(limits: Limits) -> Routes {
+    let mut routes = routes();
+    routes.insert(
+        "lim",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec!["limited".into()],
+        },
+    );
+    routes.limit("limited", limits);
+    routes
+}
+
+fn both() -> Limits {
+    Limits {
+        rate: Some(Rate::new(10, Duration::from_secs(1)).unwrap()),
+        concurrency: Some(2),
+    }
+}
+
+fn ms(n: u64) -> Timestamp {
+    at(0).plus(Duration::from_millis(n))
+}
+
+async fn claim_at<S: Store>(s: &S, routes: &Routes, worker: &str, now: Timestamp) -> ClaimReport {
+    s.claim(&ClaimRequest {
+        worker,
+        routes,
+        now,
+        limit: 100,
+        lease: LEASE,
+    })
+    .await
+    .unwrap()
+}
+
+async fn finish_limited<S: Store>(s: &S, c: &Claimed, now: Timestamp) {
+    s.finish(&Finish {
+        id: c.delivery.id,
+        token: c.token(),
+        outcome: Outcome::Succeeded,
+        calls: vec![],
+        probe_for: vec![],
+        slots: vec!["limited".into()],
+        started_at: now,
+        now,
+        claimed: Some(c.delivery.clone()),
+    })
+    .await
+    .unwrap();
+}
+
+pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Store>(s: &S) {
+    let routes = limited_routes(both());
+    let ids = emit(s, "lim", 5, 0).await;
+    // The bucket holds one token: one runs, the rest wait a token apart.
+    let r = claim_at(s, &routes, "w1", ms(0)).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        vec![ids[0]]
+    );
+    assert_eq!(
+        r.waiting,
+        vec![
+            (ids[1], ms(100)),
+            (ids[2], ms(200)),
+            (ids[3], ms(300)),
+            (ids[4], ms(400))
+        ]
+    );
+    for id in &ids[1..] {
+        let d = get(s, *id).await;
+        assert_eq!(
+            (d.state, d.attempts, d.lease.is_none()),
+            (DeliveryState::Due, 0, true),
+            "waiting spends nothing"
+        );
+    }
+    // Another worker sees the same bucket: nothing before the next token.
+    assert!(claim_at(s, &routes, "w2", ms(50)).await.claimed.is_empty());
+    let second = claim_at(s, &routes, "w2", ms(100)).await.claimed;
+    assert_eq!(second.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), vec![ids[1]]);
+    // Two slots in use: the third waits for one, tokens or not.
+    let r = claim_at(s, &routes, "w1", ms(200)).await;
+    assert!(r.claimed.is_empty());
+    assert_eq!(r.waiting, vec![(ids[2], ms(200).plus(SLOT_RECHECK))]);
+    // A finish gives its slot back: the longest due of the others takes it,
+    // and the rest wait for the next token.
+    finish_limited(s, &second[0], ms(300)).await;
+    let r = claim_at(s, &routes, "w1", ms(1200)).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        vec![ids[3]]
+    );
+    assert_eq!(
+        r.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![ids[4], ids[2]]
+    );
+}
+
+pub async fn a_slot_comes_back_when_its_lease_ends<S: Store>(s: &S) {
+    let one = Limits {
+        rate: None,
+        concurrency: Some(1),
+    };
+    let routes = limited_routes(one);
+    let ids = emit(s, "lim", 2, 0).await;
+    let r = claim_at(s, &routes, "lost", at(0)).await;
+    assert_eq!(r.claimed.len(), 1);
+    assert_eq!(r.waiting.len(), 1);
+    // The first worker is killed: its slot is back once its lease ends,
+    // and the other delivery takes it.
+    let r = claim_at(s, &routes, "w2", at(60)).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        vec![ids[1]]
+    );
+    assert_eq!(r.lease_expired, vec![ids[0]]);
+    assert_eq!(r.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![ids[0]]);
+    let lost = get(s, ids[0]).await;
+    assert_eq!(lost.state, DeliveryState::Due, "taken over, then waiting");
+}
+
+pub async fn limits_leave_other_connections_alone<S: Store>(s: &S) {
+    let routes = limited_routes(both());
+    emit(s, "lim", 3, 0).await;
+    let logs = emit(s, "log", 3, 0).await;
+    let r = claim_at(s, &routes, "w1", ms(0)).await;
+    let claimed: Vec<_> = r.claimed.iter().map(|c| c.delivery.id).collect();
+    for id in &logs {
+        assert!(claimed.contains(id), "an unlimited subscriber runs at once");
+    }
+    assert_eq!(claimed.len(), 4);
+    assert_eq!(r.waiting.len(), 2);
+}

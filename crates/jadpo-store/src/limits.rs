@@ -1,0 +1,227 @@
+//! Connection limits at the claim, decided once for every store: a
+//! delivery that would run takes a token and a slot on each limited
+//! connection its action may call, all of them or none; when one has no
+//! room, it stays due until then, no attempt spent and no lease taken
+//! (`ClaimDecision::Wait`). A finish gives its slots back and writes a
+//! 429's pause. The rows are read with the claim's and written
+//! conditionally on the version read, as breakers are.
+
+use jadpo_core::limit::{LimitState, Limits, Take};
+use jadpo_core::{DeliveryId, Timestamp};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A limit state's new value, to be written only if its row is still at
+/// `read_version` (0 and absent for a connection that has no row yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitWrite {
+    pub state: LimitState,
+    pub read_version: i64,
+}
+
+/// The limit states a plan reads, by connection, and the limits each
+/// connection has in the app. Tracks which states the plan changed.
+#[derive(Clone, Debug, Default)]
+pub struct LimitStates {
+    limits: BTreeMap<String, Limits>,
+    rows: BTreeMap<String, LimitState>,
+    read_versions: BTreeMap<String, i64>,
+    /// The last due time given to a delivery waiting on each connection in
+    /// this plan: the next waiter's comes a token's refill later, so a
+    /// backlog is spread over the times tokens will be there, instead of
+    /// every waiter coming back at once to find one token.
+    tails: BTreeMap<String, Timestamp>,
+}
+
+impl LimitStates {
+    pub fn new(limits: &BTreeMap<String, Limits>, rows: impl IntoIterator<Item = LimitState>) -> LimitStates {
+        let rows: BTreeMap<String, LimitState> = rows.into_iter().map(|s| (s.connection.clone(), s)).collect();
+        let read_versions = rows.iter().map(|(c, s)| (c.clone(), s.version)).collect();
+        LimitStates {
+            limits: limits.clone(),
+            rows,
+            read_versions,
+            tails: BTreeMap::new(),
+        }
+    }
+
+    fn limits_of(&self, connection: &str) -> Limits {
+        self.limits.get(connection).copied().unwrap_or_default()
+    }
+
+    fn state(&mut self, connection: &str, now: Timestamp) -> &mut LimitState {
+        let limits = self.limits_of(connection);
+        self.rows
+            .entry(connection.to_owned())
+            .or_insert_with(|| LimitState::new(connection, &limits, now))
+    }
+
+    /// For a delivery about to run through `connections`: a token and a
+    /// slot (leased until `lease_until`) on each that is limited or paused,
+    /// or, when one has no room, nothing taken and the earliest time all
+    /// may have room (the latest of their waits) with the connection that
+    /// waits longest.
+    pub fn take_all(
+        &mut self,
+        connections: &[String],
+        delivery: DeliveryId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<(), (Timestamp, String)> {
+        let before = self.rows.clone();
+        let mut wait: Option<(Timestamp, String)> = None;
+        for c in connections {
+            let limits = self.limits_of(c);
+            let paused = self
+                .rows
+                .get(c)
+                .is_some_and(|s| s.paused_until.is_some_and(|t| t > now));
+            if limits.is_none() && !paused {
+                continue;
+            }
+            if let Take::WaitUntil(until) = self.state(c, now).take(&limits, delivery, now, lease_until) {
+                if wait.as_ref().is_none_or(|(t, _)| until > *t) {
+                    wait = Some((until, c.clone()));
+                }
+            }
+        }
+        match wait {
+            None => Ok(()),
+            Some((until, connection)) => {
+                self.rows = before;
+                Err((self.spaced(&connection, until, now), connection))
+            }
+        }
+    }
+
+    /// When a delivery told to wait on `connection` until `until` is due:
+    /// after the previous waiter of this plan by a token's refill.
+    fn spaced(&mut self, connection: &str, until: Timestamp, now: Timestamp) -> Timestamp {
+        let limits = self.limits_of(connection);
+        let halved = self.rows.get(connection).is_some_and(|s| s.slowed(now));
+        let spacing = limits.rate.map_or(Duration::ZERO, |r| r.spacing(halved));
+        let due = match self.tails.get(connection) {
+            Some(tail) => until.max(tail.plus(spacing)),
+            None => until,
+        };
+        self.tails.insert(connection.to_owned(), due);
+        due
+    }
+
+    /// `delivery` no longer calls (it finished, or was given back): its
+    /// slots come back.
+    pub fn release(&mut self, delivery: DeliveryId, connections: &[String]) {
+        for c in connections {
+            if let Some(s) = self.rows.get_mut(c) {
+                s.release(delivery);
+            }
+        }
+    }
+
+    /// `connection` answered 429 at `now`, asking to wait `retry_after`.
+    pub fn rate_limited(&mut self, connection: &str, retry_after: Option<Duration>, now: Timestamp) {
+        self.state(connection, now).rate_limited(retry_after, now);
+    }
+
+    pub fn get(&self, connection: &str) -> Option<&LimitState> {
+        self.rows.get(connection)
+    }
+
+    /// The states this plan changed, with the versions they were read at.
+    pub fn writes(&self) -> Vec<LimitWrite> {
+        self.rows
+            .values()
+            .filter_map(|s| {
+                let read_version = self.read_versions.get(&s.connection).copied().unwrap_or(0);
+                (s.version != read_version).then(|| LimitWrite {
+                    state: s.clone(),
+                    read_version,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::limit::Rate;
+
+    const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+    const LEASE: Duration = Duration::from_secs(60);
+
+    fn limits() -> BTreeMap<String, Limits> {
+        let mut l = BTreeMap::new();
+        l.insert(
+            "pay".to_string(),
+            Limits {
+                rate: Some(Rate::new(10, Duration::from_secs(1)).unwrap()),
+                concurrency: None,
+            },
+        );
+        l.insert(
+            "mail".to_string(),
+            Limits {
+                rate: None,
+                concurrency: Some(1),
+            },
+        );
+        l
+    }
+
+    fn conns(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_delivery_takes_from_every_limited_connection_or_from_none() {
+        let mut s = LimitStates::new(&limits(), []);
+        let both = conns(&["pay", "mail", "free"]);
+        assert_eq!(s.take_all(&both, DeliveryId(1), T0, T0.plus(LEASE)), Ok(()));
+        assert!(s.get("free").is_none(), "an unlimited connection keeps no state");
+        // Mail's one slot is taken: the second waits for it, and takes no
+        // token from pay meanwhile.
+        let tokens_before = s.get("pay").unwrap().tokens_milli;
+        assert_eq!(
+            s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
+            Err((T0.plus(jadpo_core::limit::SLOT_RECHECK), "mail".to_string()))
+        );
+        assert_eq!(s.get("pay").unwrap().tokens_milli, tokens_before);
+        s.release(DeliveryId(1), &both);
+        assert_eq!(
+            s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
+            Err((T0.plus(Duration::from_millis(100)), "pay".to_string())),
+            "pay's one token went to the first"
+        );
+        let later = T0.plus(Duration::from_millis(100));
+        assert_eq!(s.take_all(&both, DeliveryId(2), later, later.plus(LEASE)), Ok(()));
+        let writes = s.writes();
+        assert_eq!(writes.len(), 2);
+        assert!(writes.iter().all(|w| w.read_version == 0));
+    }
+
+    #[test]
+    fn waiters_are_spread_a_token_apart() {
+        let mut s = LimitStates::new(&limits(), []);
+        let pay = conns(&["pay"]);
+        assert_eq!(s.take_all(&pay, DeliveryId(1), T0, T0.plus(LEASE)), Ok(()));
+        let waits: Vec<Timestamp> = (2..5)
+            .map(|i| s.take_all(&pay, DeliveryId(i), T0, T0.plus(LEASE)).unwrap_err().0)
+            .collect();
+        let ms = |n| T0.plus(Duration::from_millis(n));
+        assert_eq!(waits, vec![ms(100), ms(200), ms(300)], "10/s: one every 100 ms");
+    }
+
+    #[test]
+    fn a_429_pauses_even_a_connection_without_limits() {
+        let mut s = LimitStates::new(&BTreeMap::new(), []);
+        let free = conns(&["free"]);
+        s.rate_limited("free", Some(Duration::from_secs(30)), T0);
+        assert_eq!(
+            s.take_all(&free, DeliveryId(1), T0, T0.plus(LEASE)),
+            Err((T0.plus(Duration::from_secs(30)), "free".to_string()))
+        );
+        let after = T0.plus(Duration::from_secs(30));
+        assert_eq!(s.take_all(&free, DeliveryId(1), after, after.plus(LEASE)), Ok(()));
+    }
+}

@@ -1,0 +1,82 @@
+//! Limited connections' tokens and slots (`jadpo_connection_limits`): one
+//! row per connection holding its `LimitState` as JSON, written only at the
+//! version read (see [`crate::limits`]). Read without a lock: a write that
+//! finds the version moved aborts and the method is redone, as breakers are.
+
+use super::Abort;
+use crate::limits::LimitWrite;
+use crate::StoreError;
+use deadpool_postgres::Transaction;
+use jadpo_core::limit::LimitState;
+use jadpo_core::DeliveryId;
+
+pub(crate) const ALL: &str = "SELECT state FROM jadpo_connection_limits ORDER BY connection";
+
+const INSERT: &str = "
+INSERT INTO jadpo_connection_limits (connection, state, version) VALUES ($1, $2, $3)
+ON CONFLICT (connection) DO NOTHING";
+
+const UPDATE: &str = "
+UPDATE jadpo_connection_limits SET state = $2, version = $3 WHERE connection = $1 AND version = $4";
+
+pub(crate) fn states(rows: &[tokio_postgres::Row]) -> Result<Vec<LimitState>, Abort> {
+    rows.iter()
+        .map(|r| {
+            let json: &str = r.try_get(0)?;
+            serde_json::from_str(json).map_err(|e| {
+                Abort::Store(StoreError::Unavailable(format!(
+                    "unreadable row of jadpo_connection_limits: {e}"
+                )))
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn all(tx: &Transaction<'_>) -> Result<Vec<LimitState>, Abort> {
+    let stmt = tx.prepare_cached(ALL).await?;
+    states(&tx.query(&stmt, &[]).await?)
+}
+
+/// Writes each state only if its row is still at the version read (or still
+/// absent). The writes come sorted by connection, so two transactions lock
+/// the rows in the same order.
+pub(crate) async fn write(tx: &Transaction<'_>, writes: &[LimitWrite]) -> Result<(), Abort> {
+    for w in writes {
+        let json = serde_json::to_string(&w.state).expect("a limit state is plain data");
+        let n = if w.read_version == 0 {
+            let stmt = tx.prepare_cached(INSERT).await?;
+            tx.execute(&stmt, &[&w.state.connection, &json, &w.state.version])
+                .await?
+        } else {
+            let stmt = tx.prepare_cached(UPDATE).await?;
+            tx.execute(&stmt, &[&w.state.connection, &json, &w.state.version, &w.read_version])
+                .await?
+        };
+        if n != 1 {
+            return Err(Abort::Conflict);
+        }
+    }
+    Ok(())
+}
+
+/// The slots of `deliveries` come back: on the connections named with each,
+/// or on all connections.
+pub(crate) async fn release(tx: &Transaction<'_>, deliveries: &[(DeliveryId, Option<&[String]>)]) -> Result<(), Abort> {
+    if deliveries.is_empty() {
+        return Ok(());
+    }
+    let mut writes = Vec::new();
+    for mut s in all(tx).await? {
+        let read_version = s.version;
+        let mut changed = false;
+        for (id, only) in deliveries {
+            if only.is_none_or(|o| o.contains(&s.connection)) {
+                changed |= s.release(*id);
+            }
+        }
+        if changed {
+            writes.push(LimitWrite { state: s, read_version });
+        }
+    }
+    write(tx, &writes).await
+}

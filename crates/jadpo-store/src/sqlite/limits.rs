@@ -1,0 +1,64 @@
+//! Limited connections' tokens and slots (`jadpo_connection_limits`): one
+//! row per connection holding its `LimitState` as JSON, written only at the
+//! version read (see [`crate::limits`]).
+
+use super::pool::Fault;
+use crate::limits::LimitWrite;
+use jadpo_core::limit::LimitState;
+use jadpo_core::DeliveryId;
+use rusqlite::{params, Connection};
+
+fn state(json: &str) -> Result<LimitState, Fault> {
+    serde_json::from_str(json).map_err(|e| {
+        Fault::Store(crate::StoreError::Unavailable(format!(
+            "unreadable row of jadpo_connection_limits: {e}"
+        )))
+    })
+}
+
+pub(crate) fn all(c: &Connection) -> Result<Vec<LimitState>, Fault> {
+    let rows: Vec<String> = c
+        .prepare_cached("SELECT state FROM jadpo_connection_limits ORDER BY connection")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.iter().map(|s| state(s)).collect()
+}
+
+/// Writes each state only if its row is still at the version read (or still
+/// absent); otherwise [`Fault::Conflict`], and the method is redone.
+pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> {
+    for w in writes {
+        let json = serde_json::to_string(&w.state).expect("a limit state is plain data");
+        let changed = if w.read_version == 0 {
+            c.prepare_cached(
+                "INSERT INTO jadpo_connection_limits (connection, state, version) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (connection) DO NOTHING",
+            )?
+            .execute(params![w.state.connection, json, w.state.version])?
+        } else {
+            c.prepare_cached(
+                "UPDATE jadpo_connection_limits SET state = ?2, version = ?3 WHERE connection = ?1 AND version = ?4",
+            )?
+            .execute(params![w.state.connection, json, w.state.version, w.read_version])?
+        };
+        if changed != 1 {
+            return Err(Fault::Conflict);
+        }
+    }
+    Ok(())
+}
+
+/// `delivery`'s slots come back: on the connections named, or on all.
+pub(crate) fn release(c: &Connection, delivery: DeliveryId, only: Option<&[String]>) -> Result<(), Fault> {
+    let mut writes = Vec::new();
+    for mut s in all(c)? {
+        if only.is_some_and(|o| !o.contains(&s.connection)) {
+            continue;
+        }
+        let read_version = s.version;
+        if s.release(delivery) {
+            writes.push(LimitWrite { state: s, read_version });
+        }
+    }
+    write(c, &writes)
+}
