@@ -594,6 +594,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 calls: vec![],
                 probe_for: vec![],
                 slots: Vec::new(),
+                rate_limited: Vec::new(),
                 started_at: now,
                 now,
                 claimed: None,

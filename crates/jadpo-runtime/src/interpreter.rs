@@ -94,6 +94,10 @@ impl ConnectionHandle {
             self.ctx.calls.started(connection);
         }
         let outcome = self.connections.call(req, self.ctx.deadline, rand::random()).await;
+        if counts && outcome.status == Some(429) {
+            let retry_after = outcome.result.as_ref().err().and_then(|f| f.retry_after);
+            self.ctx.calls.rate_limited(connection, retry_after);
+        }
         if counts {
             // A send the run's limit cut short got no answer in the time it
             // had: for the breaker, the provider was unavailable.

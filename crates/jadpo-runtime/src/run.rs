@@ -68,6 +68,8 @@ struct CallLogState {
     order: Vec<String>,
     last: BTreeMap<String, CallVerdict>,
     in_flight: Option<String>,
+    /// Connections that answered 429, with the longest `Retry-After`.
+    rate_limited: BTreeMap<String, Option<Duration>>,
 }
 
 impl CallLog {
@@ -91,6 +93,18 @@ impl CallLog {
             }
             s.last.insert(connection.to_owned(), v);
         }
+    }
+
+    /// `connection`'s provider answered 429, asking to wait `retry_after`.
+    pub fn rate_limited(&self, connection: &str, retry_after: Option<Duration>) {
+        let mut s = self.lock();
+        let entry = s.rate_limited.entry(connection.to_owned()).or_insert(retry_after);
+        *entry = (*entry).max(retry_after);
+    }
+
+    /// The connections that answered 429 in this run.
+    pub fn rate_limits(&self) -> Vec<(String, Option<Duration>)> {
+        self.lock().rate_limited.iter().map(|(c, r)| (c.clone(), *r)).collect()
     }
 
     /// One verdict per connection, by its last call. A call still in flight

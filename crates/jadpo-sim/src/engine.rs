@@ -551,6 +551,7 @@ impl Sim {
             calls: calls.clone(),
             probe_for: claimed.probe_for.clone(),
             slots: Vec::new(),
+            rate_limited: Vec::new(),
             started_at,
             now: self.now,
             claimed: None,

@@ -142,6 +142,19 @@ impl LimitStates {
     }
 }
 
+/// The writes that record each finish's 429s on the rows read: a pause
+/// until `Retry-After`, or a minute at half rate.
+pub fn rate_limited_writes(
+    rows: Vec<LimitState>,
+    answers: &[(String, Option<Duration>, Timestamp)],
+) -> Vec<LimitWrite> {
+    let mut states = LimitStates::new(&BTreeMap::new(), rows);
+    for (connection, retry_after, at) in answers {
+        states.rate_limited(connection, *retry_after, *at);
+    }
+    states.writes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

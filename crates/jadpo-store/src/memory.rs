@@ -185,6 +185,7 @@ impl MemoryStore {
             })
             .collect();
         let mut breakers = Breakers::new(self.breakers.values().cloned());
+        // Every row, limited or not: a 429's pause holds any connection.
         let mut limits = LimitStates::new(req.routes.limits(), self.limits.values().cloned());
         let mut last_token = self.last_token;
         let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |_| {
@@ -264,6 +265,12 @@ impl MemoryStore {
         for c in &f.slots {
             if let Some(s) = self.limits.get_mut(c) {
                 s.release(f.id);
+            }
+        }
+        if !f.rate_limited.is_empty() {
+            let answers: Vec<_> = f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)).collect();
+            for w in crate::limits::rate_limited_writes(self.limits.values().cloned().collect(), &answers) {
+                self.limits.insert(w.state.connection.clone(), w.state);
             }
         }
         let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;

@@ -164,6 +164,9 @@ pub struct Finish {
     /// The concurrency-limited connections its claim took a slot on: the
     /// finish gives them back.
     pub slots: Vec<String>,
+    /// The connections that answered 429, with their `Retry-After`: every
+    /// process pauses each until then, or halves its rate for a minute.
+    pub rate_limited: Vec<(String, Option<Duration>)>,
     pub started_at: Timestamp,
     pub now: Timestamp,
     /// The delivery as its claim returned it (`Claimed::delivery`), if the

@@ -37,6 +37,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             calls: vec![("payments".into(), CallVerdict::Unavailable)],
             probe_for: vec![],
             slots: Vec::new(),
+            rate_limited: Vec::new(),
             started_at: at(0),
             now: at(0),
             claimed: None,

@@ -83,6 +83,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
                         calls: vec![],
                         probe_for: vec![],
                         slots: Vec::new(),
+                        rate_limited: Vec::new(),
                         started_at: now,
                         now,
                         claimed: Some(c.delivery.clone()),

@@ -47,6 +47,7 @@ fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
         calls: vec![],
         probe_for: c.probe_for.clone(),
         slots: Vec::new(),
+        rate_limited: Vec::new(),
         started_at: at(now),
         now: at(now),
         claimed: Some(c.delivery.clone()),

@@ -30,6 +30,7 @@ fn fin(c: &Claimed, outcome: Outcome, calls: &[(&str, CallVerdict)], now: i64) -
         calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
         probe_for: c.probe_for.clone(),
         slots: Vec::new(),
+        rate_limited: Vec::new(),
         started_at: at(now),
         now: at(now),
         claimed: None,

@@ -88,3 +88,71 @@ async fn a_limited_connection_gets_no_more_than_its_rate_and_concurrency() {
     let span = arrivals[n - 1].duration_since(arrivals[0]);
     assert!(span >= Duration::from_millis(1_500), "16 calls at 10/s: {span:?}");
 }
+
+/// A provider's 429 with `Retry-After` pauses its connection for every
+/// delivery, not only the one that got it. Time is a manual clock.
+#[tokio::test]
+async fn a_429_with_retry_after_pauses_the_whole_connection() {
+    use jadpo::runtime::ManualClock;
+    use jadpo_core::Timestamp;
+    const FREE: &str = r#"
+event Paid { id: string }
+connection pay { base_url: env("PAY_URL") }
+action charge(id: string) { call pay.post("/charge", body: event) }
+subscriber charge { on: Paid  run: charge(event.id) }
+"#;
+    let pay = TestProvider::start().await;
+    pay.script([Behaviour::RateLimited { retry_after_s: 30 }]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display()))
+        .await
+        .unwrap();
+    let url = pay.url();
+    let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+    let jadpo = jadpo::builder()
+        .app_source("app.jadpo", FREE)
+        .unwrap()
+        .env(move |k| (k == "PAY_URL").then(|| url.clone()))
+        .clock(std::sync::Arc::new(clock.clone()))
+        .build(store.clone())
+        .await
+        .unwrap();
+    let running = jadpo.start();
+    jadpo.emit("Paid", &json!({"id": "first"})).await.unwrap();
+    let started = Instant::now();
+    while pay.calls() < 1 || store.list(&DeliveryFilter::default()).await.unwrap()[0].state != DeliveryState::Due {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first call and its retry"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Another delivery to the same provider waits out the pause.
+    jadpo.emit("Paid", &json!({"id": "second"})).await.unwrap();
+    for _ in 0..20 {
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(pay.calls(), 1, "nothing sent to a provider that asked to wait 30 s");
+    let started = Instant::now();
+    while store
+        .list(&DeliveryFilter {
+            state: Some(DeliveryState::Succeeded),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len()
+        < 2
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "both through after the pause"
+        );
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let calls = pay.requests();
+    assert_eq!(calls.len(), 3, "the first, its retry, the second");
+    running.stop().await;
+}

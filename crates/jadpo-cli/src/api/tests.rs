@@ -136,6 +136,7 @@ impl Server {
                 calls: vec![],
                 probe_for: vec![],
                 slots: Vec::new(),
+                rate_limited: Vec::new(),
                 started_at: now,
                 now,
                 claimed: None,

@@ -130,6 +130,7 @@ pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp
                         calls: vec![],
                         probe_for: vec![],
                         slots: Vec::new(),
+                        rate_limited: Vec::new(),
                         started_at: now,
                         now,
                         claimed: None,

@@ -51,6 +51,7 @@ async fn finish_limited<S: Store>(s: &S, c: &Claimed, now: Timestamp) {
         calls: vec![],
         probe_for: vec![],
         slots: vec!["limited".into()],
+        rate_limited: Vec::new(),
         started_at: now,
         now,
         claimed: Some(c.delivery.clone()),
@@ -141,4 +142,33 @@ pub async fn limits_leave_other_connections_alone<S: Store>(s: &S) {
     }
     assert_eq!(claimed.len(), 4);
     assert_eq!(r.waiting.len(), 2);
+}
+
+pub async fn a_429_pauses_the_connection_for_every_claimer<S: Store>(s: &S) {
+    // `payments` has no limits; its provider's 429 pauses it all the same.
+    let ids = emit(s, "pay", 3, 0).await;
+    let first = claim_at(s, &routes(), "w1", at(0)).await.claimed;
+    assert_eq!(first.len(), 3);
+    s.finish(&Finish {
+        id: first[0].delivery.id,
+        token: first[0].token(),
+        outcome: retry_at("http.429", 40),
+        calls: vec![("payments".into(), jadpo_core::CallVerdict::Unavailable)],
+        probe_for: vec![],
+        slots: vec![],
+        rate_limited: vec![("payments".into(), Some(Duration::from_secs(30)))],
+        started_at: at(1),
+        now: at(1),
+        claimed: Some(first[0].delivery.clone()),
+    })
+    .await
+    .unwrap();
+    // The other two were already running; new deliveries wait.
+    let more = emit(s, "pay", 2, 2).await;
+    let r = claim_at(s, &routes(), "w2", at(2)).await;
+    assert!(r.claimed.is_empty());
+    assert_eq!(r.waiting, vec![(more[0], at(31)), (more[1], at(31))]);
+    let r = claim_at(s, &routes(), "w2", at(31)).await;
+    assert_eq!(r.claimed.len(), 2);
+    assert_ne!(ids[0], more[0]);
 }

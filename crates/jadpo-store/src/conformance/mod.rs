@@ -92,6 +92,7 @@ pub async fn finish<S: Store>(
         calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
         probe_for: c.probe_for.clone(),
         slots: Vec::new(),
+        rate_limited: Vec::new(),
         started_at: at(now),
         now: at(now),
         claimed: Some(c.delivery.clone()),
@@ -192,6 +193,7 @@ macro_rules! conformance_tests {
             a_limited_connection_lets_through_only_what_it_has_room_for,
             a_slot_comes_back_when_its_lease_ends,
             limits_leave_other_connections_alone,
+            a_429_pauses_the_connection_for_every_claimer,
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,
             a_key_is_pruned_with_its_event,
         );

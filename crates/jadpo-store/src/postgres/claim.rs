@@ -76,19 +76,13 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     // One round trip: the driver sends each request when its future is
     // first polled, and `try_join!` polls them in this order, so the
     // settings reach the server before the claim.
-    let limited = !req.routes.limits().is_empty();
+    // Every row, limited or not: a 429's pause holds any connection. In
+    // the same round trip as the claim.
     let (_, rows, open, limit_rows) = tokio::try_join!(
         tx.batch_execute(PIN_PLAN),
         tx.query(&claim, &params),
         tx.query(&open, &[]),
-        async {
-            // Only an app with limits reads them: the others pay nothing.
-            if limited {
-                tx.query(&limit_rows, &[]).await
-            } else {
-                Ok(Vec::new())
-            }
-        }
+        tx.query(&limit_rows, &[])
     )?;
     if rows.is_empty() {
         return Ok(ClaimReport::default());

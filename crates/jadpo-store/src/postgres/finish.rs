@@ -198,6 +198,16 @@ pub(crate) async fn finish_batch(
         .map(|(f, _)| (f.id, Some(f.slots.as_slice())))
         .collect();
     super::limits::release(tx, &slots).await?;
+    let answers: Vec<(String, Option<std::time::Duration>, Timestamp)> = batch
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .flat_map(|(f, _)| f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)))
+        .collect();
+    if !answers.is_empty() {
+        let rows = super::limits::all(tx).await?;
+        super::limits::write(tx, &crate::limits::rate_limited_writes(rows, &answers)).await?;
+    }
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
     let released = rows::release(tx, &release).await?;

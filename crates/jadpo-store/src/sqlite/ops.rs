@@ -95,11 +95,8 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         })
         .collect();
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
-    let limit_rows = if req.routes.limits().is_empty() {
-        Vec::new()
-    } else {
-        super::limits::all(c)?
-    };
+    // Every row, limited or not: a 429's pause holds any connection.
+    let limit_rows = super::limits::all(c)?;
     let mut limits = LimitStates::new(req.routes.limits(), limit_rows);
     let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |d| {
         LeaseToken(tokens[&d.id] + 1)
@@ -190,6 +187,14 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     let d = fenced(c, f.id, f.token)?;
     if !f.slots.is_empty() {
         super::limits::release(c, f.id, Some(&f.slots))?;
+    }
+    if !f.rate_limited.is_empty() {
+        let answers: Vec<_> = f
+            .rate_limited
+            .iter()
+            .map(|(conn, r)| (conn.clone(), *r, f.now))
+            .collect();
+        super::limits::write(c, &crate::limits::rate_limited_writes(super::limits::all(c)?, &answers))?;
     }
     // Most finishes touch no breaker: read only the rows this one may move.
     let touched: Vec<&str> = f
