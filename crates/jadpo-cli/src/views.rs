@@ -208,8 +208,67 @@ pub fn breaker_json(v: &BreakerView) -> Value {
     })
 }
 
-pub fn breakers_json(list: &[BreakerView]) -> Value {
-    Value::Array(list.iter().map(breaker_json).collect())
+/// A rate as the app file writes it: `50/s`, `600/min`, `1/h`.
+pub fn rate_text(r: &jadpo_core::limit::Rate) -> String {
+    match r.per.as_secs() {
+        1 => format!("{}/s", r.n),
+        60 => format!("{}/min", r.n),
+        3600 => format!("{}/h", r.n),
+        _ => format!("{}/{}ms", r.n, r.per.as_millis()),
+    }
+}
+
+/// Each connection that has limits or a limit state, as JSON at `now`:
+/// `rate`, `concurrency`, `tokens`, `slots_in_use`, `paused_until`,
+/// `slowed_until`.
+pub async fn limits<S: Store>(
+    store: &S,
+    app: Option<&App>,
+    now: jadpo_core::Timestamp,
+) -> Result<BTreeMap<String, Value>, StoreError> {
+    let configured: BTreeMap<String, jadpo_core::limit::Limits> = app
+        .into_iter()
+        .flat_map(|a| a.connections.iter().map(|(n, c)| (n.clone(), c.limits())))
+        .filter(|(_, l)| !l.is_none())
+        .collect();
+    let states: BTreeMap<String, jadpo_core::limit::LimitState> = store
+        .limit_states()
+        .await?
+        .into_iter()
+        .map(|s| (s.connection.clone(), s))
+        .collect();
+    let names: BTreeSet<&String> = configured.keys().chain(states.keys()).collect();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let limits = configured.get(name).copied().unwrap_or_default();
+            let fresh = jadpo_core::limit::LimitState::new(name.clone(), &limits, now);
+            let state = states.get(name).unwrap_or(&fresh);
+            let v = json!({
+                "rate": limits.rate.as_ref().map(rate_text),
+                "concurrency": limits.concurrency,
+                "tokens": limits.rate.map(|_| state.tokens_at(&limits, now)),
+                "slots_in_use": state.slots_in_use(now),
+                "paused_until": time_json(state.paused_until.filter(|t| *t > now)),
+                "slowed_until": time_json(state.slowed_until.filter(|t| *t > now)),
+            });
+            (name.clone(), v)
+        })
+        .collect())
+}
+
+/// Breakers as JSON, each with its connection's `limits` (null when it has
+/// none).
+pub fn breakers_with_limits_json(list: &[BreakerView], limits: &BTreeMap<String, Value>) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|v| {
+                let mut b = breaker_json(v);
+                b["limits"] = limits.get(&v.breaker.connection).cloned().unwrap_or(Value::Null);
+                b
+            })
+            .collect(),
+    )
 }
 
 /// Alerts as `jadpo alerts --json` and `GET /alerts` show them: each

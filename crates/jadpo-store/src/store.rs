@@ -89,6 +89,10 @@ pub trait Store: Send + Sync + 'static {
 
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
 
+    /// Every connection's limit state (tokens, slots, a 429's pause), for
+    /// the operator's view.
+    fn limit_states(&self) -> impl Future<Output = Result<Vec<jadpo_core::limit::LimitState>, StoreError>> + Send;
+
     /// The alert messages, newest first, at most `limit`, with their sends.
     fn alerts(&self, limit: usize) -> impl Future<Output = Result<Vec<AlertRecord>, StoreError>> + Send;
 
@@ -251,6 +255,10 @@ impl Store for SharedMemoryStore {
 
     async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
         Ok(self.with(|s| s.alerts_mut().finish(id, attempt, decision)))
+    }
+
+    async fn limit_states(&self) -> Result<Vec<jadpo_core::limit::LimitState>, StoreError> {
+        Ok(self.with(|s| s.limit_states().cloned().collect()))
     }
 
     async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {

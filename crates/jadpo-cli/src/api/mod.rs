@@ -403,10 +403,14 @@ async fn alerts<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
 }
 
 async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
-    let list = views::breakers(api.jadpo.store().as_ref(), Some(api.jadpo.app()))
+    let store = api.jadpo.store().as_ref();
+    let list = views::breakers(store, Some(api.jadpo.app()))
         .await
         .map_err(ApiError::store)?;
-    Ok(Json(views::breakers_json(&list)).into_response())
+    let limits = views::limits(store, Some(api.jadpo.app()), api.jadpo.clock().now())
+        .await
+        .map_err(ApiError::store)?;
+    Ok(Json(views::breakers_with_limits_json(&list, &limits)).into_response())
 }
 
 async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {

@@ -514,3 +514,45 @@ async fn alerts_list_what_the_store_raised_newest_first() {
         "{list}"
     );
 }
+
+#[tokio::test]
+async fn breakers_show_each_connections_limits_tokens_slots_and_pause() {
+    use jadpo_core::limit::Rate;
+    use jadpo_store::SharedMemoryStore;
+    let app = jadpo::check_app(
+        "app.jadpo",
+        r#"
+event E { id: string }
+connection pay { base_url: "http://127.0.0.1:9"  rate: 10/s  concurrency: 2 }
+connection free { base_url: "http://127.0.0.1:9" }
+action a(id: string) { call pay.post("/x", body: event) }
+subscriber s { on: E  run: a(event.id) }
+"#,
+    )
+    .unwrap();
+    let store = SharedMemoryStore::new(jadpo_core::BreakerPolicy::DEFAULT);
+    let now = Timestamp::from_millis(1_700_000_000_000);
+    let limits = crate::views::limits(&store, Some(&app), now).await.unwrap();
+    assert_eq!(
+        limits["pay"],
+        json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 0,
+               "paused_until": null, "slowed_until": null})
+    );
+    assert!(!limits.contains_key("free"), "no limits, no state");
+    assert_eq!(
+        crate::views::rate_text(&Rate::new(600, Duration::from_secs(60)).unwrap()),
+        "600/min"
+    );
+    let list = crate::views::breakers(&store, Some(&app)).await.unwrap();
+    let json = crate::views::breakers_with_limits_json(&list, &limits);
+    let by_name = |n: &str| {
+        json.as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["connection"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by_name("pay")["limits"]["rate"], "10/s");
+    assert_eq!(by_name("free")["limits"], Value::Null);
+}

@@ -38,7 +38,9 @@ pub fn run(args: Args) -> ExitCode {
 async fn show<S: Store>(store: &S, app: Option<&App>, json: bool) -> Result<ExitCode, CliError> {
     let list = views::breakers(store, app).await.map_err(CliError::store)?;
     if json {
-        output::print_json(&views::breakers_json(&list));
+        let now = jadpo_runtime::Clock::now(&jadpo_runtime::SystemClock);
+        let limits = views::limits(store, app, now).await.map_err(CliError::store)?;
+        output::print_json(&views::breakers_with_limits_json(&list, &limits));
     } else if list.is_empty() {
         output::print("no breakers yet: no connection has been called, and no app file lists any\n");
     } else {

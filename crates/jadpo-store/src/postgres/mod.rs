@@ -553,6 +553,10 @@ impl Store for PgStore {
         in_transaction!(self, |tx| read::counts_up_to(&tx, cap).await)
     }
 
+    async fn limit_states(&self) -> Result<Vec<jadpo_core::limit::LimitState>, StoreError> {
+        in_transaction!(self, |tx| limits::all(&tx).await)
+    }
+
     async fn claim_alert_sends(
         &self,
         now: Timestamp,

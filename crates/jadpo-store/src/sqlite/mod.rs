@@ -292,6 +292,10 @@ impl Store for SqliteStore {
         self.pool.read(move |c| alerts::list(c, limit)).await
     }
 
+    async fn limit_states(&self) -> Result<Vec<jadpo_core::limit::LimitState>, StoreError> {
+        self.pool.read(limits::all).await
+    }
+
     async fn claim_alert_sends(
         &self,
         now: Timestamp,
