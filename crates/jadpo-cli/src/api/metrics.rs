@@ -157,7 +157,7 @@ fn label(v: &str) -> String {
 }
 
 /// The whole `/metrics` text.
-pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError> {
+pub async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) -> Result<String, StoreError> {
     let mut out = String::new();
     let w = &mut out;
 
@@ -229,6 +229,38 @@ pub async fn render<S: Store>(store: &S, app: &App) -> Result<String, StoreError
                 _ => f64::from(u8::from(b.breaker.alert_raised)),
             };
             let _ = writeln!(w, "{name}{{connection=\"{}\"}} {value}", label(&b.breaker.connection));
+        }
+    }
+    let limits = crate::views::limits(store, Some(app), now).await?;
+    let per_limit: [(&str, &str, &str); 3] = [
+        (
+            "jadpo_connection_tokens",
+            "tokens",
+            "Tokens in each rate-limited connection's bucket.",
+        ),
+        (
+            "jadpo_connection_slots_in_use",
+            "slots_in_use",
+            "Calls in flight on each connection with limits, every process.",
+        ),
+        (
+            "jadpo_connection_paused",
+            "paused_until",
+            "1 while a 429's Retry-After pauses the connection.",
+        ),
+    ];
+    for (name, field, help) in per_limit {
+        let _ = writeln!(w, "# HELP {name} {help}");
+        let _ = writeln!(w, "# TYPE {name} gauge");
+        for (connection, v) in &limits {
+            let value = match field {
+                "paused_until" => u64::from(!v[field].is_null()),
+                _ => match v[field].as_u64() {
+                    Some(n) => n,
+                    None => continue,
+                },
+            };
+            let _ = writeln!(w, "{name}{{connection=\"{}\"}} {value}", label(connection));
         }
     }
     let held: u64 = breakers.iter().map(|b| b.held).sum();

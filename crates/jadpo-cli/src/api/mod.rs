@@ -414,7 +414,7 @@ async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
 }
 
 async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
-    let text = metrics::render(api.jadpo.store().as_ref(), api.jadpo.app())
+    let text = metrics::render(api.jadpo.store().as_ref(), api.jadpo.app(), api.jadpo.clock().now())
         .await
         .map_err(ApiError::store)?;
     let mut headers = HeaderMap::new();

@@ -555,4 +555,12 @@ subscriber s { on: E  run: a(event.id) }
     };
     assert_eq!(by_name("pay")["limits"]["rate"], "10/s");
     assert_eq!(by_name("free")["limits"], Value::Null);
+    let text = super::metrics::render(&store, &app, now).await.unwrap();
+    for line in [
+        "jadpo_connection_tokens{connection=\"pay\"} 1",
+        "jadpo_connection_slots_in_use{connection=\"pay\"} 0",
+        "jadpo_connection_paused{connection=\"pay\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
 }
