@@ -159,6 +159,8 @@ pub(crate) struct BreakerRow {
     pub probe: String,
     pub held: u64,
     pub alert_raised: bool,
+    /// Its limits and their state now, in words; empty without limits.
+    pub limits: String,
 }
 
 fn breaker_rows(list: &[jadpo_store::BreakerView]) -> Vec<BreakerRow> {
@@ -176,9 +178,31 @@ fn breaker_rows(list: &[jadpo_store::BreakerView]) -> Vec<BreakerRow> {
                 probe: b.probe.map(|p| p.delivery.0.to_string()).unwrap_or_default(),
                 held: v.held,
                 alert_raised: b.alert_raised,
+                limits: String::new(),
             }
         })
         .collect()
+}
+
+/// A connection's limits as `views::limits` gives them, in words.
+pub(crate) fn limits_text(v: &serde_json::Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(rate) = v["rate"].as_str() {
+        parts.push(format!("{rate}, {} tokens", v["tokens"].as_u64().unwrap_or(0)));
+    }
+    if let Some(n) = v["concurrency"].as_u64() {
+        parts.push(format!(
+            "{} of {n} slots in use",
+            v["slots_in_use"].as_u64().unwrap_or(0)
+        ));
+    }
+    if let Some(t) = v["paused_until"].as_str() {
+        parts.push(format!("paused until {t}"));
+    }
+    if let Some(t) = v["slowed_until"].as_str() {
+        parts.push(format!("half rate until {t}"));
+    }
+    parts.join("; ")
 }
 
 /// An alert message as a row.
@@ -522,10 +546,11 @@ pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<Shared<S>>) -> Re
             views::breakers(store, Some(c.jadpo.app())).await?,
             store.alerts(50).await?,
             store.minutes(charts::since(now)).await?,
+            views::limits(store, Some(c.jadpo.app()), now).await?,
         ))
     };
     match read.await {
-        Ok((list, alerts, minutes)) => render(
+        Ok((list, alerts, minutes, limits)) => render(
             StatusCode::OK,
             &Breakers {
                 chrome: chrome(&c),
@@ -537,7 +562,13 @@ pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<Shared<S>>) -> Re
                         (name, svg)
                     })
                     .collect(),
-                rows: breaker_rows(&list),
+                rows: breaker_rows(&list)
+                    .into_iter()
+                    .map(|mut r| {
+                        r.limits = limits.get(&r.connection).map(limits_text).unwrap_or_default();
+                        r
+                    })
+                    .collect(),
                 alerts: alert_rows(&alerts),
             },
         ),

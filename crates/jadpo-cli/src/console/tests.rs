@@ -296,3 +296,16 @@ async fn overview_and_breakers_show_the_outage() {
     assert!(r.headers()[CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
     assert_eq!(r.headers()["x-frame-options"], "DENY");
 }
+
+#[test]
+fn a_connections_limits_in_words() {
+    let v = serde_json::json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 1,
+                               "paused_until": "2026-12-01T10:00:30Z", "slowed_until": null});
+    assert_eq!(
+        super::pages::limits_text(&v),
+        "10/s, 1 tokens; 1 of 2 slots in use; paused until 2026-12-01T10:00:30Z"
+    );
+    let none = serde_json::json!({"rate": null, "concurrency": null, "tokens": null, "slots_in_use": 0,
+                                  "paused_until": null, "slowed_until": null});
+    assert_eq!(super::pages::limits_text(&none), "");
+}
