@@ -22,10 +22,14 @@ const MILLI: i64 = 1_000;
 /// How long a 429 without `Retry-After` halves the rate.
 pub const SLOW_FOR: Duration = Duration::from_secs(60);
 
-/// How long a delivery waiting for a slot waits before looking again: a
+/// The longest a delivery waiting for a slot waits before looking again: a
 /// slot is usually freed by a finish, long before the lease that bounds it
-/// ends, and when is not known.
+/// ends. Once the connection's slots have been held a while, waiters look
+/// again after the typical hold divided among the slots, sooner than this.
 pub const SLOT_RECHECK: Duration = Duration::from_millis(250);
+
+/// The shortest wait for a slot.
+const SLOT_RECHECK_MIN: Duration = Duration::from_millis(5);
 
 /// A sustained rate: `n` calls every `per`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +123,9 @@ impl Limits {
 pub struct Slot {
     pub delivery: DeliveryId,
     pub until: Timestamp,
+    /// When it was taken, to learn how long the connection's calls hold one.
+    #[serde(default)]
+    pub since: Option<Timestamp>,
 }
 
 /// What a delivery that wants to call the connection may do now.
@@ -143,6 +150,10 @@ pub struct LimitState {
     pub paused_until: Option<Timestamp>,
     /// A 429 without `Retry-After`: the rate is halved until this.
     pub slowed_until: Option<Timestamp>,
+    /// How long a slot is typically held, in ms (a moving average of the
+    /// slots given back); 0 before the first.
+    #[serde(default)]
+    pub hold_ms: u64,
     pub version: i64,
 }
 
@@ -156,7 +167,19 @@ impl LimitState {
             slots: Vec::new(),
             paused_until: None,
             slowed_until: None,
+            hold_ms: 0,
             version: 0,
+        }
+    }
+
+    /// How long after one another waiting deliveries should look for a
+    /// slot: the typical hold shared among the slots, at most
+    /// [`SLOT_RECHECK`].
+    pub fn slot_spacing(&self, limits: &Limits) -> Duration {
+        match limits.concurrency {
+            None => Duration::ZERO,
+            Some(_) if self.hold_ms == 0 => SLOT_RECHECK,
+            Some(n) => Duration::from_millis(self.hold_ms / u64::from(n.max(1))).clamp(SLOT_RECHECK_MIN, SLOT_RECHECK),
         }
     }
 
@@ -191,8 +214,9 @@ impl LimitState {
             let held = self.slots.iter().any(|s| s.delivery == delivery);
             if !held && self.slots.len() >= max as usize {
                 let first_free = self.slots.iter().map(|s| s.until).min().unwrap_or(now);
+                let recheck = self.slot_spacing(limits);
                 *self = before;
-                return Take::WaitUntil(first_free.min(now.plus(SLOT_RECHECK)));
+                return Take::WaitUntil(first_free.min(now.plus(recheck)));
             }
         }
         if let Some(rate) = &limits.rate {
@@ -210,22 +234,31 @@ impl LimitState {
             self.slots.push(Slot {
                 delivery,
                 until: lease_until,
+                since: Some(now),
             });
         }
         self.version += 1;
         Take::Go
     }
 
-    /// `delivery`'s call ended (or it will not be made): its slot comes
-    /// back. False when it held none.
-    pub fn release(&mut self, delivery: DeliveryId) -> bool {
-        let before = self.slots.len();
-        self.slots.retain(|s| s.delivery != delivery);
-        let released = self.slots.len() != before;
-        if released {
-            self.version += 1;
+    /// `delivery`'s call ended at `now` (or it will not be made): its slot
+    /// comes back, and how long it was held moves the typical hold. False
+    /// when it held none.
+    pub fn release(&mut self, delivery: DeliveryId, now: Timestamp) -> bool {
+        let Some(at) = self.slots.iter().position(|s| s.delivery == delivery) else {
+            return false;
+        };
+        let slot = self.slots.remove(at);
+        if let Some(since) = slot.since {
+            let held = u64::try_from(now.since(since).as_millis()).unwrap_or(u64::MAX);
+            self.hold_ms = if self.hold_ms == 0 {
+                held
+            } else {
+                (self.hold_ms.saturating_mul(7).saturating_add(held)) / 8
+            };
         }
-        released
+        self.version += 1;
+        true
     }
 
     /// The provider answered 429 at `now`: with `Retry-After`, nothing is

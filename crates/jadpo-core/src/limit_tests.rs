@@ -113,8 +113,8 @@ fn slots_are_held_until_released_or_their_lease_ends() {
         Take::Go,
         "one delivery, one slot"
     );
-    assert!(s.release(id(1)));
-    assert!(!s.release(id(1)));
+    assert!(s.release(id(1), T0));
+    assert!(!s.release(id(1), T0));
     assert_eq!(s.take(&limits, id(3), T0, T0.plus(ms(9_000))), Take::Go);
     // Delivery 2's process was killed: its slot comes back when its lease ends.
     assert!(matches!(
@@ -123,6 +123,35 @@ fn slots_are_held_until_released_or_their_lease_ends() {
     ));
     assert_eq!(s.take(&limits, id(4), T0.plus(ms(3_000)), T0.plus(LEASE)), Take::Go);
     assert_eq!(s.slots_in_use(T0.plus(ms(3_000))), 2);
+}
+
+#[test]
+fn waiters_for_a_slot_look_again_after_the_typical_hold_shared_among_the_slots() {
+    let limits = Limits {
+        rate: None,
+        concurrency: Some(4),
+    };
+    let mut s = LimitState::new("pay", &limits, T0);
+    assert_eq!(s.slot_spacing(&limits), SLOT_RECHECK, "nothing learnt yet");
+    // Calls hold their slot 80 ms.
+    for i in 0..4 {
+        assert_eq!(s.take(&limits, id(i), T0, T0.plus(LEASE)), Take::Go);
+    }
+    for i in 0..4 {
+        assert!(s.release(id(i), T0.plus(ms(80))));
+    }
+    assert_eq!(s.hold_ms, 80);
+    assert_eq!(s.slot_spacing(&limits), ms(20), "80 ms shared among 4 slots");
+    for i in 10..14 {
+        assert_eq!(s.take(&limits, id(i), T0, T0.plus(LEASE)), Take::Go);
+    }
+    assert_eq!(
+        s.take(&limits, id(20), T0, T0.plus(LEASE)),
+        Take::WaitUntil(T0.plus(ms(20)))
+    );
+    // A slow call moves the average by an eighth.
+    assert!(s.release(id(10), T0.plus(ms(880))));
+    assert_eq!(s.hold_ms, 180);
 }
 
 #[test]
@@ -185,7 +214,7 @@ fn only_a_change_moves_the_version() {
     let v = s.version;
     assert!(matches!(s.take(&limits, id(2), T0, T0.plus(LEASE)), Take::WaitUntil(_)));
     assert_eq!(s.version, v);
-    assert!(!s.release(id(9)));
+    assert!(!s.release(id(9), T0));
     assert_eq!(s.version, v);
 }
 
@@ -210,7 +239,7 @@ proptest! {
             now = now.plus(ms(gap));
             if release == 0 && !s.slots.is_empty() {
                 let d = s.slots[0].delivery;
-                s.release(d);
+                s.release(d, now);
             }
             for _ in 0..attempts {
                 next_id += 1;
@@ -218,7 +247,7 @@ proptest! {
                     sent.push(now);
                     // Most calls end quickly: their slots come back.
                     if next_id % 3 != 0 {
-                        s.release(id(next_id));
+                        s.release(id(next_id), now);
                     }
                 }
                 prop_assert!(s.slots_in_use(now) <= concurrency as usize);

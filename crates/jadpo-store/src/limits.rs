@@ -99,7 +99,13 @@ impl LimitStates {
     fn spaced(&mut self, connection: &str, until: Timestamp, now: Timestamp) -> Timestamp {
         let limits = self.limits_of(connection);
         let halved = self.rows.get(connection).is_some_and(|s| s.slowed(now));
-        let spacing = limits.rate.map_or(Duration::ZERO, |r| r.spacing(halved));
+        // Slots set the pace only while they are all taken; otherwise tokens do.
+        let slots = self
+            .rows
+            .get(connection)
+            .filter(|s| limits.concurrency.is_some_and(|n| s.slots_in_use(now) >= n as usize))
+            .map_or(Duration::ZERO, |s| s.slot_spacing(&limits));
+        let spacing = limits.rate.map_or(Duration::ZERO, |r| r.spacing(halved)).max(slots);
         let due = match self.tails.get(connection) {
             Some(tail) => until.max(tail.plus(spacing)),
             None => until,
@@ -108,12 +114,12 @@ impl LimitStates {
         due
     }
 
-    /// `delivery` no longer calls (it finished, or was given back): its
-    /// slots come back.
-    pub fn release(&mut self, delivery: DeliveryId, connections: &[String]) {
+    /// `delivery` no longer calls at `now` (it finished, or was given
+    /// back): its slots come back.
+    pub fn release(&mut self, delivery: DeliveryId, connections: &[String], now: Timestamp) {
         for c in connections {
             if let Some(s) = self.rows.get_mut(c) {
-                s.release(delivery);
+                s.release(delivery, now);
             }
         }
     }
@@ -200,7 +206,7 @@ mod tests {
             Err((T0.plus(jadpo_core::limit::SLOT_RECHECK), "mail".to_string()))
         );
         assert_eq!(s.get("pay").unwrap().tokens_milli, tokens_before);
-        s.release(DeliveryId(1), &both);
+        s.release(DeliveryId(1), &both, T0);
         assert_eq!(
             s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
             Err((T0.plus(Duration::from_millis(100)), "pay".to_string())),

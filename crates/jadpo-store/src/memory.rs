@@ -224,15 +224,15 @@ impl MemoryStore {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
         claim::hold_claimed(&mut d, connection, now);
         self.unprobe(id);
-        self.release_slots(id);
+        self.release_slots(id, now);
         self.put(d);
         Ok(())
     }
 
-    /// Every slot `id` holds comes back: it will not call.
-    fn release_slots(&mut self, id: DeliveryId) {
+    /// Every slot `id` holds comes back at `now`: it will not call.
+    fn release_slots(&mut self, id: DeliveryId, now: Timestamp) {
         for s in self.limits.values_mut() {
-            s.release(id);
+            s.release(id, now);
         }
     }
 
@@ -246,7 +246,7 @@ impl MemoryStore {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();
         claim::give_back(&mut d, now);
         self.unprobe(id);
-        self.release_slots(id);
+        self.release_slots(id, now);
         self.put(d);
         Ok(())
     }
@@ -264,7 +264,7 @@ impl MemoryStore {
         plan::check_lease(self.delivery(f.id), f.id, f.token)?;
         for c in &f.slots {
             if let Some(s) = self.limits.get_mut(c) {
-                s.release(f.id);
+                s.release(f.id, f.now);
             }
         }
         if !f.rate_limited.is_empty() {

@@ -191,11 +191,11 @@ pub(crate) async fn finish_batch(
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
     // Slots come back only with a finish its lease let through: a late one
     // must not free the slot a later claim of the same delivery took.
-    let slots: Vec<(DeliveryId, Option<&[String]>)> = batch
+    let slots: Vec<(DeliveryId, Option<&[String]>, Timestamp)> = batch
         .iter()
         .zip(&results)
         .filter(|(f, r)| r.is_ok() && !f.slots.is_empty())
-        .map(|(f, _)| (f.id, Some(f.slots.as_slice())))
+        .map(|(f, _)| (f.id, Some(f.slots.as_slice()), f.now))
         .collect();
     super::limits::release(tx, &slots).await?;
     let answers: Vec<(String, Option<std::time::Duration>, Timestamp)> = batch
@@ -261,6 +261,7 @@ pub(crate) async fn set_aside(
     tx: &Transaction<'_>,
     id: DeliveryId,
     token: LeaseToken,
+    now: Timestamp,
     apply: impl FnOnce(&mut Delivery),
 ) -> Result<(), Abort> {
     let stmt = tx.prepare_cached(BREAKERS_BY_PROBE).await?;
@@ -279,6 +280,6 @@ pub(crate) async fn set_aside(
     writes.write(tx).await?;
     rows::write_breakers(tx, &breaker_writes).await?;
     // It will not call: its slots come back.
-    super::limits::release(tx, &[(id, None)]).await?;
+    super::limits::release(tx, &[(id, None, now)]).await?;
     Ok(())
 }

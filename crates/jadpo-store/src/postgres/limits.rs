@@ -8,7 +8,7 @@ use crate::limits::LimitWrite;
 use crate::StoreError;
 use deadpool_postgres::Transaction;
 use jadpo_core::limit::LimitState;
-use jadpo_core::DeliveryId;
+use jadpo_core::{DeliveryId, Timestamp};
 
 pub(crate) const ALL: &str = "SELECT state FROM jadpo_connection_limits ORDER BY connection";
 
@@ -59,9 +59,12 @@ pub(crate) async fn write(tx: &Transaction<'_>, writes: &[LimitWrite]) -> Result
     Ok(())
 }
 
-/// The slots of `deliveries` come back: on the connections named with each,
-/// or on all connections.
-pub(crate) async fn release(tx: &Transaction<'_>, deliveries: &[(DeliveryId, Option<&[String]>)]) -> Result<(), Abort> {
+/// The slots of `deliveries` come back, each at its time: on the
+/// connections named with each, or on all connections.
+pub(crate) async fn release(
+    tx: &Transaction<'_>,
+    deliveries: &[(DeliveryId, Option<&[String]>, Timestamp)],
+) -> Result<(), Abort> {
     if deliveries.is_empty() {
         return Ok(());
     }
@@ -69,9 +72,9 @@ pub(crate) async fn release(tx: &Transaction<'_>, deliveries: &[(DeliveryId, Opt
     for mut s in all(tx).await? {
         let read_version = s.version;
         let mut changed = false;
-        for (id, only) in deliveries {
+        for (id, only, at) in deliveries {
             if only.is_none_or(|o| o.contains(&s.connection)) {
-                changed |= s.release(*id);
+                changed |= s.release(*id, *at);
             }
         }
         if changed {

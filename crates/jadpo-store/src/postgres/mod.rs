@@ -463,13 +463,16 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         in_transaction!(self, |tx| {
-            finish::set_aside(&tx, id, token, |d| jadpo_core::claim::hold_claimed(d, connection, now)).await
+            finish::set_aside(&tx, id, token, now, |d| {
+                jadpo_core::claim::hold_claimed(d, connection, now)
+            })
+            .await
         })
     }
 
     async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
         in_transaction!(self, |tx| {
-            finish::set_aside(&tx, id, token, |d| jadpo_core::claim::give_back(d, now)).await
+            finish::set_aside(&tx, id, token, now, |d| jadpo_core::claim::give_back(d, now)).await
         })
     }
 

@@ -5,7 +5,7 @@
 use super::pool::Fault;
 use crate::limits::LimitWrite;
 use jadpo_core::limit::LimitState;
-use jadpo_core::DeliveryId;
+use jadpo_core::{DeliveryId, Timestamp};
 use rusqlite::{params, Connection};
 
 fn state(json: &str) -> Result<LimitState, Fault> {
@@ -48,15 +48,21 @@ pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> 
     Ok(())
 }
 
-/// `delivery`'s slots come back: on the connections named, or on all.
-pub(crate) fn release(c: &Connection, delivery: DeliveryId, only: Option<&[String]>) -> Result<(), Fault> {
+/// `delivery`'s slots come back at `now`: on the connections named, or on
+/// all.
+pub(crate) fn release(
+    c: &Connection,
+    delivery: DeliveryId,
+    only: Option<&[String]>,
+    now: Timestamp,
+) -> Result<(), Fault> {
     let mut writes = Vec::new();
     for mut s in all(c)? {
         if only.is_some_and(|o| !o.contains(&s.connection)) {
             continue;
         }
         let read_version = s.version;
-        if s.release(delivery) {
+        if s.release(delivery, now) {
             writes.push(LimitWrite { state: s, read_version });
         }
     }
