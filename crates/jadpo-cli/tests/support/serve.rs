@@ -142,6 +142,15 @@ impl Serve {
         (status, body)
     }
 
+    /// Kills it with SIGKILL, as a crash would: nothing is given back.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+
     /// Stops it with SIGTERM; its exit status and its whole log.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let pid = self.child.id().to_string();
