@@ -66,6 +66,11 @@ pub struct Args {
     /// 10s; default 0s).
     #[arg(long, value_name = "DURATION", requires = "http")]
     pub latency: Option<String>,
+    /// With --http: limit the sink's connection to this rate (such as
+    /// 100/s), as `rate:` in an app file does, to see how closely the
+    /// engine keeps to it and what the limit costs.
+    #[arg(long, value_name = "R/s", requires = "http")]
+    pub connection_rate: Option<String>,
     /// Print one JSON object on the last line of stdout instead of the
     /// summary, and no progress bar.
     #[arg(long)]
@@ -98,10 +103,15 @@ subscriber bench { on: BenchEvent  run: noop(event.n) }
 ";
 const HTTP_APP: &str = r#"// `jadpo bench --http`: one event, one subscriber calling the local sink.
 event BenchEvent { n: int }
-connection sink { base_url: env("JADPO_BENCH_SINK_URL")  timeout: 30s }
+connection sink { base_url: env("JADPO_BENCH_SINK_URL")  timeout: 30s  LIMITS }
 action deliver(n: int) { call sink.post("/deliver/{n}", body: event) }
 subscriber bench { on: BenchEvent  run: deliver(event.n)  timeout: 1m }
 "#;
+
+/// The HTTP app, its sink's connection limited to `rate` calls a second.
+fn http_app(rate: Option<u64>) -> String {
+    HTTP_APP.replace("LIMITS", &rate.map(|r| format!("rate: {r}/s")).unwrap_or_default())
+}
 
 /// What the flags ask for, checked.
 #[derive(Debug, Clone)]
@@ -111,6 +121,8 @@ struct Settings {
     rate: Option<u64>,
     /// `Some` with `--http`.
     latency: Option<Duration>,
+    /// The sink connection's `rate:`, calls a second.
+    connection_rate: Option<u64>,
     json: bool,
     keep: bool,
 }
@@ -137,6 +149,22 @@ fn parse_rate(text: &str) -> Result<u64, CliError> {
         _ => Err(usage(
             "bench.rate_invalid",
             format!("--rate {text:?}: events per second from 1 to {MAX_RATE}, such as 500/s"),
+        )),
+    }
+}
+
+/// `100/s` or `100`: the sink connection's calls per second, 1 to 10,000
+/// (what `rate:` takes).
+fn parse_connection_rate(text: &str) -> Result<u64, CliError> {
+    let digits = text.trim().strip_suffix("/s").unwrap_or(text.trim());
+    match digits.parse::<u64>() {
+        Ok(r) if (1..=jadpo_core::limit::Rate::MAX_PER_SECOND).contains(&r) => Ok(r),
+        _ => Err(usage(
+            "bench.connection_rate_invalid",
+            format!(
+                "--connection-rate {text:?}: calls per second from 1 to {}, such as 100/s",
+                jadpo_core::limit::Rate::MAX_PER_SECOND
+            ),
         )),
     }
 }
@@ -183,6 +211,7 @@ fn settings(args: &Args) -> Result<Settings, CliError> {
         concurrency: args.concurrency as usize,
         rate: args.rate.as_deref().map(parse_rate).transpose()?,
         latency,
+        connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
         json: args.json,
         keep: args.keep,
     })
@@ -295,7 +324,7 @@ async fn measure<S: ScheduleStore>(
             ..WorkerConfig::default()
         });
     let builder = if s.latency.is_some() {
-        builder.app_source("bench.jadpo", HTTP_APP)
+        builder.app_source("bench.jadpo", &http_app(s.connection_rate))
     } else {
         builder
             .app_source("bench.jadpo", NOOP_APP)
@@ -358,6 +387,7 @@ async fn measure<S: ScheduleStore>(
         rate_per_s: s.rate,
         subscriber: if s.latency.is_some() { "http" } else { "noop" },
         http_latency: s.latency,
+        connection_rate: s.connection_rate,
         emit,
         drain,
         p50_ms: p.as_ref().map(|p| p[0]),
@@ -488,6 +518,16 @@ mod tests {
         for bad in ["0/s", "0", "-1/s", "fast", "1.5/s", "10/m"] {
             assert_eq!(parse_rate(bad).unwrap_err().code, "bench.rate_invalid", "{bad}");
         }
+        assert_eq!(parse_connection_rate("100/s").unwrap(), 100);
+        for bad in ["0/s", "10001/s", "x"] {
+            assert_eq!(
+                parse_connection_rate(bad).unwrap_err().code,
+                "bench.connection_rate_invalid",
+                "{bad}"
+            );
+        }
+        assert!(http_app(Some(100)).contains("rate: 100/s"));
+        assert!(!http_app(None).contains("rate:"));
         assert_eq!(parse_latency("50ms").unwrap(), Duration::from_millis(50));
         assert_eq!(parse_latency("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_latency("0").unwrap(), Duration::ZERO);
@@ -498,8 +538,8 @@ mod tests {
 
     #[test]
     fn the_bench_apps_are_valid() {
-        for app in [NOOP_APP, HTTP_APP] {
-            jadpo::check_app("bench.jadpo", app).unwrap_or_else(|e| panic!("{e}"));
+        for app in [NOOP_APP.to_owned(), http_app(None), http_app(Some(100))] {
+            jadpo::check_app("bench.jadpo", &app).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }

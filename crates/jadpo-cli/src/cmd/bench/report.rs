@@ -16,6 +16,8 @@ pub struct Report {
     /// `noop` or `http`.
     pub subscriber: &'static str,
     pub http_latency: Option<Duration>,
+    /// `--connection-rate`: the sink connection's `rate:`.
+    pub connection_rate: Option<u64>,
     pub store: &'static str,
     pub schema: Option<String>,
     pub store_url: String,
@@ -82,6 +84,7 @@ impl Report {
             "rate_per_s": self.rate_per_s,
             "subscriber": self.subscriber,
             "http_latency_ms": self.http_latency.map(|d| d.as_secs_f64() * 1000.0),
+            "connection_rate_per_s": self.connection_rate,
             "store": self.store,
             "schema": self.schema,
             "store_url": self.store_url,
