@@ -42,6 +42,8 @@ pub(crate) struct Checker {
     shadows: Vec<Shadow>,
     probes: Vec<ProbeRun>,
     outages: BTreeMap<String, Outage>,
+    /// When each run through a limited connection started.
+    limited_starts: BTreeMap<String, Vec<Timestamp>>,
 }
 
 fn err<T>(what: impl Into<String>) -> Result<T, String> {
@@ -92,10 +94,19 @@ impl Checker {
         self.probes.retain(|p| p.delivery != id);
     }
 
-    pub fn starting(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
+    pub fn starting(
+        &mut self,
+        store: &MemoryStore,
+        c: &Claimed,
+        cfg: &SimConfig,
+        now: Timestamp,
+    ) -> Result<(), String> {
         let id = c.delivery.id;
         if self.shadow(id).committed || store.is_handled(&c.delivery.subscriber, c.delivery.event_id) {
             return err(format!("delivery {id} runs again after a run of it committed"));
+        }
+        for connection in c.connections.iter().filter(|c| cfg.limits.contains_key(*c)) {
+            self.limited_starts.entry(connection.clone()).or_default().push(now);
         }
         Ok(())
     }
@@ -305,10 +316,40 @@ impl Checker {
         for b in store.breakers() {
             b.check_invariants(store.policy())?;
         }
+        for state in store.limit_states() {
+            let limits = cfg.limits.get(&state.connection).copied().unwrap_or_default();
+            if let Some(max) = limits.concurrency {
+                if state.slots_in_use(now) > max as usize {
+                    return err(format!(
+                        "{} slots in use on {}, at most {max}",
+                        state.slots_in_use(now),
+                        state.connection
+                    ));
+                }
+            }
+            if state.tokens_milli < 0 {
+                return err(format!("a negative bucket on {}", state.connection));
+            }
+        }
         Ok(())
     }
 
-    pub fn check_end(&self, store: &MemoryStore) -> Result<(), String> {
+    pub fn check_end(&self, store: &MemoryStore, cfg: &SimConfig) -> Result<(), String> {
+        // Runs are claimed, so started, at most at the rate and a tenth
+        // (one more below 10/s) in any second.
+        for (connection, starts) in &self.limited_starts {
+            let Some(rate) = cfg.limits.get(connection).and_then(|l| l.rate) else {
+                continue;
+            };
+            let allowed = rate.n as usize + (rate.n as usize / 10).max(1);
+            for (i, first) in starts.iter().enumerate() {
+                let end = first.plus(Duration::from_secs(1));
+                let n = starts[i..].iter().take_while(|t| **t < end).count();
+                if n > allowed {
+                    return err(format!("{n} runs on {connection} within a second at {}/s", rate.n));
+                }
+            }
+        }
         if let Some(d) = store.deliveries().find(|d| !d.state.is_finished()) {
             return err(format!(
                 "delivery {} is stuck {} at the end (due at {})",

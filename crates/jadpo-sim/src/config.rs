@@ -117,6 +117,8 @@ pub struct SimConfig {
     pub horizon: Duration,
     /// Check every delivery after every step, not only at ticks and the end.
     pub check_every_step: bool,
+    /// Connections' `rate:` and `concurrency:`.
+    pub limits: BTreeMap<String, jadpo_core::limit::Limits>,
 }
 
 impl SimConfig {
@@ -242,6 +244,30 @@ impl SimConfig {
             tick: s(1),
             horizon: s(40 * 86_400),
             check_every_step: true,
+            limits: random_limits(seed, &names),
         }
     }
+}
+
+/// Some connections limited, drawn from a source of their own so every
+/// seed's system is otherwise the one it was before limits existed.
+fn random_limits(seed: u64, connections: &[String]) -> BTreeMap<String, jadpo_core::limit::Limits> {
+    use jadpo_core::limit::{Limits, Rate};
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c69_6d69_7473);
+    let mut out = BTreeMap::new();
+    for c in connections {
+        if !rng.random_bool(0.4) {
+            continue;
+        }
+        let rate = rng
+            .random_bool(0.7)
+            .then(|| Rate::new(rng.random_range(1..=20), Duration::from_secs(1)).expect("in range"));
+        let concurrency = rng.random_bool(0.6).then(|| rng.random_range(1..=4));
+        let limits = Limits { rate, concurrency };
+        if !limits.is_none() {
+            out.insert(c.clone(), limits);
+        }
+    }
+    out
 }

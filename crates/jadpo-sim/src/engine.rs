@@ -113,6 +113,9 @@ impl Sim {
                 },
             );
         }
+        for (c, l) in &cfg.limits {
+            routes.limit(c.clone(), *l);
+        }
         let store = MemoryStore::new(cfg.policy);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -384,7 +387,7 @@ impl Sim {
             self.schedule_poll(worker, self.now);
             return Ok(());
         }
-        self.checker.starting(&self.store, &claimed)?;
+        self.checker.starting(&self.store, &claimed, &self.cfg, self.now)?;
         let (end, calls, ended) = self.perform(&sub, &claimed);
         let run = Run {
             claimed,
@@ -550,7 +553,12 @@ impl Sim {
             outcome: outcome.clone(),
             calls: calls.clone(),
             probe_for: claimed.probe_for.clone(),
-            slots: Vec::new(),
+            slots: claimed
+                .connections
+                .iter()
+                .filter(|c| self.cfg.limits.get(*c).is_some_and(|l| l.concurrency.is_some()))
+                .cloned()
+                .collect(),
             rate_limited: Vec::new(),
             started_at,
             now: self.now,
@@ -647,7 +655,7 @@ impl Sim {
     }
 
     fn check_end(&self) -> Result<(), String> {
-        self.checker.check_end(&self.store)
+        self.checker.check_end(&self.store, &self.cfg)
     }
 
     fn workers_alive(&self) -> Vec<u32> {

@@ -68,6 +68,7 @@ impl OutageConfig {
             tick: Duration::from_secs(1),
             horizon: Duration::from_secs(3 * 86_400),
             check_every_step: false,
+            limits: Default::default(),
         }
     }
 }
