@@ -89,14 +89,6 @@ impl AlertBook {
             .find(|r| r.id == id)
             .is_some_and(|r| finish(&mut r.sends, attempt, decision))
     }
-
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -148,13 +148,36 @@ impl LimitStates {
     }
 }
 
-/// The writes that record each finish's 429s on the rows read: a pause
-/// until `Retry-After`, or a minute at half rate.
-pub fn rate_limited_writes(
-    rows: Vec<LimitState>,
-    answers: &[(String, Option<Duration>, Timestamp)],
-) -> Vec<LimitWrite> {
+/// A delivery's slots to give back at a time: on the connections named,
+/// or on every connection.
+pub type Release<'a> = (DeliveryId, Option<&'a [String]>, Timestamp);
+
+/// A 429 a finish reports: the connection, its `Retry-After`, and when.
+pub type Answer = (String, Option<Duration>, Timestamp);
+
+/// What one finish settles: its slots to give back, and its 429s.
+pub fn of_finish(f: &crate::types::Finish) -> (Vec<Release<'_>>, Vec<Answer>) {
+    let releases = if f.slots.is_empty() {
+        Vec::new()
+    } else {
+        vec![(f.id, Some(f.slots.as_slice()), f.now)]
+    };
+    let answers = f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)).collect();
+    (releases, answers)
+}
+
+/// What finishes (and set-asides) write to the limit rows read: slots given
+/// back, and each 429's pause or minute at half rate. One read, one write
+/// per row changed.
+pub fn settle(rows: Vec<LimitState>, releases: &[Release<'_>], answers: &[Answer]) -> Vec<LimitWrite> {
     let mut states = LimitStates::new(&BTreeMap::new(), rows);
+    for (delivery, only, at) in releases {
+        for s in states.rows.values_mut() {
+            if only.is_none_or(|o| o.contains(&s.connection)) {
+                s.release(*delivery, *at);
+            }
+        }
+    }
     for (connection, retry_after, at) in answers {
         states.rate_limited(connection, *retry_after, *at);
     }

@@ -262,14 +262,10 @@ impl MemoryStore {
 
     pub fn finish(&mut self, f: &Finish) -> Result<FinishReport, StoreError> {
         plan::check_lease(self.delivery(f.id), f.id, f.token)?;
-        for c in &f.slots {
-            if let Some(s) = self.limits.get_mut(c) {
-                s.release(f.id, f.now);
-            }
-        }
-        if !f.rate_limited.is_empty() {
-            let answers: Vec<_> = f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)).collect();
-            for w in crate::limits::rate_limited_writes(self.limits.values().cloned().collect(), &answers) {
+        let (releases, answers) = crate::limits::of_finish(f);
+        if !releases.is_empty() || !answers.is_empty() {
+            let rows = self.limits.values().cloned().collect();
+            for w in crate::limits::settle(rows, &releases, &answers) {
                 self.limits.insert(w.state.connection.clone(), w.state);
             }
         }

@@ -227,5 +227,5 @@ fn static_file(content_type: &'static str, body: &'static str) -> Response {
 
 /// An API error as a console page, for what both share (store errors).
 pub(crate) fn api_error(e: api::ApiError) -> Response {
-    pages::refuse(e.status, e.code, &e.message)
+    pages::Refusal::from(e).into_response()
 }

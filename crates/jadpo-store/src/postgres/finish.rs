@@ -191,23 +191,13 @@ pub(crate) async fn finish_batch(
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
     // Slots come back only with a finish its lease let through: a late one
     // must not free the slot a later claim of the same delivery took.
-    let slots: Vec<(DeliveryId, Option<&[String]>, Timestamp)> = batch
-        .iter()
-        .zip(&results)
-        .filter(|(f, r)| r.is_ok() && !f.slots.is_empty())
-        .map(|(f, _)| (f.id, Some(f.slots.as_slice()), f.now))
-        .collect();
-    super::limits::release(tx, &slots).await?;
-    let answers: Vec<(String, Option<std::time::Duration>, Timestamp)> = batch
-        .iter()
-        .zip(&results)
-        .filter(|(_, r)| r.is_ok())
-        .flat_map(|(f, _)| f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)))
-        .collect();
-    if !answers.is_empty() {
-        let rows = super::limits::all(tx).await?;
-        super::limits::write(tx, &crate::limits::rate_limited_writes(rows, &answers)).await?;
+    let (mut slots, mut answers) = (Vec::new(), Vec::new());
+    for (f, _) in batch.iter().zip(&results).filter(|(_, r)| r.is_ok()) {
+        let (r, a) = crate::limits::of_finish(f);
+        slots.extend(r);
+        answers.extend(a);
     }
+    super::limits::settle(tx, &slots, &answers).await?;
     rows::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
     let released = rows::release(tx, &release).await?;
@@ -280,6 +270,6 @@ pub(crate) async fn set_aside(
     writes.write(tx).await?;
     rows::write_breakers(tx, &breaker_writes).await?;
     // It will not call: its slots come back.
-    super::limits::release(tx, &[(id, None, now)]).await?;
+    super::limits::settle(tx, &[(id, None, now)], &[]).await?;
     Ok(())
 }

@@ -4,11 +4,10 @@
 //! finds the version moved aborts and the method is redone, as breakers are.
 
 use super::Abort;
-use crate::limits::LimitWrite;
+use crate::limits::{Answer, LimitWrite, Release};
 use crate::StoreError;
 use deadpool_postgres::Transaction;
 use jadpo_core::limit::LimitState;
-use jadpo_core::{DeliveryId, Timestamp};
 
 pub(crate) const ALL: &str = "SELECT state FROM jadpo_connection_limits ORDER BY connection";
 
@@ -59,27 +58,12 @@ pub(crate) async fn write(tx: &Transaction<'_>, writes: &[LimitWrite]) -> Result
     Ok(())
 }
 
-/// The slots of `deliveries` come back, each at its time: on the
-/// connections named with each, or on all connections.
-pub(crate) async fn release(
-    tx: &Transaction<'_>,
-    deliveries: &[(DeliveryId, Option<&[String]>, Timestamp)],
-) -> Result<(), Abort> {
-    if deliveries.is_empty() {
+/// Gives slots back and writes 429s (see [`crate::limits::settle`]): one
+/// read of the rows, only when there is something to settle.
+pub(crate) async fn settle(tx: &Transaction<'_>, releases: &[Release<'_>], answers: &[Answer]) -> Result<(), Abort> {
+    if releases.is_empty() && answers.is_empty() {
         return Ok(());
     }
-    let mut writes = Vec::new();
-    for mut s in all(tx).await? {
-        let read_version = s.version;
-        let mut changed = false;
-        for (id, only, at) in deliveries {
-            if only.is_none_or(|o| o.contains(&s.connection)) {
-                changed |= s.release(*id, *at);
-            }
-        }
-        if changed {
-            writes.push(LimitWrite { state: s, read_version });
-        }
-    }
-    write(tx, &writes).await
+    let rows = all(tx).await?;
+    write(tx, &crate::limits::settle(rows, releases, answers)).await
 }

@@ -3,9 +3,8 @@
 //! version read (see [`crate::limits`]).
 
 use super::pool::Fault;
-use crate::limits::LimitWrite;
+use crate::limits::{Answer, LimitWrite, Release};
 use jadpo_core::limit::LimitState;
-use jadpo_core::{DeliveryId, Timestamp};
 use rusqlite::{params, Connection};
 
 fn state(json: &str) -> Result<LimitState, Fault> {
@@ -48,23 +47,11 @@ pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> 
     Ok(())
 }
 
-/// `delivery`'s slots come back at `now`: on the connections named, or on
-/// all.
-pub(crate) fn release(
-    c: &Connection,
-    delivery: DeliveryId,
-    only: Option<&[String]>,
-    now: Timestamp,
-) -> Result<(), Fault> {
-    let mut writes = Vec::new();
-    for mut s in all(c)? {
-        if only.is_some_and(|o| !o.contains(&s.connection)) {
-            continue;
-        }
-        let read_version = s.version;
-        if s.release(delivery, now) {
-            writes.push(LimitWrite { state: s, read_version });
-        }
+/// Gives slots back and writes 429s (see [`crate::limits::settle`]): one
+/// read of the rows, only when there is something to settle.
+pub(crate) fn settle(c: &Connection, releases: &[Release<'_>], answers: &[Answer]) -> Result<(), Fault> {
+    if releases.is_empty() && answers.is_empty() {
+        return Ok(());
     }
-    write(c, &writes)
+    write(c, &crate::limits::settle(all(c)?, releases, answers))
 }

@@ -152,7 +152,7 @@ pub(crate) fn hold_claimed(
     let mut d = fenced(c, id, token)?;
     claim::hold_claimed(&mut d, connection, now);
     write_fenced(c, &d, token, None)?;
-    super::limits::release(c, id, None, now)?;
+    super::limits::settle(c, &[(id, None, now)], &[])?;
     unprobe(c, id)
 }
 
@@ -160,7 +160,7 @@ pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: 
     let mut d = fenced(c, id, token)?;
     claim::give_back(&mut d, now);
     write_fenced(c, &d, token, None)?;
-    super::limits::release(c, id, None, now)?;
+    super::limits::settle(c, &[(id, None, now)], &[])?;
     unprobe(c, id)
 }
 
@@ -185,17 +185,8 @@ pub(crate) fn finish_batch(
 
 fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
     let d = fenced(c, f.id, f.token)?;
-    if !f.slots.is_empty() {
-        super::limits::release(c, f.id, Some(&f.slots), f.now)?;
-    }
-    if !f.rate_limited.is_empty() {
-        let answers: Vec<_> = f
-            .rate_limited
-            .iter()
-            .map(|(conn, r)| (conn.clone(), *r, f.now))
-            .collect();
-        super::limits::write(c, &crate::limits::rate_limited_writes(super::limits::all(c)?, &answers))?;
-    }
+    let (releases, answers) = crate::limits::of_finish(f);
+    super::limits::settle(c, &releases, &answers)?;
     // Most finishes touch no breaker: read only the rows this one may move.
     let touched: Vec<&str> = f
         .calls
