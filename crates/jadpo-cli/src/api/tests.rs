@@ -342,10 +342,21 @@ async fn deliveries_filter_and_show_one_with_its_history() {
         2
     );
     assert_eq!(s.get("/deliveries?connection=payments").await.1, json!([]));
+    // The next page: older than the newest one listed.
+    let all = s.get("/deliveries").await.1;
+    let newest = all[0]["id"].as_i64().unwrap();
+    let older = s.get(&format!("/deliveries?before={newest}")).await.1;
+    assert_eq!(older.as_array().unwrap().len(), all.as_array().unwrap().len() - 1);
+    assert!(older
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["id"].as_i64().unwrap() < newest));
     for bad in [
         "/deliveries?state=sleeping",
         "/deliveries?limit=0",
         "/deliveries?event=x",
+        "/deliveries?before=x",
         "/deliveries?colour=red",
     ] {
         let (status, body) = s.get(bad).await;
