@@ -6,7 +6,7 @@
 //! kinds and times.
 
 use crate::output::time_json;
-use jadpo_core::{Breaker, Delivery, DeliveryId, DeliveryState, EventId};
+use jadpo_core::{Breaker, Delivery, DeliveryId, DeliveryState, EventId, WaitFor, Waiting};
 use jadpo_lang::App;
 use jadpo_store::{AttemptRecord, BreakerView, DeliveryFilter, Store, StoreError};
 use serde_json::{json, Value};
@@ -111,12 +111,24 @@ pub async fn event_names<S: Store>(
     Ok(names)
 }
 
-/// One delivery as JSON. `due_at` is set only while it is `due`; a held
-/// one has `held_connection` and `held_since`; a finished one
-/// `finished_at`.
+/// Why a due delivery did not start: "waits for a slot on payments".
+pub fn waiting_text(w: &Waiting) -> String {
+    let what = match w.reason {
+        WaitFor::Token => "its rate",
+        WaitFor::Slot => "a slot",
+        WaitFor::Pause => "a 429's pause",
+    };
+    format!("waits for {what} on {}", w.connection)
+}
+
+/// One delivery as JSON. `due_at` is set only while it is `due`, and
+/// `waiting_on`/`waiting_for` when a connection's limit kept it from
+/// starting; a held one has `held_connection` and `held_since`; a finished
+/// one `finished_at`.
 pub fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
     let failure = d.last_failure.as_ref();
     let held = d.held.as_ref();
+    let waiting = d.waiting.as_ref().filter(|_| d.state == DeliveryState::Due);
     let lease = d.lease.as_ref().filter(|_| d.state == DeliveryState::Running);
     json!({
         "id": d.id.0,
@@ -130,6 +142,8 @@ pub fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
         "held_connection": held.map(|h| h.connection.as_str()),
         "held_since": time_json(held.map(|h| h.since)),
         "due_at": time_json(Some(d.due_at).filter(|_| d.state == DeliveryState::Due)),
+        "waiting_on": waiting.map(|w| w.connection.as_str()),
+        "waiting_for": waiting.map(|w| w.reason.as_str()),
         "finished_at": time_json(d.finished_at.filter(|_| d.state.is_finished())),
         "lease_owner": lease.map(|l| l.owner.as_str()),
         "lease_until": time_json(lease.map(|l| l.until)),

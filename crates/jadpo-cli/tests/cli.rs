@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{by_id, seed_sqlite, Folder};
+use common::{by_id, seed_sqlite, seed_waiting_sqlite, Folder};
 use serde_json::Value;
 
 const PAYMENT: &str = r#"{"payment_id": "p1", "amount_cents": 100}"#;
@@ -410,6 +410,40 @@ fn deliveries_table_shows_every_column() {
     assert!(run.stderr().contains("--limit"), "{}", run.stderr());
     let run = f.run(&["deliveries", "--store", &url, "--state", "running"]);
     assert_eq!(run.stdout(), "no deliveries match\n");
+}
+
+/// A delivery kept from starting by a connection's `concurrency:` is due,
+/// and every listing says what it waits for; it is neither held nor
+/// charged an attempt.
+#[test]
+fn deliveries_show_what_a_waiting_delivery_waits_for() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let (running, waiting) = seed_waiting_sqlite(&url);
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    let w = by_id(&list, waiting);
+    assert_eq!(w["state"], "due");
+    assert_eq!(w["attempts"], 0);
+    assert_eq!(w["waiting_on"], "mailer");
+    assert_eq!(w["waiting_for"], "slot");
+    assert_eq!(w["held_connection"], Value::Null);
+    let r = by_id(&list, running);
+    assert_eq!(r["state"], "running");
+    assert_eq!((&r["waiting_on"], &r["waiting_for"]), (&Value::Null, &Value::Null));
+
+    let run = f.run(&["deliveries", "--store", &url]);
+    run.expect(0, None);
+    let line = run
+        .stdout()
+        .lines()
+        .find(|l| l.starts_with(&format!("{waiting} ")))
+        .unwrap()
+        .to_owned();
+    assert!(line.contains("due ") && line.contains("waits for a slot on mailer"), "{line}");
+
+    let run = f.run(&["deliveries", "show", &waiting.0.to_string(), "--store", &url]);
+    run.expect(0, None);
+    assert!(run.stdout().contains("waiting       waits for a slot on mailer"), "{}", run.stdout());
 }
 
 #[test]

@@ -39,7 +39,11 @@ pub enum ClaimDecision {
     /// It would run, but a connection's rate or concurrency limit has no
     /// room now: due again at `until`, no attempt spent, not held (see
     /// [`crate::limit`]).
-    Wait { until: Timestamp, connection: String },
+    Wait {
+        until: Timestamp,
+        connection: String,
+        reason: crate::limit::WaitFor,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,6 +97,7 @@ pub fn apply(d: &mut Delivery, claim: &Claim, lease: Lease, now: Timestamp) {
         d.last_failure = Some(FailureRecord::lease_expired());
     }
     d.lease = None;
+    d.waiting = None;
     d.updated_at = now;
     match &claim.decision {
         ClaimDecision::Succeed => {
@@ -116,9 +121,17 @@ pub fn apply(d: &mut Delivery, claim: &Claim, lease: Lease, now: Timestamp) {
             d.attempts += 1;
             d.lease = Some(lease);
         }
-        ClaimDecision::Wait { until, .. } => {
+        ClaimDecision::Wait {
+            until,
+            connection,
+            reason,
+        } => {
             d.state = DeliveryState::Due;
             d.due_at = (*until).max(now);
+            d.waiting = Some(crate::delivery::Waiting {
+                connection: connection.clone(),
+                reason: *reason,
+            });
         }
     }
 }

@@ -100,6 +100,16 @@ pub struct Held {
     pub since: Timestamp,
 }
 
+/// Why a due delivery did not start at its last claim: a connection's
+/// limit had no room (docs/decisions.md, "Connection limits"). Not an
+/// attempt and not a hold; cleared by the next claim that decides anything
+/// else.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub connection: String,
+    pub reason: crate::limit::WaitFor,
+}
+
 /// A delivery's record, DESIGN.md section 5.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
@@ -117,6 +127,10 @@ pub struct Delivery {
     pub lease: Option<Lease>,
     pub last_failure: Option<FailureRecord>,
     pub held: Option<Held>,
+    /// Set only while it is `due` after a claim found no room on a limited
+    /// connection.
+    #[serde(default)]
+    pub waiting: Option<Waiting>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub finished_at: Option<Timestamp>,
@@ -137,6 +151,7 @@ impl Delivery {
             lease: None,
             last_failure: None,
             held: None,
+            waiting: None,
             created_at: now,
             updated_at: now,
             finished_at: None,
@@ -178,6 +193,7 @@ impl Delivery {
         self.budget_from = now;
         self.held_for = Duration::ZERO;
         self.held = None;
+        self.waiting = None;
         self.lease = None;
         self.due_at = due_at;
         self.finished_at = None;

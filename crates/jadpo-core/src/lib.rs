@@ -33,6 +33,7 @@ pub use backoff::Backoff;
 pub use breaker::{Alert, Breaker, BreakerPolicy, BreakerState, CallVerdict, Gate, Transition};
 pub use budget::{Budget, BudgetError};
 pub use claim::{Claim, ClaimDecision, ClaimInput};
-pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken};
+pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken, Waiting};
+pub use limit::WaitFor;
 pub use failure::{Disposition, Failure, FailureKind, FailureRecord};
 pub use time::Timestamp;

@@ -134,8 +134,38 @@ pub enum Take {
     /// A token taken and a slot held: send.
     Go,
     /// Not before this time (a token's refill, a pause's end, the earliest
-    /// slot's lease end; a slot freed by a finish may come sooner).
-    WaitUntil(Timestamp),
+    /// slot's lease end; a slot freed by a finish may come sooner), and
+    /// what it waits for.
+    WaitUntil(Timestamp, WaitFor),
+}
+
+/// What a delivery that may not start yet waits for on a connection; what
+/// `jadpo deliveries` shows beside its due time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    /// Its `rate:` bucket is empty until the next token.
+    Token,
+    /// Every slot of its `concurrency:` is in use.
+    Slot,
+    /// A 429's `Retry-After` paused it.
+    Pause,
+}
+
+impl WaitFor {
+    pub const ALL: [WaitFor; 3] = [WaitFor::Token, WaitFor::Slot, WaitFor::Pause];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WaitFor::Token => "token",
+            WaitFor::Slot => "slot",
+            WaitFor::Pause => "pause",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WaitFor> {
+        WaitFor::ALL.into_iter().find(|w| w.as_str() == s)
+    }
 }
 
 /// A connection's limit state (`jadpo_connection_limits`).
@@ -207,7 +237,7 @@ impl LimitState {
     pub fn take(&mut self, limits: &Limits, delivery: DeliveryId, now: Timestamp, lease_until: Timestamp) -> Take {
         let before = self.clone();
         if let Some(until) = self.paused_until.filter(|t| *t > now) {
-            return Take::WaitUntil(until);
+            return Take::WaitUntil(until, WaitFor::Pause);
         }
         self.expire(now);
         if let Some(max) = limits.concurrency {
@@ -216,7 +246,7 @@ impl LimitState {
                 let first_free = self.slots.iter().map(|s| s.until).min().unwrap_or(now);
                 let recheck = self.slot_spacing(limits);
                 *self = before;
-                return Take::WaitUntil(first_free.min(now.plus(recheck)));
+                return Take::WaitUntil(first_free.min(now.plus(recheck)), WaitFor::Slot);
             }
         }
         if let Some(rate) = &limits.rate {
@@ -225,7 +255,7 @@ impl LimitState {
                 let halved = self.slowed_until.is_some_and(|t| t > now);
                 let at = now.plus(rate.time_for(MILLI - self.tokens_milli, halved));
                 *self = before;
-                return Take::WaitUntil(at);
+                return Take::WaitUntil(at, WaitFor::Token);
             }
             self.tokens_milli -= MILLI;
         }

@@ -51,11 +51,11 @@ fn a_full_bucket_lets_the_burst_through_then_paces_at_the_rate() {
     // The next token in 1/50 s.
     assert_eq!(
         s.take(&limits, id(5), T0, T0.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(20)))
+        Take::WaitUntil(T0.plus(ms(20)), WaitFor::Token)
     );
     assert_eq!(
         s.take(&limits, id(5), T0.plus(ms(19)), T0.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(20)))
+        Take::WaitUntil(T0.plus(ms(20)), WaitFor::Token)
     );
     assert_eq!(s.take(&limits, id(5), T0.plus(ms(20)), T0.plus(LEASE)), Take::Go);
 }
@@ -81,7 +81,7 @@ fn a_clock_that_steps_back_adds_no_tokens() {
     let back = T0.minus(Duration::from_secs(30));
     assert!(matches!(
         s.take(&limits, id(2), back, back.plus(LEASE)),
-        Take::WaitUntil(_)
+        Take::WaitUntil(_, _)
     ));
     assert_eq!(s.refilled_at, T0, "the refill time does not go back");
     // 100 ms after the original time the next token is there.
@@ -99,13 +99,13 @@ fn slots_are_held_until_released_or_their_lease_ends() {
     assert_eq!(s.take(&limits, id(2), T0, T0.plus(ms(3_000))), Take::Go);
     assert_eq!(
         s.take(&limits, id(3), T0, T0.plus(ms(9_000))),
-        Take::WaitUntil(T0.plus(SLOT_RECHECK)),
+        Take::WaitUntil(T0.plus(SLOT_RECHECK), WaitFor::Slot),
         "a finish usually frees one long before the first lease ends"
     );
     let late = T0.plus(ms(2_900));
     assert_eq!(
         s.take(&limits, id(3), late, late.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(3_000))),
+        Take::WaitUntil(T0.plus(ms(3_000)), WaitFor::Slot),
         "or the lease's end, if sooner"
     );
     assert_eq!(
@@ -119,7 +119,7 @@ fn slots_are_held_until_released_or_their_lease_ends() {
     // Delivery 2's process was killed: its slot comes back when its lease ends.
     assert!(matches!(
         s.take(&limits, id(4), T0.plus(ms(2_999)), T0.plus(LEASE)),
-        Take::WaitUntil(_)
+        Take::WaitUntil(_, _)
     ));
     assert_eq!(s.take(&limits, id(4), T0.plus(ms(3_000)), T0.plus(LEASE)), Take::Go);
     assert_eq!(s.slots_in_use(T0.plus(ms(3_000))), 2);
@@ -147,7 +147,7 @@ fn waiters_for_a_slot_look_again_after_the_typical_hold_shared_among_the_slots()
     }
     assert_eq!(
         s.take(&limits, id(20), T0, T0.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(20)))
+        Take::WaitUntil(T0.plus(ms(20)), WaitFor::Slot)
     );
     // A slow call moves the average by an eighth.
     assert!(s.release(id(10), T0.plus(ms(880))));
@@ -165,7 +165,7 @@ fn a_delivery_needs_a_slot_and_a_token_and_a_refusal_changes_nothing() {
     let before = s.clone();
     assert_eq!(
         s.take(&limits, id(2), T0, T0.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(100)))
+        Take::WaitUntil(T0.plus(ms(100)), WaitFor::Token)
     );
     assert_eq!(s, before, "no slot taken while waiting for a token");
 }
@@ -178,7 +178,7 @@ fn a_429_with_retry_after_pauses_the_connection() {
     let until = T0.plus(Duration::from_secs(30));
     assert_eq!(
         s.take(&limits, id(1), T0.plus(ms(10)), T0.plus(LEASE)),
-        Take::WaitUntil(until)
+        Take::WaitUntil(until, WaitFor::Pause)
     );
     // A shorter pause does not shorten it.
     s.rate_limited(Some(Duration::from_secs(5)), T0.plus(ms(10)));
@@ -194,14 +194,14 @@ fn a_429_without_retry_after_halves_the_rate_for_a_minute() {
     s.rate_limited(None, T0);
     assert_eq!(
         s.take(&limits, id(2), T0, T0.plus(LEASE)),
-        Take::WaitUntil(T0.plus(ms(200))),
+        Take::WaitUntil(T0.plus(ms(200)), WaitFor::Token),
         "a token every 200 ms, not 100"
     );
     let after = T0.plus(SLOW_FOR).plus(Duration::from_secs(1));
     assert_eq!(s.take(&limits, id(2), after, after.plus(LEASE)), Take::Go);
     assert_eq!(
         s.take(&limits, id(3), after, after.plus(LEASE)),
-        Take::WaitUntil(after.plus(ms(100))),
+        Take::WaitUntil(after.plus(ms(100)), WaitFor::Token),
         "recovered"
     );
 }
@@ -212,7 +212,7 @@ fn only_a_change_moves_the_version() {
     let mut s = LimitState::new("pay", &limits, T0);
     assert_eq!(s.take(&limits, id(1), T0, T0.plus(LEASE)), Take::Go);
     let v = s.version;
-    assert!(matches!(s.take(&limits, id(2), T0, T0.plus(LEASE)), Take::WaitUntil(_)));
+    assert!(matches!(s.take(&limits, id(2), T0, T0.plus(LEASE)), Take::WaitUntil(_, _)));
     assert_eq!(s.version, v);
     assert!(!s.release(id(9), T0));
     assert_eq!(s.version, v);

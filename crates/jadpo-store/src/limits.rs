@@ -6,7 +6,7 @@
 //! 429's pause. The rows are read with the claim's and written
 //! conditionally on the version read, as breakers are.
 
-use jadpo_core::limit::{LimitState, Limits, Take};
+use jadpo_core::limit::{LimitState, Limits, Take, WaitFor};
 use jadpo_core::{DeliveryId, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -67,9 +67,9 @@ impl LimitStates {
         delivery: DeliveryId,
         now: Timestamp,
         lease_until: Timestamp,
-    ) -> Result<(), (Timestamp, String)> {
+    ) -> Result<(), (Timestamp, String, WaitFor)> {
         let before = self.rows.clone();
-        let mut wait: Option<(Timestamp, String)> = None;
+        let mut wait: Option<(Timestamp, String, WaitFor)> = None;
         for c in connections {
             let limits = self.limits_of(c);
             let paused = self
@@ -79,17 +79,17 @@ impl LimitStates {
             if limits.is_none() && !paused {
                 continue;
             }
-            if let Take::WaitUntil(until) = self.state(c, now).take(&limits, delivery, now, lease_until) {
-                if wait.as_ref().is_none_or(|(t, _)| until > *t) {
-                    wait = Some((until, c.clone()));
+            if let Take::WaitUntil(until, reason) = self.state(c, now).take(&limits, delivery, now, lease_until) {
+                if wait.as_ref().is_none_or(|(t, _, _)| until > *t) {
+                    wait = Some((until, c.clone(), reason));
                 }
             }
         }
         match wait {
             None => Ok(()),
-            Some((until, connection)) => {
+            Some((until, connection, reason)) => {
                 self.rows = before;
-                Err((self.spaced(&connection, until, now), connection))
+                Err((self.spaced(&connection, until, now), connection, reason))
             }
         }
     }
@@ -226,13 +226,13 @@ mod tests {
         let tokens_before = s.get("pay").unwrap().tokens_milli;
         assert_eq!(
             s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
-            Err((T0.plus(jadpo_core::limit::SLOT_RECHECK), "mail".to_string()))
+            Err((T0.plus(jadpo_core::limit::SLOT_RECHECK), "mail".to_string(), WaitFor::Slot))
         );
         assert_eq!(s.get("pay").unwrap().tokens_milli, tokens_before);
         s.release(DeliveryId(1), &both, T0);
         assert_eq!(
             s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
-            Err((T0.plus(Duration::from_millis(100)), "pay".to_string())),
+            Err((T0.plus(Duration::from_millis(100)), "pay".to_string(), WaitFor::Token)),
             "pay's one token went to the first"
         );
         let later = T0.plus(Duration::from_millis(100));
@@ -261,7 +261,7 @@ mod tests {
         s.rate_limited("free", Some(Duration::from_secs(30)), T0);
         assert_eq!(
             s.take_all(&free, DeliveryId(1), T0, T0.plus(LEASE)),
-            Err((T0.plus(Duration::from_secs(30)), "free".to_string()))
+            Err((T0.plus(Duration::from_secs(30)), "free".to_string(), WaitFor::Pause))
         );
         let after = T0.plus(Duration::from_secs(30));
         assert_eq!(s.take_all(&free, DeliveryId(1), after, after.plus(LEASE)), Ok(()));

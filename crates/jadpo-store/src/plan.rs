@@ -136,8 +136,12 @@ pub fn claim(
         // A run needs room on every limited connection its action may call;
         // without it the delivery waits, taking nothing.
         if matches!(decision.decision, ClaimDecision::Run { .. }) {
-            if let Err((at, connection)) = limits.take_all(&route.connections, id, now, until) {
-                decision.decision = ClaimDecision::Wait { until: at, connection };
+            if let Err((at, connection, reason)) = limits.take_all(&route.connections, id, now, until) {
+                decision.decision = ClaimDecision::Wait {
+                    until: at,
+                    connection,
+                    reason,
+                };
             }
         }
         let lease = Lease {

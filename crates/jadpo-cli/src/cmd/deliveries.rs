@@ -163,11 +163,15 @@ fn failure_text(d: &Delivery) -> String {
         .map_or_else(|| "-".into(), |f| format!("{} ({})", f.code, f.kind))
 }
 
-/// What the WHEN column says: when it is due, until when it runs, since
+/// What the WHEN column says: when it is due (and what it waits for, if a
+/// connection's limit kept it from starting), until when it runs, since
 /// when it is held, or when it finished.
 fn when_text(d: &Delivery) -> String {
     match d.state {
-        DeliveryState::Due => format!("due {}", time_short(d.due_at)),
+        DeliveryState::Due => match &d.waiting {
+            Some(w) => format!("due {}, {}", time_short(d.due_at), views::waiting_text(w)),
+            None => format!("due {}", time_short(d.due_at)),
+        },
         DeliveryState::Running => d
             .lease
             .as_ref()
@@ -242,6 +246,9 @@ async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliE
         field("held on", format!("{} since {}", h.connection, time_short(h.since)));
     }
     field("when", when_text(&d));
+    if let Some(w) = d.waiting.as_ref().filter(|_| d.state == DeliveryState::Due) {
+        field("waiting", views::waiting_text(w));
+    }
     field("budget from", time_short(d.budget_from));
     if !d.held_for.is_zero() {
         field("held for", output::duration_short(d.held_for));

@@ -126,7 +126,10 @@ pub(crate) struct Row {
 
 fn row(d: &Delivery, names: &BTreeMap<jadpo_core::EventId, String>) -> Row {
     let when = match d.state {
-        DeliveryState::Due => format!("due {}", time_short(d.due_at)),
+        DeliveryState::Due => match &d.waiting {
+            Some(w) => format!("due {}, {}", time_short(d.due_at), crate::views::waiting_text(w)),
+            None => format!("due {}", time_short(d.due_at)),
+        },
         DeliveryState::Held => format!("held since {}", time_of(d.held.as_ref().map(|h| h.since))),
         DeliveryState::Running => format!("running until {}", time_of(d.lease.as_ref().map(|l| l.until))),
         _ => format!("finished {}", time_of(d.finished_at)),
@@ -463,6 +466,9 @@ async fn delivery_page<S: ScheduleStore>(c: &Shared<S>, id: DeliveryId, notice: 
         fields.insert(2, ("budget ends", time_short(b.deadline(d.budget_from, d.held_for))));
     }
     if d.state == DeliveryState::Due {
+        if let Some(w) = &d.waiting {
+            fields.insert(0, ("waiting", crate::views::waiting_text(w)));
+        }
         fields.insert(0, ("due", time_short(d.due_at)));
     }
     if let Some(h) = &d.held {

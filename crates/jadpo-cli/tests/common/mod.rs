@@ -319,6 +319,29 @@ pub async fn seed<S: Store>(s: &S) -> Seeded {
     }
 }
 
+/// Two `pinged` deliveries while `mailer` takes one call at a time: the
+/// first runs, the second waits for its slot. Returns (running, waiting).
+pub fn seed_waiting_sqlite(url: &str) -> (DeliveryId, DeliveryId) {
+    block_on(async {
+        let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
+        let mut routes = routes();
+        routes.limit(
+            "mailer",
+            jadpo_core::limit::Limits {
+                rate: None,
+                concurrency: Some(1),
+            },
+        );
+        let now = now();
+        let (_, first) = emit_one(&s, "Ping", r#"{"id":"a"}"#, "pinged", now).await;
+        let (_, second) = emit_one(&s, "Ping", r#"{"id":"b"}"#, "pinged", now).await;
+        let report = claim(&s, &routes, now).await;
+        assert_eq!(report.claimed.len(), 1, "{report:?}");
+        assert_eq!(report.waiting.len(), 1, "{report:?}");
+        (first, second)
+    })
+}
+
 /// A runtime for the store calls of a test.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

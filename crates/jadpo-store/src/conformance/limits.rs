@@ -4,7 +4,14 @@
 
 use super::*;
 use jadpo_core::limit::{Limits, Rate, SLOT_RECHECK};
-use jadpo_core::{DeliveryState, Outcome};
+use jadpo_core::{DeliveryState, Outcome, WaitFor, Waiting};
+
+fn waiting_on(connection: &str, reason: WaitFor) -> Option<Waiting> {
+    Some(Waiting {
+        connection: connection.into(),
+        reason,
+    })
+}
 
 /// `lim` calls `limited`, which takes 10 calls a second and 2 at once.
 fn limited_routes(limits: Limits) -> Routes {
@@ -85,6 +92,8 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
             (DeliveryState::Due, 0, true),
             "waiting spends nothing"
         );
+        assert_eq!(d.waiting, waiting_on("limited", WaitFor::Token), "kept with its reason");
+        assert!(d.held.is_none(), "waiting is not held");
     }
     // Another worker sees the same bucket: nothing before the next token.
     assert!(claim_at(s, &routes, "w2", ms(50)).await.claimed.is_empty());
@@ -94,6 +103,7 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
     let r = claim_at(s, &routes, "w1", ms(200)).await;
     assert!(r.claimed.is_empty());
     assert_eq!(r.waiting, vec![(ids[2], ms(200).plus(SLOT_RECHECK))]);
+    assert_eq!(get(s, ids[2]).await.waiting, waiting_on("limited", WaitFor::Slot));
     // A finish gives its slot back: the longest due of the others takes it,
     // and the rest wait for the next token.
     finish_limited(s, &second[0], ms(300)).await;
@@ -105,6 +115,12 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
     assert_eq!(
         r.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
         vec![ids[4], ids[2]]
+    );
+    let started = get(s, ids[3]).await;
+    assert_eq!(
+        (started.state, started.waiting),
+        (DeliveryState::Running, None),
+        "a run clears the reason it waited"
     );
 }
 
@@ -168,6 +184,7 @@ pub async fn a_429_pauses_the_connection_for_every_claimer<S: Store>(s: &S) {
     let r = claim_at(s, &routes(), "w2", at(2)).await;
     assert!(r.claimed.is_empty());
     assert_eq!(r.waiting, vec![(more[0], at(31)), (more[1], at(31))]);
+    assert_eq!(get(s, more[0]).await.waiting, waiting_on("payments", WaitFor::Pause));
     let r = claim_at(s, &routes(), "w2", at(31)).await;
     assert_eq!(r.claimed.len(), 2);
     assert_ne!(ids[0], more[0]);

@@ -9,6 +9,7 @@ use deadpool_postgres::Transaction;
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
 use jadpo_core::{
     Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
+    WaitFor, Waiting,
 };
 use std::time::Duration;
 use tokio_postgres::Row;
@@ -18,13 +19,14 @@ macro_rules! delivery_columns {
     () => {
         "id, event_id, subscriber, state, attempts, due_at, budget_from, held_for_ms, \
          lease_owner, lease_token, lease_until, last_failure_code, last_failure_kind, \
-         held_connection, held_since, created_at, updated_at, finished_at"
+         held_connection, held_since, created_at, updated_at, finished_at, waiting_on, \
+         waiting_for"
     };
 }
 pub(crate) use delivery_columns;
 
 /// How many columns [`delivery_columns`] lists: what follows them in a row.
-pub(crate) const DELIVERY_COLUMNS: usize = 18;
+pub(crate) const DELIVERY_COLUMNS: usize = 20;
 
 /// The breaker columns, in the order [`breaker`] reads them.
 macro_rules! breaker_columns {
@@ -60,6 +62,16 @@ pub(crate) fn failure(code: Option<String>, kind: Option<String>) -> Result<Opti
         (Some(code), Some(kind)) => {
             let kind = FailureKind::parse(&kind).ok_or_else(|| corrupt("failure kind", &kind))?;
             Ok(Some(FailureRecord { code, kind }))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn waiting(connection: Option<String>, reason: Option<String>) -> Result<Option<Waiting>, Abort> {
+    match (connection, reason) {
+        (Some(connection), Some(reason)) => {
+            let reason = WaitFor::parse(&reason).ok_or_else(|| corrupt("waiting for", &reason))?;
+            Ok(Some(Waiting { connection, reason }))
         }
         _ => Ok(None),
     }
@@ -107,6 +119,7 @@ pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
         created_at: Timestamp::from_millis(row.try_get(15)?),
         updated_at: Timestamp::from_millis(row.try_get(16)?),
         finished_at: at(row.try_get(17)?),
+        waiting: waiting(row.try_get(18)?, row.try_get(19)?)?,
     };
     Ok((d, token))
 }

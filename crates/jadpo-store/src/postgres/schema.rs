@@ -9,7 +9,7 @@ use super::Abort;
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6), (7, V7)];
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -229,6 +229,14 @@ CREATE TABLE jadpo_connection_limits (
     state       TEXT   NOT NULL,
     version     BIGINT NOT NULL
 );
+";
+
+/// Why a due delivery did not start at its last claim: the limited
+/// connection with no room and what it waits for (`token`, `slot`,
+/// `pause`), for `jadpo deliveries`. Both NULL otherwise; adding a
+/// nullable column rewrites nothing.
+const V7: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT, ADD COLUMN waiting_for TEXT;
 ";
 
 const V2: &str = "

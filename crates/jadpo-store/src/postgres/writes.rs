@@ -24,13 +24,15 @@ UPDATE jadpo_deliveries AS d SET
     last_failure_code = u.code, last_failure_kind = u.kind,
     held_connection = u.held_connection, held_since = u.held_since,
     updated_at = u.updated_at, finished_at = u.finished_at,
-    handled_at = coalesce(d.handled_at, u.handled_at)
+    handled_at = coalesce(d.handled_at, u.handled_at),
+    waiting_on = u.waiting_on, waiting_for = u.waiting_for
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[],
             $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[],
-            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
+            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
+            $18::text[], $19::text[])
     AS u(id, state, attempts, due_at, budget_from, held_for_ms, lease_owner, lease_token,
          lease_until, code, kind, held_connection, held_since, updated_at, finished_at, fence,
-         handled_at)
+         handled_at, waiting_on, waiting_for)
 WHERE d.id = u.id
   AND (u.fence IS NULL OR CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END)";
 
@@ -88,6 +90,8 @@ struct Rows<'a> {
     updated_at: Vec<i64>,
     finished_at: Vec<Option<i64>>,
     handled_at: Vec<Option<i64>>,
+    waiting_on: Vec<Option<&'a str>>,
+    waiting_for: Vec<Option<&'static str>>,
 }
 
 /// Runs of one claim: what differs between them.
@@ -224,6 +228,8 @@ impl<'a> DeliveryWrites<'a> {
         r.updated_at.push(ms(d.updated_at));
         r.finished_at.push(d.finished_at.map(ms));
         r.handled_at.push(handled_at);
+        r.waiting_on.push(d.waiting.as_ref().map(|w| w.connection.as_str()));
+        r.waiting_for.push(d.waiting.as_ref().map(|w| w.reason.as_str()));
     }
 
     /// Writes them all. A locked row not found is a fault; a fenced row that
@@ -280,6 +286,8 @@ impl<'a> DeliveryWrites<'a> {
                     &r.finished_at,
                     &r.fence,
                     &r.handled_at,
+                    &r.waiting_on,
+                    &r.waiting_for,
                 ],
             )
             .await?;

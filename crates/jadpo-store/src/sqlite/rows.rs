@@ -6,6 +6,7 @@ use crate::types::*;
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
 use jadpo_core::{
     Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
+    WaitFor, Waiting,
 };
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -17,14 +18,14 @@ macro_rules! delivery_columns {
         "d.id, d.event_id, d.subscriber, d.state, d.attempts, d.due_at, d.budget_from, \
          d.held_for_ms, d.lease_owner, d.lease_token, d.lease_until, d.last_failure_code, \
          d.last_failure_kind, d.held_connection, d.held_since, d.created_at, d.updated_at, \
-         d.finished_at"
+         d.finished_at, d.waiting_on, d.waiting_for"
     };
 }
 pub(crate) use delivery_columns;
 
 /// How many columns `delivery_columns!` has: what a query selects after them
 /// starts here.
-pub(crate) const DELIVERY_COLUMNS: usize = 18;
+pub(crate) const DELIVERY_COLUMNS: usize = 20;
 
 /// A delivery row, with the lease token the row keeps after its lease ended
 /// (the core's `Delivery` forgets it): the next claim issues this plus one,
@@ -68,6 +69,19 @@ fn failure(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<FailureRecord>>
     }
 }
 
+fn waiting(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<Waiting>> {
+    let connection: Option<String> = row.get(col)?;
+    let reason: Option<String> = row.get(col + 1)?;
+    match (connection, reason) {
+        (Some(connection), Some(reason)) => {
+            let reason =
+                WaitFor::parse(&reason).ok_or_else(|| bad(col + 1, format!("unknown waiting reason {reason:?}")))?;
+            Ok(Some(Waiting { connection, reason }))
+        }
+        _ => Ok(None),
+    }
+}
+
 pub(crate) fn delivery(row: &Row<'_>) -> rusqlite::Result<Stored> {
     let token: i64 = row.get(9)?;
     let owner: Option<String> = row.get(8)?;
@@ -97,6 +111,7 @@ pub(crate) fn delivery(row: &Row<'_>) -> rusqlite::Result<Stored> {
         created_at: Timestamp::from_millis(row.get(15)?),
         updated_at: Timestamp::from_millis(row.get(16)?),
         finished_at: row.get::<_, Option<i64>>(17)?.map(Timestamp::from_millis),
+        waiting: waiting(row, 18)?,
     };
     Ok(Stored { delivery, token })
 }
@@ -130,7 +145,8 @@ pub(crate) fn update(
          budget_from = ?4, held_for_ms = ?5, lease_owner = ?6, \
          lease_token = COALESCE(?7, lease_token), lease_until = ?8, last_failure_code = ?9, \
          last_failure_kind = ?10, held_connection = ?11, held_since = ?12, updated_at = ?13, \
-         finished_at = ?14, handled_at = COALESCE(handled_at, ?17) \
+         finished_at = ?14, handled_at = COALESCE(handled_at, ?17), waiting_on = ?18, \
+         waiting_for = ?19 \
          WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))",
     )?
     .execute(params![
@@ -151,6 +167,8 @@ pub(crate) fn update(
         d.id.0,
         fence.map(|t| t.0),
         handled.map(ts),
+        d.waiting.as_ref().map(|w| w.connection.as_str()),
+        d.waiting.as_ref().map(|w| w.reason.as_str()),
     ])
 }
 

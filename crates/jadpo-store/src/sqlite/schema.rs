@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -271,6 +271,14 @@ CREATE TABLE jadpo_connection_limits (
     state       TEXT    NOT NULL,
     version     BIGINT  NOT NULL
 );
+";
+
+/// Why a due delivery did not start at its last claim: the limited
+/// connection with no room and what it waits for (`token`, `slot`,
+/// `pause`), for `jadpo deliveries`. Both NULL otherwise.
+const V10: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT;
+ALTER TABLE jadpo_deliveries ADD COLUMN waiting_for TEXT;
 ";
 
 /// Applies every migration the file has not had, inside the caller's
