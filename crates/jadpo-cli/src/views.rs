@@ -233,8 +233,8 @@ pub fn rate_text(r: &jadpo_core::limit::Rate) -> String {
 }
 
 /// Each connection that has limits or a limit state, as JSON at `now`:
-/// `rate`, `concurrency`, `tokens`, `slots_in_use`, `paused_until`,
-/// `slowed_until`.
+/// `rate`, `concurrency`, `tokens`, `slots_in_use`, `waiting` (due
+/// deliveries waiting for room on it), `paused_until`, `slowed_until`.
 pub async fn limits<S: Store>(
     store: &S,
     app: Option<&App>,
@@ -251,6 +251,7 @@ pub async fn limits<S: Store>(
         .into_iter()
         .map(|s| (s.connection.clone(), s))
         .collect();
+    let waiting = store.waiting_counts().await?;
     let names: BTreeSet<&String> = configured.keys().chain(states.keys()).collect();
     Ok(names
         .into_iter()
@@ -263,6 +264,7 @@ pub async fn limits<S: Store>(
                 "concurrency": limits.concurrency,
                 "tokens": limits.rate.map(|_| state.tokens_at(&limits, now)),
                 "slots_in_use": state.slots_in_use(now),
+                "waiting": waiting.get(name).copied().unwrap_or(0),
                 "paused_until": time_json(state.paused_until.filter(|t| *t > now)),
                 "slowed_until": time_json(state.slowed_until.filter(|t| *t > now)),
             });

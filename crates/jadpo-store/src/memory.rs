@@ -241,6 +241,17 @@ impl MemoryStore {
         self.limits.values()
     }
 
+    /// How many due deliveries wait on each connection.
+    pub fn waiting_counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for d in self.deliveries.values().filter(|d| d.state == DeliveryState::Due) {
+            if let Some(w) = &d.waiting {
+                *counts.entry(w.connection.clone()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// A claimed delivery given back unstarted, at shutdown.
     pub fn give_back(&mut self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
         let mut d = plan::check_lease(self.delivery(id), id, token)?.clone();

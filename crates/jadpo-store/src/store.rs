@@ -93,6 +93,13 @@ pub trait Store: Send + Sync + 'static {
     /// the operator's view.
     fn limit_states(&self) -> impl Future<Output = Result<Vec<jadpo_core::limit::LimitState>, StoreError>> + Send;
 
+    /// How many due deliveries wait for room on each connection (the queue
+    /// behind its limits), for the operator's view. Read through an index
+    /// of waiting deliveries only.
+    fn waiting_counts(
+        &self,
+    ) -> impl Future<Output = Result<std::collections::BTreeMap<String, u64>, StoreError>> + Send;
+
     /// The alert messages, newest first, at most `limit`, with their sends.
     fn alerts(&self, limit: usize) -> impl Future<Output = Result<Vec<AlertRecord>, StoreError>> + Send;
 
@@ -259,6 +266,10 @@ impl Store for SharedMemoryStore {
 
     async fn limit_states(&self) -> Result<Vec<jadpo_core::limit::LimitState>, StoreError> {
         Ok(self.with(|s| s.limit_states().cloned().collect()))
+    }
+
+    async fn waiting_counts(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        Ok(self.with(|s| s.waiting_counts()))
     }
 
     async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {

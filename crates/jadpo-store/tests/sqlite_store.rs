@@ -401,6 +401,7 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          DROP TABLE jadpo_connection_limits;
          DROP INDEX jadpo_deliveries_failed;
          DROP INDEX jadpo_deliveries_parked;
+         DROP INDEX jadpo_deliveries_waiting;
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_on;
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_for;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,

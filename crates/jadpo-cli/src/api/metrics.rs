@@ -232,7 +232,7 @@ pub async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) 
         }
     }
     let limits = crate::views::limits(store, Some(app), now).await?;
-    let per_limit: [(&str, &str, &str); 3] = [
+    let per_limit: [(&str, &str, &str); 4] = [
         (
             "jadpo_connection_tokens",
             "tokens",
@@ -242,6 +242,11 @@ pub async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) 
             "jadpo_connection_slots_in_use",
             "slots_in_use",
             "Calls in flight on each connection with limits, every process.",
+        ),
+        (
+            "jadpo_connection_waiting",
+            "waiting",
+            "Due deliveries waiting for room on each connection with limits.",
         ),
         (
             "jadpo_connection_paused",

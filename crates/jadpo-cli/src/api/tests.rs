@@ -546,7 +546,7 @@ subscriber s { on: E  run: a(event.id) }
     let limits = crate::views::limits(&store, Some(&app), now).await.unwrap();
     assert_eq!(
         limits["pay"],
-        json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 0,
+        json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 0, "waiting": 0,
                "paused_until": null, "slowed_until": null})
     );
     assert!(!limits.contains_key("free"), "no limits, no state");
@@ -570,8 +570,48 @@ subscriber s { on: E  run: a(event.id) }
     for line in [
         "jadpo_connection_tokens{connection=\"pay\"} 1",
         "jadpo_connection_slots_in_use{connection=\"pay\"} 0",
+        "jadpo_connection_waiting{connection=\"pay\"} 0",
         "jadpo_connection_paused{connection=\"pay\"} 0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
+
+    // Three deliveries at once: the bucket's one token lets one run, and
+    // the queue behind `pay` is the other two.
+    let events: Vec<NewEvent> = (0..3)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!(r#"{{"id":"{i}"}}"#),
+            subscribers: vec!["s".into()],
+            idempotency_key: None,
+        })
+        .collect();
+    store.emit(&events, now).await.unwrap();
+    let mut routes = Routes::new();
+    routes.insert(
+        "s",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec!["pay".into()],
+        },
+    );
+    routes.limit("pay", app.connections["pay"].limits());
+    let r = store
+        .claim(&ClaimRequest {
+            worker: "w",
+            routes: &routes,
+            now,
+            limit: 10,
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    assert_eq!((r.claimed.len(), r.waiting.len()), (1, 2));
+    let limits = crate::views::limits(&store, Some(&app), now).await.unwrap();
+    assert_eq!(
+        (&limits["pay"]["tokens"], &limits["pay"]["slots_in_use"], &limits["pay"]["waiting"]),
+        (&json!(0), &json!(1), &json!(2))
+    );
+    let text = super::metrics::render(&store, &app, now).await.unwrap();
+    assert!(text.lines().any(|l| l == "jadpo_connection_waiting{connection=\"pay\"} 2"), "{text}");
 }

@@ -199,6 +199,9 @@ pub(crate) fn limits_text(v: &serde_json::Value) -> String {
             v["slots_in_use"].as_u64().unwrap_or(0)
         ));
     }
+    if let Some(n) = v["waiting"].as_u64().filter(|n| *n > 0) {
+        parts.push(format!("{n} waiting"));
+    }
     if let Some(t) = v["paused_until"].as_str() {
         parts.push(format!("paused until {t}"));
     }

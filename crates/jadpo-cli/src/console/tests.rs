@@ -299,11 +299,11 @@ async fn overview_and_breakers_show_the_outage() {
 
 #[test]
 fn a_connections_limits_in_words() {
-    let v = serde_json::json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 1,
+    let v = serde_json::json!({"rate": "10/s", "concurrency": 2, "tokens": 1, "slots_in_use": 1, "waiting": 40,
                                "paused_until": "2026-12-01T10:00:30Z", "slowed_until": null});
     assert_eq!(
         super::pages::limits_text(&v),
-        "10/s, 1 tokens; 1 of 2 slots in use; paused until 2026-12-01T10:00:30Z"
+        "10/s, 1 tokens; 1 of 2 slots in use; 40 waiting; paused until 2026-12-01T10:00:30Z"
     );
     let none = serde_json::json!({"rate": null, "concurrency": null, "tokens": null, "slots_in_use": 0,
                                   "paused_until": null, "slowed_until": null});

@@ -95,6 +95,11 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
         assert_eq!(d.waiting, waiting_on("limited", WaitFor::Token), "kept with its reason");
         assert!(d.held.is_none(), "waiting is not held");
     }
+    assert_eq!(
+        s.waiting_counts().await.unwrap(),
+        [("limited".to_string(), 4)].into(),
+        "the queue behind the connection"
+    );
     // Another worker sees the same bucket: nothing before the next token.
     assert!(claim_at(s, &routes, "w2", ms(50)).await.claimed.is_empty());
     let second = claim_at(s, &routes, "w2", ms(100)).await.claimed;
@@ -116,6 +121,7 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
         r.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
         vec![ids[4], ids[2]]
     );
+    assert_eq!(s.waiting_counts().await.unwrap(), [("limited".to_string(), 2)].into());
     let started = get(s, ids[3]).await;
     assert_eq!(
         (started.state, started.waiting),

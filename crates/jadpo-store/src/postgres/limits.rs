@@ -36,6 +36,23 @@ pub(crate) async fn all(tx: &Transaction<'_>) -> Result<Vec<LimitState>, Abort> 
     states(&tx.query(&stmt, &[]).await?)
 }
 
+/// How many due deliveries wait on each connection, through the index of
+/// waiting deliveries.
+pub(crate) async fn waiting_counts(tx: &Transaction<'_>) -> Result<std::collections::BTreeMap<String, u64>, Abort> {
+    let stmt = tx
+        .prepare_cached(
+            "SELECT waiting_on, count(*) FROM jadpo_deliveries \
+             WHERE waiting_on IS NOT NULL AND state = 'due' GROUP BY waiting_on",
+        )
+        .await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for row in tx.query(&stmt, &[]).await? {
+        let n: i64 = row.try_get(1)?;
+        counts.insert(row.try_get(0)?, n.max(0) as u64);
+    }
+    Ok(counts)
+}
+
 /// Writes each state only if its row is still at the version read (or still
 /// absent). The writes come sorted by connection, so two transactions lock
 /// the rows in the same order.

@@ -560,6 +560,10 @@ impl Store for PgStore {
         in_transaction!(self, |tx| limits::all(&tx).await)
     }
 
+    async fn waiting_counts(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        in_transaction!(self, |tx| limits::waiting_counts(&tx).await)
+    }
+
     async fn claim_alert_sends(
         &self,
         now: Timestamp,

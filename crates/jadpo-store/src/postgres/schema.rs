@@ -233,10 +233,14 @@ CREATE TABLE jadpo_connection_limits (
 
 /// Why a due delivery did not start at its last claim: the limited
 /// connection with no room and what it waits for (`token`, `slot`,
-/// `pause`), for `jadpo deliveries`. Both NULL otherwise; adding a
-/// nullable column rewrites nothing.
+/// `pause`), for `jadpo deliveries`. Both NULL otherwise (adding a
+/// nullable column rewrites nothing), so the index of waiting deliveries
+/// (the queue behind each connection, for `jadpo breakers`) holds only
+/// those, and a claim or finish of a delivery that never waited changes
+/// no column it reads.
 const V7: &str = "
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT, ADD COLUMN waiting_for TEXT;
+CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
 ";
 
 const V2: &str = "

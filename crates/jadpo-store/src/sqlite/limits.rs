@@ -23,6 +23,19 @@ pub(crate) fn all(c: &Connection) -> Result<Vec<LimitState>, Fault> {
     rows.iter().map(|s| state(s)).collect()
 }
 
+/// How many due deliveries wait on each connection, through the index of
+/// waiting deliveries (its condition named so SQLite uses it).
+pub(crate) fn waiting_counts(c: &Connection) -> Result<std::collections::BTreeMap<String, u64>, Fault> {
+    let rows = c
+        .prepare_cached(
+            "SELECT waiting_on, count(*) FROM jadpo_deliveries \
+             WHERE waiting_on IS NOT NULL AND state = 'due' GROUP BY waiting_on",
+        )?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows.into_iter().map(|(c, n)| (c, n.max(0) as u64)).collect())
+}
+
 /// Writes each state only if its row is still at the version read (or still
 /// absent); otherwise [`Fault::Conflict`], and the method is redone.
 pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> {

@@ -296,6 +296,10 @@ impl Store for SqliteStore {
         self.pool.read(limits::all).await
     }
 
+    async fn waiting_counts(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        self.pool.read(limits::waiting_counts).await
+    }
+
     async fn claim_alert_sends(
         &self,
         now: Timestamp,

@@ -275,10 +275,13 @@ CREATE TABLE jadpo_connection_limits (
 
 /// Why a due delivery did not start at its last claim: the limited
 /// connection with no room and what it waits for (`token`, `slot`,
-/// `pause`), for `jadpo deliveries`. Both NULL otherwise.
+/// `pause`), for `jadpo deliveries`. Both NULL otherwise, so the index of
+/// waiting deliveries (the queue behind each connection, for `jadpo
+/// breakers`) holds only those.
 const V10: &str = "
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT;
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_for TEXT;
+CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
 ";
 
 /// Applies every migration the file has not had, inside the caller's
