@@ -8,13 +8,25 @@ use jadpo_core::Budget;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+mod route;
+pub use route::{Route, RoutePath, RouteSegment};
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct App {
     pub events: BTreeMap<String, Event>,
     pub connections: BTreeMap<String, Connection>,
     pub actions: BTreeMap<String, Action>,
+    /// `capability NAME(PARAMS)`, each with the connection that fills it.
+    /// Capabilities and actions share one namespace.
+    pub capabilities: BTreeMap<String, Capability>,
     pub subscribers: BTreeMap<String, Subscriber>,
     pub schedules: BTreeMap<String, Schedule>,
+    /// HTTP endpoints that run an action or capability on request.
+    pub routes: BTreeMap<String, Route>,
+    /// `store NAME { url: ... }`, in declaration order: the first is the
+    /// default. Empty when the file declares none: every event then lives
+    /// in the store given on the command line.
+    pub stores: Vec<StoreDecl>,
     /// Where operator alerts are sent; `None` keeps them in the store only.
     pub alerts: Option<AlertRoute>,
 }
@@ -25,18 +37,73 @@ impl App {
         self.subscribers.values().filter(move |s| s.on == event)
     }
 
-    /// "2 events, 2 connections, 3 actions, 3 subscribers, 1 schedule"
+    /// What a [`Run`] names: `Run::action` is an action's or a
+    /// capability's name (they share one namespace), and this finds either,
+    /// with the parameters its arguments bind to and the statements to run.
+    /// `None` for a name the app does not declare.
+    pub fn runnable(&self, name: &str) -> Option<Runnable<'_>> {
+        if let Some(a) = self.actions.get(name) {
+            return Some(Runnable::Action(a));
+        }
+        self.capabilities.get(name).map(Runnable::Capability)
+    }
+
+    /// The name of the store an event lives in: its `in STORE`, else the
+    /// first store declared, else `None` (no `store` blocks: the store
+    /// given on the command line). `None` too for an undeclared event.
+    pub fn store_of(&self, event: &str) -> Option<&str> {
+        let event = self.events.get(event)?;
+        event
+            .store
+            .as_deref()
+            .or_else(|| self.stores.first().map(|s| s.name.as_str()))
+    }
+
+    /// The route that answers `method` on `path`, and its path parameters,
+    /// percent-decoded. When several match, the most specific wins: at the
+    /// first segment where they differ, a literal beats a `{param}`. (Two
+    /// routes of one method and one path shape are refused by the checker,
+    /// so the answer is unique.)
+    pub fn route_for(&self, method: Method, path: &str) -> Option<(&Route, BTreeMap<String, String>)> {
+        self.routes
+            .values()
+            .filter(|r| r.method == method)
+            .filter_map(|r| r.path.matches(path).map(|params| (r, params)))
+            .min_by(|(a, _), (b, _)| a.path.specificity().cmp(&b.path.specificity()))
+    }
+
+    /// "2 events, 2 connections, 3 actions, 3 subscribers, 1 schedule",
+    /// followed by the capabilities, routes and stores when there are any.
     pub fn summary(&self) -> String {
         let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-        [
+        let mut parts = vec![
             count(self.events.len(), "event"),
             count(self.connections.len(), "connection"),
             count(self.actions.len(), "action"),
             count(self.subscribers.len(), "subscriber"),
             count(self.schedules.len(), "schedule"),
-        ]
-        .join(", ")
+        ];
+        if !self.capabilities.is_empty() {
+            let n = self.capabilities.len();
+            parts.push(format!("{n} {}", if n == 1 { "capability" } else { "capabilities" }));
+        }
+        if !self.routes.is_empty() {
+            parts.push(count(self.routes.len(), "route"));
+        }
+        if !self.stores.is_empty() {
+            parts.push(count(self.stores.len(), "store"));
+        }
+        parts.join(", ")
     }
+}
+
+/// `store NAME { url: ... }`: a store events may live in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreDecl {
+    pub name: String,
+    /// `sqlite:PATH`, `postgres://...` or `env("X")`, read at start.
+    pub url: Value,
+    pub span: Span,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +160,10 @@ pub struct Event {
     pub name: String,
     /// In declaration order.
     pub fields: Vec<Field>,
+    /// `event NAME in STORE`: the store it lives in. `None` without `in`:
+    /// the first store, or the command line's when there are no `store`
+    /// blocks ([`App::store_of`]).
+    pub store: Option<String>,
     pub span: Span,
 }
 
@@ -174,9 +245,16 @@ pub enum Expr {
     Param(String),
     Env(String),
     Secret(String),
+    /// `path.NAME` in a route's `run:`: a path parameter, a string.
+    PathParam(String),
+    /// `input` in a route's `run:`: the whole request body.
+    Input,
+    /// `input.a.b` in a route's `run:`: a field of the request body, and
+    /// fields inside an object field.
+    InputField(Vec<String>),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
     Get,
     Post,
@@ -199,6 +277,17 @@ impl Method {
             "head" => Method::Head,
             _ => return None,
         })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Get => "get",
+            Method::Post => "post",
+            Method::Put => "put",
+            Method::Patch => "patch",
+            Method::Delete => "delete",
+            Method::Head => "head",
+        }
     }
 
     /// Repeating the call has the same effect as sending it once, so a
@@ -233,7 +322,8 @@ pub struct Call {
     pub span: Span,
 }
 
-/// Runs an action with arguments, one per parameter, in parameter order.
+/// Runs an action or a capability with arguments, one per parameter, in
+/// parameter order. [`App::runnable`] finds what `action` names.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
     pub action: String,
@@ -241,10 +331,22 @@ pub struct Run {
     pub span: Span,
 }
 
+/// `emit EVENT(FIELD: VALUE, ...)`: a new event, written only when the run
+/// succeeds, in the run's transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emit {
+    /// The event's name.
+    pub event: String,
+    /// Every field of the event, once, in the event's field order.
+    pub fields: Vec<(String, Expr)>,
+    pub span: Span,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
     Call(Call),
     Run(Run),
+    Emit(Emit),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -260,15 +362,103 @@ pub struct Action {
     pub params: Vec<Field>,
     pub body: ActionBody,
     pub(crate) connections: BTreeSet<String>,
+    pub(crate) emits: BTreeSet<String>,
     pub span: Span,
 }
 
 impl Action {
     /// Every connection this action may call: its own calls and `uses`,
-    /// and those of every action it runs, transitively. A delivery is held
-    /// when the breaker of any of them is open.
+    /// and those of every action it runs and the filler of every
+    /// capability it runs, transitively. A delivery is held when the
+    /// breaker of any of them is open.
     pub fn connections(&self) -> &BTreeSet<String> {
         &self.connections
+    }
+
+    /// Every event this action may emit: its own `emit`s and those of
+    /// every action and capability it runs, transitively.
+    pub fn emits(&self) -> &BTreeSet<String> {
+        &self.emits
+    }
+}
+
+/// `capability NAME(PARAMS)`, with the `fills NAME { ... }` of the one
+/// connection that supplies it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capability {
+    pub name: String,
+    pub params: Vec<Field>,
+    /// The connection whose `fills` supplies the body.
+    pub filler: String,
+    /// The `fills` body: calls only to `filler`.
+    pub body: Vec<Statement>,
+    pub(crate) connections: BTreeSet<String>,
+    pub(crate) emits: BTreeSet<String>,
+    pub span: Span,
+}
+
+impl Capability {
+    /// Its filler and the connections of whatever its body runs,
+    /// transitively: always just the filler, since a `fills` body that
+    /// could reach another connection is refused
+    /// (`capability.call_outside`).
+    pub fn connections(&self) -> &BTreeSet<String> {
+        &self.connections
+    }
+
+    /// Every event its body may emit, transitively.
+    pub fn emits(&self) -> &BTreeSet<String> {
+        &self.emits
+    }
+}
+
+/// What a [`Run`] names: an action or a capability ([`App::runnable`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Runnable<'a> {
+    Action(&'a Action),
+    Capability(&'a Capability),
+}
+
+impl<'a> Runnable<'a> {
+    pub fn name(&self) -> &'a str {
+        match self {
+            Runnable::Action(a) => &a.name,
+            Runnable::Capability(c) => &c.name,
+        }
+    }
+
+    /// The parameters a [`Run`]'s arguments bind to, in order.
+    pub fn params(&self) -> &'a [Field] {
+        match self {
+            Runnable::Action(a) => &a.params,
+            Runnable::Capability(c) => &c.params,
+        }
+    }
+
+    /// The statements to run: an action's body or a capability's `fills`
+    /// body. `None` for an action with `uses`, which Rust code supplies.
+    pub fn statements(&self) -> Option<&'a [Statement]> {
+        match self {
+            Runnable::Action(a) => match &a.body {
+                ActionBody::Statements(s) => Some(s),
+                ActionBody::Uses(_) => None,
+            },
+            Runnable::Capability(c) => Some(&c.body),
+        }
+    }
+
+    pub fn connections(&self) -> &'a BTreeSet<String> {
+        match self {
+            Runnable::Action(a) => a.connections(),
+            Runnable::Capability(c) => c.connections(),
+        }
+    }
+
+    pub fn emits(&self) -> &'a BTreeSet<String> {
+        match self {
+            Runnable::Action(a) => a.emits(),
+            Runnable::Capability(c) => c.emits(),
+        }
     }
 }
 

@@ -56,10 +56,26 @@ pub enum Code {
     AlertsDuplicate,
     AlertsConnectionUnknown,
     AlertsPathInvalid,
+    CapabilityUnknown,
+    CapabilityUnfilled,
+    CapabilityFilledTwice,
+    CapabilityCallOutside,
+    RouteMethodMissing,
+    RoutePathInvalid,
+    RoutePathParamUnknown,
+    RouteInputUnknown,
+    RouteDuplicatePath,
+    RouteEventUnavailable,
+    RouteActionUnknown,
+    EmitEventUnknown,
+    EmitFieldUnknown,
+    EmitFieldMissing,
+    EmitFieldType,
+    StoreUnknown,
 }
 
 impl Code {
-    pub const ALL: [Code; 27] = [
+    pub const ALL: [Code; 43] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -87,6 +103,22 @@ impl Code {
         Code::AlertsDuplicate,
         Code::AlertsConnectionUnknown,
         Code::AlertsPathInvalid,
+        Code::CapabilityUnknown,
+        Code::CapabilityUnfilled,
+        Code::CapabilityFilledTwice,
+        Code::CapabilityCallOutside,
+        Code::RouteMethodMissing,
+        Code::RoutePathInvalid,
+        Code::RoutePathParamUnknown,
+        Code::RouteInputUnknown,
+        Code::RouteDuplicatePath,
+        Code::RouteEventUnavailable,
+        Code::RouteActionUnknown,
+        Code::EmitEventUnknown,
+        Code::EmitFieldUnknown,
+        Code::EmitFieldMissing,
+        Code::EmitFieldType,
+        Code::StoreUnknown,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -118,6 +150,22 @@ impl Code {
             Code::AlertsDuplicate => "alerts.duplicate",
             Code::AlertsConnectionUnknown => "alerts.connection_unknown",
             Code::AlertsPathInvalid => "alerts.path_invalid",
+            Code::CapabilityUnknown => "capability.unknown",
+            Code::CapabilityUnfilled => "capability.unfilled",
+            Code::CapabilityFilledTwice => "capability.filled_twice",
+            Code::CapabilityCallOutside => "capability.call_outside",
+            Code::RouteMethodMissing => "route.method_missing",
+            Code::RoutePathInvalid => "route.path_invalid",
+            Code::RoutePathParamUnknown => "route.path_param_unknown",
+            Code::RouteInputUnknown => "route.input_unknown",
+            Code::RouteDuplicatePath => "route.duplicate_path",
+            Code::RouteEventUnavailable => "route.event_unavailable",
+            Code::RouteActionUnknown => "route.action_unknown",
+            Code::EmitEventUnknown => "emit.event_unknown",
+            Code::EmitFieldUnknown => "emit.field_unknown",
+            Code::EmitFieldMissing => "emit.field_missing",
+            Code::EmitFieldType => "emit.field_type",
+            Code::StoreUnknown => "store.unknown",
         }
     }
 }

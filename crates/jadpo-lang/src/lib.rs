@@ -20,8 +20,9 @@ mod parser;
 mod syntax;
 
 pub use app::{
-    Action, ActionBody, AlertRoute, App, Call, Connection, Driver, Event, Expr, Field, Method, PathPart, PathTemplate,
-    Run, Schedule, Statement, Subscriber, Trigger, Type, Value,
+    Action, ActionBody, AlertRoute, App, Call, Capability, Connection, Driver, Emit, Event, Expr, Field, Method,
+    PathPart, PathTemplate, Route, RoutePath, RouteSegment, Run, Runnable, Schedule, Statement, StoreDecl, Subscriber,
+    Trigger, Type, Value,
 };
 pub use diagnostic::{Code, Diagnostic, LineIndex, Position, Span};
 

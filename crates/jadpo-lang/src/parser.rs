@@ -9,6 +9,8 @@ use crate::diagnostic::{Code, Diagnostic, Span};
 use crate::lexer::{Tok, Token};
 use crate::syntax::*;
 
+mod bodies;
+
 /// Deeper values than this are refused: nobody writes them, and recursion
 /// on hostile input must not overflow the stack.
 const MAX_DEPTH: usize = 64;
@@ -143,7 +145,7 @@ impl Parser<'_> {
                 }
                 _ => {
                     let _ =
-                        self.unexpected::<()>("`event`, `connection`, `action`, `subscriber`, `schedule` or `alerts`");
+                        self.unexpected::<()>("`event`, `connection`, `action`, `capability`, `subscriber`, `schedule`, `route`, `store` or `alerts`");
                     self.skip_to_item();
                 }
             }
@@ -176,16 +178,18 @@ impl Parser<'_> {
             };
             name
         };
-        let kind = if kw == "action" {
-            self.action()
-        } else {
-            self.block().map(|entries| match kw.as_str() {
-                "event" => ItemKind::Event(entries),
-                "connection" => ItemKind::Connection(entries),
+        let kind = match kw.as_str() {
+            "action" => self.action(),
+            "capability" => self.capability(),
+            "event" => self.event(),
+            "connection" => self.connection(),
+            _ => self.block().map(|entries| match kw.as_str() {
                 "subscriber" => ItemKind::Subscriber(entries),
+                "route" => ItemKind::Route(entries),
+                "store" => ItemKind::Store(entries),
                 ALERTS => ItemKind::Alerts(entries),
                 _ => ItemKind::Schedule(entries),
-            })
+            }),
         };
         let kind = match kind {
             Ok(kind) => kind,
@@ -230,12 +234,33 @@ impl Parser<'_> {
 
     fn block(&mut self) -> Parse<Vec<Entry>> {
         let open = self.expect(Tok::LBrace, "`{`")?;
-        self.entries(open)
+        self.entries(open, None)
+    }
+
+    /// `[in STORE] { FIELD: TYPE ... }`
+    fn event(&mut self) -> Parse<ItemKind> {
+        let mut store = None;
+        if matches!(self.peek(), Tok::Ident(w) if w == "in") {
+            self.bump();
+            store = Some(self.ident("a store's name after `in`, as in `event AuditEntry in audit {`")?);
+        }
+        let entries = self.block()?;
+        Ok(ItemKind::Event { entries, store })
+    }
+
+    /// `{ key: value ...  fills CAPABILITY { statements } ... }`
+    fn connection(&mut self) -> Parse<ItemKind> {
+        let open = self.expect(Tok::LBrace, "`{`")?;
+        let mut fills = Vec::new();
+        let entries = self.entries(open, Some(&mut fills))?;
+        Ok(ItemKind::Connection { entries, fills })
     }
 
     /// `key: value` entries up to the `}` closing `open`; newlines, spaces
     /// or commas separate them. Keys are names or, for headers, strings.
-    fn entries(&mut self, open: Span) -> Parse<Vec<Entry>> {
+    /// `fills CAPABILITY { ... }` entries go to `fills`, in a connection
+    /// block; elsewhere they are refused.
+    fn entries(&mut self, open: Span, mut fills: Option<&mut Vec<Fill>>) -> Parse<Vec<Entry>> {
         let mut entries = Vec::new();
         loop {
             let before = self.pos;
@@ -258,6 +283,16 @@ impl Parser<'_> {
                     );
                     return Ok(entries);
                 }
+                Tok::Ident(word) if word == FILLS && matches!(self.peek_at(1), Tok::Ident(_)) => {
+                    match self.fill(fills.is_some()) {
+                        Ok(fill) => {
+                            if let Some(fills) = fills.as_deref_mut() {
+                                fills.push(fill);
+                            }
+                        }
+                        Err(Reported) => self.recover(|p| p.at_entry_start()),
+                    }
+                }
                 Tok::Ident(name) | Tok::Str(name) => {
                     let span = self.bump().span;
                     let key = Ident { name, span };
@@ -278,7 +313,10 @@ impl Parser<'_> {
     }
 
     fn at_entry_start(&self) -> bool {
-        matches!(self.peek(), Tok::Ident(_) | Tok::Str(_)) && *self.peek_at(1) == Tok::Colon
+        let fills = matches!(self.peek(), Tok::Ident(w) if w == FILLS)
+            && matches!(self.peek_at(1), Tok::Ident(_))
+            && *self.peek_at(2) == Tok::LBrace;
+        fills || (matches!(self.peek(), Tok::Ident(_) | Tok::Str(_)) && *self.peek_at(1) == Tok::Colon)
     }
 
     fn entry_value(&mut self, key: &Ident) -> Parse<Expr> {
@@ -334,7 +372,7 @@ impl Parser<'_> {
             }
             Tok::LBrace => {
                 let open = self.bump().span;
-                ExprKind::Object(self.entries(open)?)
+                ExprKind::Object(self.entries(open, None)?)
             }
             Tok::LBracket => {
                 let open = self.bump().span;
@@ -480,130 +518,21 @@ impl Parser<'_> {
             }
         }
     }
-
-    /// `(name: type, ...) [uses conn, ...] [{ statements }]`
-    fn action(&mut self) -> Parse<ItemKind> {
-        let open = self.expect(Tok::LParen, "`(` and the action's parameters")?;
-        let mut params = Vec::new();
-        loop {
-            let before = self.pos;
-            match self.peek() {
-                Tok::RParen => {
-                    self.bump();
-                    break;
-                }
-                Tok::Eof => return self.error(open, "this `(` is never closed; add a `)`".to_string()),
-                Tok::Comma => {
-                    self.bump();
-                }
-                _ => {
-                    let name = self.ident("a parameter name")?;
-                    self.expect(Tok::Colon, "`:` and the parameter's type")?;
-                    let ty = self.ident("a type: string, int, float, bool, object or list")?;
-                    params.push(Param { name, ty });
-                }
-            }
-            if self.pos == before {
-                self.bump();
-            }
-        }
-        let mut uses = None;
-        if matches!(self.peek(), Tok::Ident(w) if w == "uses") {
-            self.bump();
-            let mut conns = vec![self.ident("a connection name after `uses`")?];
-            while *self.peek() == Tok::Comma {
-                self.bump();
-                conns.push(self.ident("a connection name after `,`")?);
-            }
-            uses = Some(conns);
-        }
-        let mut body = None;
-        if *self.peek() == Tok::LBrace {
-            let open = self.bump().span;
-            if uses.is_some() {
-                self.error::<()>(
-                    open,
-                    "an action has either a body or `uses`, not both; calls in the body already \
-                     declare their connections"
-                        .to_string(),
-                )
-                .ok();
-            }
-            body = Some(self.statements(open)?);
-        }
-        Ok(ItemKind::Action { params, uses, body })
-    }
-
-    fn statements(&mut self, open: Span) -> Parse<Vec<Stmt>> {
-        let mut stmts = Vec::new();
-        loop {
-            let before = self.pos;
-            match self.peek() {
-                Tok::RBrace => {
-                    self.bump();
-                    return Ok(stmts);
-                }
-                Tok::Eof => {
-                    let _ = self.error::<()>(open, "this `{` is never closed; add a `}`".to_string());
-                    return Ok(stmts);
-                }
-                _ if self.at_item_start() => {
-                    let _ = self.error::<()>(
-                        open,
-                        "this `{` is not closed before the next item; add a `}`".to_string(),
-                    );
-                    return Ok(stmts);
-                }
-                _ => match self.statement() {
-                    Ok(s) => stmts.push(s),
-                    Err(Reported) => self.recover(|p| p.at_statement_start()),
-                },
-            }
-            if self.pos == before {
-                self.bump();
-            }
-        }
-    }
-
-    fn at_statement_start(&self) -> bool {
-        matches!(self.peek(), Tok::Ident(w) if w == "call" || w == "run")
-    }
-
-    fn statement(&mut self) -> Parse<Stmt> {
-        let start = self.span();
-        let kind = match self.peek() {
-            Tok::Ident(w) if w == "call" => StmtKind::Call,
-            Tok::Ident(w) if w == "run" => StmtKind::Run,
-            _ => return self.unexpected("`call CONNECTION.METHOD(...)` or `run ACTION(...)`"),
-        };
-        self.bump();
-        let callee = self.path()?;
-        let shape_ok = match kind {
-            StmtKind::Call => callee.len() == 2,
-            StmtKind::Run => callee.len() == 1,
-        };
-        if !shape_ok {
-            let span = callee[0].span.to(callee[callee.len() - 1].span);
-            let want = match kind {
-                StmtKind::Call => "`call CONNECTION.METHOD(...)`, as in `call payments.post(\"/x\")`",
-                StmtKind::Run => "`run ACTION(...)`, as in `run notify(payment_id)`",
-            };
-            return self.error(span, format!("expected {want}"));
-        }
-        let args = self.args()?;
-        Ok(Stmt {
-            kind,
-            callee,
-            args,
-            span: start.to(self.prev_span()),
-        })
-    }
 }
 
 fn empty_kind(keyword: &str) -> ItemKind {
     match keyword {
-        "event" => ItemKind::Event(Vec::new()),
-        "connection" => ItemKind::Connection(Vec::new()),
+        "event" => ItemKind::Event {
+            entries: Vec::new(),
+            store: None,
+        },
+        "connection" => ItemKind::Connection {
+            entries: Vec::new(),
+            fills: Vec::new(),
+        },
+        "capability" => ItemKind::Capability { params: Vec::new() },
+        "route" => ItemKind::Route(Vec::new()),
+        "store" => ItemKind::Store(Vec::new()),
         "subscriber" => ItemKind::Subscriber(Vec::new()),
         "schedule" => ItemKind::Schedule(Vec::new()),
         ALERTS => ItemKind::Alerts(Vec::new()),

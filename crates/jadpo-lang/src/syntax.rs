@@ -94,6 +94,8 @@ pub(crate) struct Param {
 pub(crate) enum StmtKind {
     Call,
     Run,
+    /// `emit EVENT(FIELD: VALUE, ...)`
+    Emit,
 }
 
 #[derive(Clone, Debug)]
@@ -104,10 +106,24 @@ pub(crate) struct Stmt {
     pub span: Span,
 }
 
+/// `fills CAPABILITY { statements }` inside a connection block.
+#[derive(Clone, Debug)]
+pub(crate) struct Fill {
+    pub capability: Ident,
+    pub body: Vec<Stmt>,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum ItemKind {
-    Event(Vec<Entry>),
-    Connection(Vec<Entry>),
+    /// `event NAME [in STORE] { ... }`
+    Event {
+        entries: Vec<Entry>,
+        store: Option<Ident>,
+    },
+    Connection {
+        entries: Vec<Entry>,
+        fills: Vec<Fill>,
+    },
     Subscriber(Vec<Entry>),
     Schedule(Vec<Entry>),
     /// `alerts { ... }`: the one block without a name. Its [`Item::name`]
@@ -118,6 +134,12 @@ pub(crate) enum ItemKind {
         uses: Option<Vec<Ident>>,
         body: Option<Vec<Stmt>>,
     },
+    /// `capability NAME(PARAMS)`: no body; a connection fills it.
+    Capability {
+        params: Vec<Param>,
+    },
+    Route(Vec<Entry>),
+    Store(Vec<Entry>),
 }
 
 #[derive(Clone, Debug)]
@@ -132,7 +154,20 @@ pub(crate) struct Item {
     pub broken: bool,
 }
 
-pub(crate) const ITEM_KEYWORDS: [&str; 6] = ["event", "connection", "action", "subscriber", "schedule", "alerts"];
+pub(crate) const ITEM_KEYWORDS: [&str; 9] = [
+    "event",
+    "connection",
+    "action",
+    "subscriber",
+    "schedule",
+    "alerts",
+    "capability",
+    "route",
+    "store",
+];
+
+/// The entry of a connection block that is not `key: value`.
+pub(crate) const FILLS: &str = "fills";
 
 /// The keyword of the block that has no name.
 pub(crate) const ALERTS: &str = "alerts";

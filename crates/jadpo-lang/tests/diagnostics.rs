@@ -192,6 +192,137 @@ const CASES: &[(Code, &str, &str)] = &[
         "alerts_path_invalid_placeholder",
         "alerts { connection: payments  path: \"/alerts/{id}\" }\n",
     ),
+    (
+        Code::CapabilityUnknown,
+        "capability_unknown",
+        "capability send_receipt(to: string)\nconnection mailer {\n    base_url: \"https://mail.example\"\n    fills send_receipt { call mailer.post(\"/email\", body: { to: to }) }\n    fills send_reciept { call mailer.post(\"/email\") }\n    fills record_payment { call mailer.post(\"/x\") }\n}\n",
+    ),
+    (
+        Code::CapabilityUnfilled,
+        "capability_unfilled",
+        "capability send_receipt(to: string, amount_cents: int)\nsubscriber s { on: PaymentReceived  run: send_receipt(\"a@b.example\", event.amount_cents) }\n",
+    ),
+    (
+        Code::CapabilityFilledTwice,
+        "capability_filled_twice",
+        "capability send_receipt(to: string)\nconnection mailer {\n    base_url: \"https://mail.example\"\n    fills send_receipt { call mailer.post(\"/email\", body: { to: to }) }\n}\nconnection backup {\n    base_url: \"https://backup.example\"\n    fills send_receipt { call backup.post(\"/send\") }\n}\n",
+    ),
+    (
+        Code::CapabilityCallOutside,
+        "capability_call_outside",
+        "capability send_receipt(to: string)\nconnection mailer {\n    base_url: \"https://mail.example\"\n    fills send_receipt {\n        call mailer.post(\"/email\", body: { to: to })\n        call payments.post(\"/receipts\")\n        run record_payment(to)\n    }\n}\n",
+    ),
+    (
+        Code::CallArgumentsInvalid,
+        "call_arguments_invalid_capability",
+        "capability send_receipt(to: string, amount_cents: int)\nconnection mailer {\n    base_url: \"https://mail.example\"\n    fills send_receipt { call mailer.post(\"/email/{address}\", body: amount) }\n}\nsubscriber s { on: PaymentReceived  run: send_receipt(event.amount_cents) }\n",
+    ),
+    (
+        Code::ActionCycle,
+        "action_cycle_capabilities",
+        "capability a()\ncapability b()\nconnection m {\n    base_url: \"https://m.example\"\n    fills a { run b() }\n    fills b { run a() }\n}\n",
+    ),
+    (
+        Code::NameDuplicate,
+        "name_duplicate_action_capability",
+        "capability record_payment(payment_id: string)\n",
+    ),
+    (
+        Code::ParseSyntax,
+        "parse_syntax_capability_and_fills",
+        "event E { id: string  fills x { run a() } }\ncapability c(to: string) { call payments.post(\"/x\") }\ncapability d(to: string) uses payments\n",
+    ),
+    (
+        Code::RouteMethodMissing,
+        "route_method_missing",
+        "route a { run: reconcile_all(\"all\") }\nroute b {\n    get: \"/b\"\n    post: \"/b\"\n    run: reconcile_all(\"all\")\n}\n",
+    ),
+    (
+        Code::RoutePathInvalid,
+        "route_path_invalid",
+        "route a { post: \"refunds\"  run: reconcile_all(\"all\") }\nroute b { post: \"/refunds/{id}/{id}\"  run: reconcile_all(\"all\") }\nroute c { get: \"/refunds/x{id}\"  run: reconcile_all(\"all\") }\nroute d { delete: \"/refunds/\"  run: reconcile_all(\"all\") }\nroute e { put: 5  run: reconcile_all(\"all\") }\nroute f { get: \"/refunds?all=1\"  run: reconcile_all(\"all\") }\n",
+    ),
+    (
+        Code::RoutePathParamUnknown,
+        "route_path_param_unknown",
+        "route reconcile {\n    post: \"/reconcile/{day}\"\n    run: reconcile_all(path.date)\n}\n",
+    ),
+    (
+        Code::RouteInputUnknown,
+        "route_input_unknown",
+        "route refund {\n    post: \"/refunds/{order_id}\"\n    input: RefundRequest\n    run: reconcile_all(path.order_id)\n}\n",
+    ),
+    (
+        Code::RouteDuplicatePath,
+        "route_duplicate_path",
+        "route a { post: \"/reconcile/{day}\"  run: reconcile_all(path.day) }\nroute b { post: \"/reconcile/{date}\"  run: reconcile_all(path.date) }\nroute c { get: \"/reconcile/{date}\"  run: reconcile_all(path.date) }\n",
+    ),
+    (
+        Code::RouteEventUnavailable,
+        "route_event_unavailable",
+        "route record { put: \"/payments/{id}\"  run: record_payment(path.id) }\n",
+    ),
+    (
+        Code::RouteActionUnknown,
+        "route_action_unknown",
+        "route r { post: \"/reconcile\"  run: reconcile(\"all\") }\n",
+    ),
+    (
+        Code::CallArgumentsInvalid,
+        "call_arguments_invalid_route",
+        "route r {\n    post: \"/payments/{id}\"\n    run: reconcile_all(event.payment_id)\n}\nroute s { post: \"/s\"  run: reconcile_all(input.day) }\nroute t { post: \"/t\"  input: PaymentReceived  run: reconcile_all(input.amount_cents) }\nroute v { post: \"/v/{id}\"  run: reconcile_all(path) }\nroute w { post: \"/w/{id}\"  run: reconcile_all(id) }\n",
+    ),
+    (
+        Code::EventFieldUnknown,
+        "event_field_unknown_route_input",
+        "route t { post: \"/t\"  input: PaymentReceived  run: reconcile_all(input.paymentid) }\n",
+    ),
+    (
+        Code::EmitEventUnknown,
+        "emit_event_unknown",
+        "action audit(id: string) {\n    emit PaymentRecieved(payment_id: id, amount_cents: 5)\n}\n",
+    ),
+    (
+        Code::EmitFieldUnknown,
+        "emit_field_unknown",
+        "action audit(id: string) {\n    emit PaymentReceived(payment_id: id, amount_cents: 5, note: \"x\")\n}\n",
+    ),
+    (
+        Code::EmitFieldMissing,
+        "emit_field_missing",
+        "action audit(id: string) {\n    emit PaymentReceived(payment_id: id)\n}\n",
+    ),
+    (
+        Code::EmitFieldType,
+        "emit_field_type",
+        "action audit(id: string) {\n    emit PaymentReceived(payment_id: 5, amount_cents: id)\n}\n",
+    ),
+    (
+        Code::CallArgumentsInvalid,
+        "call_arguments_invalid_emit",
+        "action audit(id: string) {\n    emit PaymentReceived(id, payment_id: id, payment_id: id, amount_cents: 1)\n}\n",
+    ),
+    (
+        Code::StoreUnknown,
+        "store_unknown",
+        "store main { url: env(\"DATABASE_URL\") }\nevent AuditEntry in audti { id: string }\n",
+    ),
+    (
+        Code::StoreUnknown,
+        "store_unknown_without_stores",
+        "event AuditEntry in audit { id: string }\n",
+    ),
+    (Code::KeyMissing, "key_missing_store", "store audit { }\n"),
+    (
+        Code::NameDuplicate,
+        "name_duplicate_store",
+        "store main { url: env(\"DATABASE_URL\") }\nstore main { url: \"sqlite:main.db\" }\n",
+    ),
+    (
+        Code::ValueInvalid,
+        "value_invalid_store_url",
+        "store a { url: \"mysql://db/a\" }\nstore b { url: secret(\"B_URL\") }\nstore c { url: env(\"B URL\") }\n",
+    ),
 ];
 
 #[test]

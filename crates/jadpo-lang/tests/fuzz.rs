@@ -23,6 +23,10 @@ const SNIPPETS: &[&str] = &[
     "event E { a: object b: list c: float d: bool }\naction f(a: object) { call c.post(\"/{a}\", body: [1, -2, 3.5, true, { k: event.a.b }]) }\nsubscriber s { on: E run: f(a: event.a) }\n",
     "connection pay { base_url: env(\"PAY_URL\") rate: 50/s concurrency: 10 }\nconnection slow { base_url: \"https://s\" rate: 1 / h, concurrency: 0 rate: 0/day }\n",
     "connection ops { base_url: \"https://ops\" }\nalerts { connection: ops path: \"/jadpo/alerts\" }\nalerts { connection: opps path: \"x{\" }\n",
+    // Capabilities, routes, emits and stores: valid.
+    "store main { url: env(\"DATABASE_URL\") }\nstore audit { url: \"sqlite:audit.db\" }\nevent Paid { email: string cents: int }\nevent Req { cents: int meta: object }\nevent Audit in audit { id: string n: int }\ncapability receipt(email: string, cents: int)\nconnection pm { base_url: env(\"PM_URL\") fills receipt { call pm.post(\"/email\", body: { \"To\": email, n: cents }) emit Audit(id: email, n: cents) } }\naction refund(id: string, cents: int) { call pm.put(\"/r/{id}\") run receipt(id, cents) emit Paid(email: id, cents: cents) }\nsubscriber s { on: Paid run: receipt(event.email, event.cents) }\nroute r { post: \"/refunds/{id}\" input: Req run: refund(path.id, input.cents) timeout: 5s }\nroute q { get: \"/\" run: refund(\"x\", 1) }\n",
+    // ... and every way to get them wrong.
+    "capability c(a: string) { call x.get(\"/\") }\ncapability d() uses x\nconnection x { base_url: \"https://x\" fills c { call y.get(\"/\") run d() emit E(a: 1, 2) } fills c { } fills zz { } }\nevent E in nowhere { a: string }\nroute r { get: \"/a/{b}/{b}\" post: \"a\" input: Nope run: c(event.a, path.q, input.x.y) }\nroute s { delete: \"/a/{c}\" run: c(path) }\nroute t { delete: \"/a/{d}\" run: c(input) }\nstore s { url: secret(\"X\") }\nstore s { }\nevent F { fills c { } }\n",
 ];
 
 /// Fragments that the mutations insert: the language's own words and
@@ -91,6 +95,24 @@ const VOCAB: &[&str] = &[
     "ms",
     "x(",
     "uses c,",
+    "capability",
+    "fills",
+    "fills c {",
+    "route",
+    "get",
+    "delete",
+    "input",
+    "input.",
+    "path.",
+    "path.id",
+    "\"/r/{id}\"",
+    "\"/{\"",
+    "emit",
+    "emit E(",
+    "store",
+    "url",
+    "in",
+    "\"sqlite:a.db\"",
 ];
 
 fn cases() -> u32 {
@@ -258,7 +280,7 @@ proptest! {
 
 #[test]
 fn the_corpus_is_valid_before_mutation() {
-    for src in [EXAMPLE, SNIPPETS[0]] {
+    for src in [EXAMPLE, SNIPPETS[0], SNIPPETS[5]] {
         let checked = jadpo_lang::check("app.jadpo", src);
         assert!(checked.diagnostics.is_empty(), "{}", checked.render(src));
     }
@@ -285,6 +307,25 @@ fn a_long_chain_of_actions_does_not_overflow() {
     assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics.first());
     let app = checked.app.unwrap();
     assert!(app.actions["a0"].connections().contains("c"));
+}
+
+#[test]
+fn a_long_chain_through_capabilities_does_not_overflow() {
+    let n = 10_000;
+    let mut src = String::from("event E { n: int }\ncapability k0()\n");
+    let mut fills = String::new();
+    for i in 0..n {
+        src.push_str(&format!("action a{i}() {{ run k{i}() }}\ncapability k{}()\n", i + 1));
+        fills.push_str(&format!("fills k{i} {{ run a{}() }}\n", i + 1));
+    }
+    src.push_str(&format!("action a{n}() {{ emit E(n: 1) }}\n"));
+    fills.push_str(&format!("fills k{n} {{ call c.get(\"/\") }}\n"));
+    let src = format!("{src}connection c {{ base_url: \"https://x\"\n{fills} }}\n");
+    let checked = jadpo_lang::check("chain.jadpo", &src);
+    assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics.first());
+    let app = checked.app.unwrap();
+    assert!(app.actions["a0"].connections().contains("c"));
+    assert!(app.actions["a0"].emits().contains("E"));
 }
 
 /// The long run: mutations, soup and bytes in turn until the time is up,

@@ -146,6 +146,8 @@ impl AppExecutor {
                                 .for_each(|e| env_names(e, &mut names));
                         }
                         Statement::Run(r) => r.args.iter().for_each(|e| env_names(e, &mut names)),
+                        // TODO(issue 14): emits
+                        Statement::Emit(_) => {}
                     }
                 }
             }
@@ -284,6 +286,8 @@ impl AppExecutor {
             Expr::EventField(path) => path.iter().fold(event, |v, k| v.get(k).unwrap_or(&Value::Null)).clone(),
             Expr::Param(p) => params.get(p).cloned().unwrap_or(Value::Null),
             Expr::Env(n) | Expr::Secret(n) => Value::String(self.env.get(n).cloned().unwrap_or_default()),
+            // Only in a route's `run:`, and routes are not served yet.
+            Expr::PathParam(_) | Expr::Input | Expr::InputField(_) => Value::Null,
         }
     }
 
@@ -337,6 +341,10 @@ impl AppExecutor {
                             Statement::Run(r) => {
                                 let inner = self.bind(r, &ctx.payload, &args)?;
                                 self.exec(&r.action, inner, ctx, handle).await?;
+                            }
+                            // TODO(issue 14): emits
+                            Statement::Emit(_) => {
+                                return Err(Failure::new("emit.unsupported", FailureKind::InternalFault));
                             }
                         }
                     }

@@ -1,4 +1,4 @@
-//! `action NAME(PARAMS) { call ... run ... }` and `action NAME(PARAMS) uses ...`
+//! `action NAME(PARAMS) { call ... run ... emit ... }` and `action NAME(PARAMS) uses ...`
 
 use super::exprs::{EventUse, Scope};
 use super::graph::Edges;
@@ -24,7 +24,11 @@ impl Checker<'_> {
                 let mut out = Vec::new();
                 let mut event_uses = Vec::new();
                 for stmt in stmts {
-                    let scope = Scope::Action { name, params: &params };
+                    let scope = Scope::Action {
+                        name,
+                        params: &params,
+                        what: "action",
+                    };
                     match self.statement(stmt, &scope, &mut edges, &mut event_uses) {
                         Some(s) => out.push(s),
                         None => ok = false,
@@ -51,12 +55,13 @@ impl Checker<'_> {
             params,
             body,
             connections: BTreeSet::new(),
+            emits: BTreeSet::new(),
             span: item.span,
         });
         ActionNode { action, edges }
     }
 
-    fn known_connection(&mut self, conn: &Ident) -> bool {
+    pub fn known_connection(&mut self, conn: &Ident) -> bool {
         if self.connection_names.contains(&conn.name) {
             return true;
         }
@@ -71,7 +76,8 @@ impl Checker<'_> {
         false
     }
 
-    fn statement(
+    /// One statement of an action's body or a capability's `fills` body.
+    pub fn statement(
         &mut self,
         stmt: &Stmt,
         scope: &Scope<'_>,
@@ -91,6 +97,11 @@ impl Checker<'_> {
                     args,
                     span: stmt.span,
                 }))
+            }
+            StmtKind::Emit => {
+                let emit = self.emit(stmt, scope, uses)?;
+                edges.emits.insert(emit.event.clone());
+                Some(Statement::Emit(emit))
             }
             StmtKind::Call => {
                 let (conn, method_name) = (&stmt.callee[0], &stmt.callee[1]);
@@ -138,7 +149,7 @@ impl Checker<'_> {
         Option<crate::app::Expr>,
     )> {
         const CODE: Code = Code::CallArgumentsInvalid;
-        let Scope::Action { name, params } = scope else {
+        let Scope::Action { name, params, what } = scope else {
             return None;
         };
         let mut positional = stmt.args.iter().filter(|a| a.name.is_none());
@@ -161,7 +172,7 @@ impl Checker<'_> {
             );
             ok = false;
         }
-        let path = self.path_template(&path_arg.value, name, params);
+        let path = self.path_template(&path_arg.value, name, what, params);
         let mut body = None;
         let mut key = None;
         for arg in stmt.args.iter().filter(|a| a.name.is_some()) {

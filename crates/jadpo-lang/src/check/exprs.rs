@@ -13,9 +13,32 @@ pub(crate) enum Scope<'s> {
     Subscriber { event: Option<&'s str> },
     /// A schedule's `run:`: literals only.
     Schedule,
-    /// An action's body: its parameters and the event, whichever event the
+    /// An action's body or a capability's `fills` body (`what` says
+    /// which): its parameters and the event, whichever event the
     /// subscribers running it are on.
-    Action { name: &'s str, params: &'s [Field] },
+    Action {
+        name: &'s str,
+        params: &'s [Field],
+        what: &'static str,
+    },
+    /// A route's `run:`: `path.NAME` and `input`, no event.
+    Route {
+        name: &'s str,
+        /// The path's `{param}`s; `None` when the path failed to check,
+        /// so `path.NAME` is not reported unknown again.
+        params: Option<&'s [String]>,
+        input: RouteInput<'s>,
+    },
+}
+
+/// A route's `input:`.
+#[derive(Clone, Copy)]
+pub(crate) enum RouteInput<'s> {
+    /// No `input:`: `input` is unknown.
+    Absent,
+    /// An event that is not declared (already reported): fields unchecked.
+    Unchecked,
+    Event(&'s str),
 }
 
 /// `event` or `event.FIELD` inside an action: checked later against the
@@ -109,6 +132,12 @@ impl Checker<'_> {
                 let fields: Vec<String> = path[1..].iter().map(|i| i.name.clone()).collect();
                 return self.event_value(e.span, fields, scope, uses);
             }
+            ExprKind::Path(path) if matches!(scope, Scope::Route { .. }) => {
+                if let Some(found) = self.route_value(e, path, scope) {
+                    return found;
+                }
+                return self.name_value(e, path, scope);
+            }
             ExprKind::Path(path) => return self.name_value(e, path, scope),
             ExprKind::Call { callee, .. } => {
                 let f = callee[0].name.as_str();
@@ -156,6 +185,16 @@ impl Checker<'_> {
                 );
                 None
             }
+            Scope::Route { .. } => {
+                self.err(
+                    CODE,
+                    span,
+                    "a route has no event: its `run:` passes `path.NAME` (a placeholder of its path), \
+                     `input` or `input.FIELD` (the request body), or literals"
+                        .to_string(),
+                );
+                None
+            }
             Scope::Action { .. } => {
                 uses.push(EventUse { path: fields, span });
                 Some((value, None))
@@ -165,18 +204,20 @@ impl Checker<'_> {
                 if fields.is_empty() {
                     return Some((value, Some(Type::Object)));
                 }
-                let ty = self.event_field(event, &fields, span, None)?;
+                let ty = self.event_field(event, "event", &fields, span, None)?;
                 Some((value, ty))
             }
         }
     }
 
     /// The type of `event.a.b` on `event`, or `event.field_unknown`.
-    /// `via` names the subscriber and action a use inside an action came
-    /// through, for the message.
+    /// `root` is how the value is written: `event`, or `input` in a
+    /// route. `via` names the subscriber and action a use inside an action
+    /// came through, for the message.
     pub fn event_field(
         &mut self,
         event: &str,
+        root: &str,
         fields: &[String],
         span: Span,
         via: Option<(&str, &str)>,
@@ -217,7 +258,7 @@ impl Checker<'_> {
                     Code::EventFieldUnknown,
                     span,
                     format!(
-                        "`event.{name}` is {} {}, which has no field `{}`{through}; only object fields have fields",
+                        "`{root}.{name}` is {} {}, which has no field `{}`{through}; only object fields have fields",
                         article(ty),
                         ty.name(),
                         fields[1]
@@ -235,7 +276,12 @@ impl Checker<'_> {
         scope: &Scope<'_>,
     ) -> Option<(Value, Option<Type>)> {
         let name = path_text(path);
-        if let Scope::Action { name: action, params } = scope {
+        if let Scope::Action {
+            name: action,
+            params,
+            what,
+        } = scope
+        {
             if path.len() == 1 {
                 if let Some(p) = params.iter().find(|p| p.name == name) {
                     return Some((Value::Param(name), Some(p.ty)));
@@ -247,12 +293,13 @@ impl Checker<'_> {
             self.err(
                 CODE,
                 e.span,
-                format!("`{name}` is not a parameter of action `{action}`; {help}"),
+                format!("`{name}` is not a parameter of {what} `{action}`; {help}"),
             );
             return None;
         }
         let wanted = match scope {
             Scope::Schedule => "a schedule passes literals",
+            Scope::Route { .. } => "a route passes `path.NAME`, `input`, `input.FIELD` or a literal",
             _ => "pass `event.FIELD`, `event` or a literal",
         };
         self.err(
@@ -273,8 +320,8 @@ impl Checker<'_> {
         scope: &Scope<'_>,
         uses: &mut Vec<EventUse>,
     ) -> Option<Vec<Value>> {
-        let (params, lax) = match self.sigs.get(target) {
-            Some(sig) => (sig.params.clone(), sig.lax),
+        let (params, lax, what) = match self.sigs.get(target) {
+            Some(sig) => (sig.params.clone(), sig.lax, sig.what),
             None => return None,
         };
         let mut slots: Vec<Option<Value>> = vec![None; params.len()];
@@ -299,7 +346,7 @@ impl Checker<'_> {
                             CODE,
                             arg.value.span,
                             format!(
-                                "action `{target}` takes {}, but {} are given; remove this one",
+                                "{what} `{target}` takes {}, but {} are given; remove this one",
                                 count_params(&params),
                                 args.len()
                             ),
@@ -321,7 +368,7 @@ impl Checker<'_> {
                                 self.err(
                                     CODE,
                                     n.span,
-                                    format!("action `{target}` has no parameter `{}`; {help}", n.name),
+                                    format!("{what} `{target}` has no parameter `{}`; {help}", n.name),
                                 );
                             }
                             ok = false;
@@ -351,7 +398,7 @@ impl Checker<'_> {
                         CODE,
                         arg.value.span,
                         format!(
-                            "`{}` of action `{target}` is {} {}, but this is {} {}",
+                            "`{}` of {what} `{target}` is {} {}, but this is {} {}",
                             param.name,
                             article(param.ty),
                             param.ty.name(),
@@ -377,7 +424,7 @@ impl Checker<'_> {
                     CODE,
                     span,
                     format!(
-                        "action `{target}` also needs {}; it takes {}",
+                        "{what} `{target}` also needs {}; it takes {}",
                         missing.join(" and "),
                         count_params(&params)
                     ),
@@ -392,8 +439,8 @@ impl Checker<'_> {
     }
 
     /// The first argument of `call`: a path in quotes whose `{name}`
-    /// placeholders are parameters of the action.
-    pub fn path_template(&mut self, e: &Expr, action: &str, params: &[Field]) -> Option<PathTemplate> {
+    /// placeholders are parameters of the action (or capability: `what`).
+    pub fn path_template(&mut self, e: &Expr, action: &str, what: &str, params: &[Field]) -> Option<PathTemplate> {
         let ExprKind::Str(text) = &e.kind else {
             self.err(
                 CODE,
@@ -456,7 +503,7 @@ impl Checker<'_> {
                         None => {
                             let help = hint(name, params.iter().map(|p| p.name.as_str()), || {
                                 if params.is_empty() {
-                                    "it has none; add it to the action's parameters".to_string()
+                                    format!("it has none; add it to the {what}'s parameters")
                                 } else {
                                     format!("it takes {}", count_params(params))
                                 }
@@ -464,7 +511,7 @@ impl Checker<'_> {
                             self.err(
                                 CODE,
                                 at(i, close + 1),
-                                format!("`{{{name}}}` in the path is not a parameter of action `{action}`; {help}"),
+                                format!("`{{{name}}}` in the path is not a parameter of {what} `{action}`; {help}"),
                             );
                             ok = false;
                         }
@@ -488,7 +535,7 @@ impl Checker<'_> {
     }
 }
 
-fn count_params(params: &[Field]) -> String {
+pub(crate) fn count_params(params: &[Field]) -> String {
     if params.is_empty() {
         return "no arguments".to_string();
     }
@@ -496,7 +543,7 @@ fn count_params(params: &[Field]) -> String {
     format!("({})", list.join(", "))
 }
 
-fn article(ty: Type) -> &'static str {
+pub(crate) fn article(ty: Type) -> &'static str {
     match ty {
         Type::Int | Type::Object => "an",
         _ => "a",

@@ -1,29 +1,40 @@
-//! Actions running actions: cycles, the connections each action may call,
-//! and `event` used inside actions, checked against the events of the
-//! subscribers that reach them.
+//! Actions and capabilities running each other: cycles, the connections
+//! each may call and the events each may emit, and `event` used inside
+//! them, checked against the events of the subscribers that reach them.
 //!
 //! The walk is iterative so a long chain of actions cannot overflow the
 //! stack, and each action is visited once, so the work stays linear in the
 //! size of the file.
 
 use super::exprs::EventUse;
-use super::items::Link;
+use super::items::{Link, Source};
 use super::Checker;
 use crate::diagnostic::{Code, Span};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-/// What one action's body refers to directly.
-#[derive(Default)]
+/// What one action's body (or capability's `fills` body) refers to
+/// directly.
+#[derive(Clone, Default)]
 pub(crate) struct Edges {
     pub conns: BTreeSet<String>,
     pub runs: Vec<(String, Span)>,
     pub uses: Vec<EventUse>,
+    pub emits: BTreeSet<String>,
+}
+
+/// What an action or capability reaches, itself and through what it runs.
+#[derive(Clone, Default)]
+pub(crate) struct Reach {
+    pub conns: BTreeSet<String>,
+    pub emits: BTreeSet<String>,
 }
 
 #[derive(Default)]
 pub(crate) struct Graph {
     nodes: BTreeMap<String, Edges>,
-    /// (subscriber or schedule name, what it runs)
+    /// The nodes that are capabilities, for messages.
+    caps: BTreeSet<String>,
+    /// (subscriber, schedule or route name, what it runs)
     links: Vec<(String, Link)>,
 }
 
@@ -39,16 +50,29 @@ impl Graph {
         self.nodes.insert(action.to_string(), edges);
     }
 
+    pub fn add_capability(&mut self, capability: &str, edges: Edges) {
+        self.caps.insert(capability.to_string());
+        self.add(capability, edges);
+    }
+
+    fn what(&self, node: &str) -> &'static str {
+        if self.caps.contains(node) {
+            "capability"
+        } else {
+            "action"
+        }
+    }
+
     pub fn link(&mut self, owner: &str, link: Option<Link>) {
         if let Some(link) = link {
             self.links.push((owner.to_string(), link));
         }
     }
 
-    /// Reports `action.cycle`, `event.field_unknown` and
-    /// `schedule.event_unavailable`; returns each action's connections,
-    /// transitively.
-    pub fn resolve(self, c: &mut Checker<'_>) -> BTreeMap<String, BTreeSet<String>> {
+    /// Reports `action.cycle`, `event.field_unknown`,
+    /// `schedule.event_unavailable` and `route.event_unavailable`; returns
+    /// what each action and capability reaches, transitively.
+    pub fn resolve(self, c: &mut Checker<'_>) -> BTreeMap<String, Reach> {
         // Every `event` use inside any action, by index, with its action.
         let mut all_uses: Vec<(&str, &EventUse)> = Vec::new();
         let mut own_uses: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -60,7 +84,7 @@ impl Graph {
         }
 
         let mut marks: BTreeMap<&str, Mark> = BTreeMap::new();
-        let mut conns: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut conns: BTreeMap<String, Reach> = BTreeMap::new();
         let mut reach: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
         for root in self.nodes.keys() {
             if marks.contains_key(root.as_str()) {
@@ -82,7 +106,12 @@ impl Graph {
                             let mut names: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
                             names.push(target);
                             let message = if names.len() == 2 {
-                                format!("action `{target}` runs itself; remove this `run`")
+                                format!("{} `{target}` runs itself; remove this `run`", self.what(target))
+                            } else if names.iter().any(|n| self.caps.contains(*n)) {
+                                format!(
+                                    "actions and capabilities run each other in a cycle, {}; remove one of these `run`s",
+                                    names.join(" → ")
+                                )
                             } else {
                                 format!(
                                     "actions run each other in a cycle, {}; remove one of these `run`s",
@@ -101,11 +130,15 @@ impl Graph {
                 }
                 // All runs followed: what this action reaches is its own and
                 // its callees'. A callee still open is on a reported cycle.
-                let mut mine = edges.conns.clone();
+                let mut mine = Reach {
+                    conns: edges.conns.clone(),
+                    emits: edges.emits.clone(),
+                };
                 let mut used: BTreeSet<usize> = own_uses.get(node).into_iter().flatten().copied().collect();
                 for (target, _) in &edges.runs {
                     if let Some(theirs) = conns.get(target) {
-                        mine.extend(theirs.iter().cloned());
+                        mine.conns.extend(theirs.conns.iter().cloned());
+                        mine.emits.extend(theirs.emits.iter().cloned());
                     }
                     if let Some(theirs) = reach.get(target.as_str()) {
                         used.extend(theirs);
@@ -125,26 +158,39 @@ impl Graph {
             let Some(used) = reach.get(link.action.as_str()) else {
                 continue;
             };
-            match &link.event {
-                Some(event) => {
+            match &link.source {
+                Source::Event(event) => {
                     for &ix in used {
                         let (_, u) = all_uses[ix];
                         if u.path.is_empty() || !checked.insert((ix, event.as_str())) {
                             continue;
                         }
-                        c.event_field(event, &u.path, u.span, Some((owner, &link.action)));
+                        c.event_field(event, "event", &u.path, u.span, Some((owner, &link.action)));
                     }
                 }
-                None => {
+                source => {
                     if let Some(&ix) = used.iter().next() {
                         let (action, u) = all_uses[ix];
                         let line = c.line_of(u.span);
+                        let what = self.what(action);
+                        let (code, owner_kind, instead) = match source {
+                            Source::Route => (
+                                Code::RouteEventUnavailable,
+                                "route",
+                                "pass `path.NAME`, `input` or `input.FIELD` as arguments instead",
+                            ),
+                            _ => (
+                                Code::ScheduleEventUnavailable,
+                                "schedule",
+                                "pass the values as arguments instead",
+                            ),
+                        };
                         c.err(
-                            Code::ScheduleEventUnavailable,
+                            code,
                             link.span,
                             format!(
-                                "schedule `{owner}` runs `{}`, which uses `event` (action `{action}`, line {line}), \
-                                 but a schedule has no event; pass the values as arguments instead",
+                                "{owner_kind} `{owner}` runs `{}`, which uses `event` ({what} `{action}`, line {line}), \
+                                 but a {owner_kind} has no event; {instead}",
                                 link.action
                             ),
                         );

@@ -10,17 +10,29 @@ use crate::syntax::{Arg, Entry, Expr, ExprKind, Ident, Item, Param};
 use jadpo_core::Budget;
 use std::collections::{HashMap, HashSet};
 
-/// A subscriber's or schedule's `run:`, for the checks through actions.
+/// A subscriber's, schedule's or route's `run:`, for the checks through
+/// actions.
 pub(crate) struct Link {
-    /// `None` for a schedule.
-    pub event: Option<String>,
+    pub source: Source,
+    /// The action or capability it runs.
     pub action: String,
     pub span: crate::diagnostic::Span,
 }
 
+/// What starts the runs of a [`Link`], and so whether `event` is there.
+pub(crate) enum Source {
+    /// A subscriber on this event.
+    Event(String),
+    Schedule,
+    Route,
+}
+
 impl Checker<'_> {
     /// The event and whether any field failed to check.
-    pub fn event(&mut self, item: &Item, entries: &[Entry]) -> (Event, bool) {
+    pub fn event(&mut self, item: &Item, entries: &[Entry], store: Option<&Ident>) -> (Event, bool) {
+        if let Some(store) = store {
+            self.known_store(store);
+        }
         let mut fields: Vec<Field> = Vec::new();
         // By name, so a huge event stays linear to check.
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -65,6 +77,7 @@ impl Checker<'_> {
         let event = Event {
             name: item.name.name.clone(),
             fields,
+            store: store.map(|s| s.name.clone()),
             span: item.span,
         };
         (event, lax)
@@ -113,7 +126,7 @@ impl Checker<'_> {
     }
 
     /// `run: action(args)`, or a bare `run: action` with no arguments.
-    fn run(&mut self, e: &Expr, code: Code, scope: &Scope<'_>) -> Option<Run> {
+    pub fn run(&mut self, e: &Expr, code: Code, scope: &Scope<'_>) -> Option<Run> {
         let empty: Vec<Arg> = Vec::new();
         let (callee, args) = match &e.kind {
             ExprKind::Call { callee, args } if callee.len() == 1 => (&callee[0], args),
@@ -205,7 +218,7 @@ impl Checker<'_> {
         };
         let link = match (&on, keys.get("run").and_then(|e| self.run_target(&e.value))) {
             (Some(event), Some((action, span))) if event_known => Some(Link {
-                event: Some(event.clone()),
+                source: Source::Event(event.clone()),
                 action,
                 span,
             }),
@@ -228,7 +241,7 @@ impl Checker<'_> {
     }
 
     /// The action a `run:` names, when it is declared.
-    fn run_target(&self, e: &Expr) -> Option<(String, crate::diagnostic::Span)> {
+    pub fn run_target(&self, e: &Expr) -> Option<(String, crate::diagnostic::Span)> {
         let name = match &e.kind {
             ExprKind::Call { callee, .. } if callee.len() == 1 => &callee[0],
             ExprKind::Path(p) if p.len() == 1 => &p[0],
@@ -289,7 +302,7 @@ impl Checker<'_> {
             .get("run")
             .and_then(|e| self.run_target(&e.value))
             .map(|(action, span)| Link {
-                event: None,
+                source: Source::Schedule,
                 action,
                 span,
             });

@@ -7,10 +7,14 @@
 
 mod actions;
 mod alerts;
+mod capabilities;
 mod connection;
+mod emits;
 mod exprs;
 mod graph;
 mod items;
+mod routes;
+mod stores;
 mod values;
 
 use crate::app::{App, Event, Field};
@@ -26,18 +30,21 @@ pub(crate) fn check_items(src: &str, items: &[Item], diags: &mut Vec<Diagnostic>
         events: BTreeMap::new(),
         lax_events: BTreeSet::new(),
         connection_names: BTreeSet::new(),
+        store_names: BTreeSet::new(),
         sigs: BTreeMap::new(),
     };
     c.check_all(items)
 }
 
-/// An action's parameters, known before any body is checked so that calls
-/// can be checked in any order.
+/// An action's or a capability's parameters, known before any body is
+/// checked so that calls can be checked in any order.
 pub(crate) struct Sig {
     pub params: Vec<Field>,
     /// The parameter list had an error: argument counts are not checked
     /// against it, to report the mistake once.
     pub lax: bool,
+    /// "action" or "capability", for messages.
+    pub what: &'static str,
 }
 
 pub(crate) struct Checker<'a> {
@@ -49,6 +56,8 @@ pub(crate) struct Checker<'a> {
     /// reported unknown for them, the field may be the one that failed.
     pub lax_events: BTreeSet<String>,
     pub connection_names: BTreeSet<String>,
+    pub store_names: BTreeSet<String>,
+    /// Actions and capabilities, which share one namespace.
     pub sigs: BTreeMap<String, Sig>,
 }
 
@@ -66,11 +75,17 @@ impl Checker<'_> {
         let firsts = self.first_of_each_name(items);
         let is_first = |i: usize| firsts.contains(&i);
 
+        // Events name their store, wherever it is declared.
+        for (i, item) in items.iter().enumerate() {
+            if matches!(item.kind, ItemKind::Store(_)) && is_first(i) {
+                self.store_names.insert(item.name.name.clone());
+            }
+        }
         let mut connections = BTreeMap::new();
         for (i, item) in items.iter().enumerate() {
             match &item.kind {
-                ItemKind::Event(entries) => {
-                    let (event, lax) = self.event(item, entries);
+                ItemKind::Event { entries, store } => {
+                    let (event, lax) = self.event(item, entries, store.as_ref());
                     if is_first(i) {
                         if lax || item.broken {
                             self.lax_events.insert(event.name.clone());
@@ -78,14 +93,15 @@ impl Checker<'_> {
                         self.events.insert(event.name.clone(), event);
                     }
                 }
-                ItemKind::Connection(_) if is_first(i) => {
+                ItemKind::Connection { .. } if is_first(i) => {
                     self.connection_names.insert(item.name.name.clone());
                 }
-                ItemKind::Action { params, .. } => {
+                ItemKind::Action { params, .. } | ItemKind::Capability { params } => {
                     let (params, lax) = self.params(params);
                     if is_first(i) {
                         let lax = lax || item.broken;
-                        self.sigs.insert(item.name.name.clone(), Sig { params, lax });
+                        let what = kind_word(&item.kind);
+                        self.sigs.insert(item.name.name.clone(), Sig { params, lax, what });
                     }
                 }
                 _ => {}
@@ -95,17 +111,25 @@ impl Checker<'_> {
         let mut actions = BTreeMap::new();
         let mut subscribers = BTreeMap::new();
         let mut schedules = BTreeMap::new();
+        let mut routes = BTreeMap::new();
+        let mut route_paths = Vec::new();
+        let mut stores = Vec::new();
+        let mut fills = capabilities::Fills::default();
         let mut alerts = None;
         let mut graph = graph::Graph::default();
         for (i, item) in items.iter().enumerate() {
             match &item.kind {
-                ItemKind::Event(_) => {}
-                ItemKind::Connection(entries) => {
+                ItemKind::Event { .. } | ItemKind::Capability { .. } => {}
+                ItemKind::Connection {
+                    entries,
+                    fills: written,
+                } => {
                     if let Some(conn) = self.connection(item, entries) {
                         if is_first(i) {
                             connections.insert(conn.name.clone(), conn);
                         }
                     }
+                    self.fills(item, written, is_first(i), &mut fills);
                 }
                 ItemKind::Action { uses, body, .. } => {
                     let node = self.action(item, uses.as_deref(), body.as_deref());
@@ -134,6 +158,22 @@ impl Checker<'_> {
                         }
                     }
                 }
+                ItemKind::Route(entries) => {
+                    let checked = self.route(item, entries);
+                    if is_first(i) {
+                        graph.link(&item.name.name, checked.link);
+                        route_paths.extend(checked.path);
+                        if let Some(route) = checked.route {
+                            routes.insert(route.name.clone(), route);
+                        }
+                    }
+                }
+                ItemKind::Store(entries) => {
+                    let store = self.store(item, entries);
+                    if is_first(i) {
+                        stores.extend(store);
+                    }
+                }
                 ItemKind::Alerts(entries) => {
                     let route = self.alerts(item, entries);
                     if is_first(i) {
@@ -142,13 +182,32 @@ impl Checker<'_> {
                 }
             }
         }
+        self.duplicate_route_paths(&route_paths);
+
+        let any_broken_connection = items
+            .iter()
+            .any(|item| item.broken && matches!(item.kind, ItemKind::Connection { .. }));
+        let capability_items = items
+            .iter()
+            .enumerate()
+            .filter(|(i, item)| is_first(*i) && matches!(item.kind, ItemKind::Capability { .. }))
+            .map(|(_, item)| item);
+        let mut capabilities = self.capabilities(capability_items, &mut fills, any_broken_connection, &mut graph);
 
         let closure = graph.resolve(self);
         for (name, action) in actions.iter_mut() {
-            if let Some(conns) = closure.get(name) {
-                action.connections = conns.clone();
+            if let Some(reach) = closure.get(name) {
+                action.connections = reach.conns.clone();
+                action.emits = reach.emits.clone();
             }
         }
+        for (name, cap) in capabilities.iter_mut() {
+            if let Some(reach) = closure.get(name) {
+                cap.connections = reach.conns.clone();
+                cap.emits = reach.emits.clone();
+            }
+        }
+        self.calls_outside(&fills, &closure);
 
         if self.diags.len() > errors_before {
             return None;
@@ -157,8 +216,11 @@ impl Checker<'_> {
             events: std::mem::take(&mut self.events),
             connections,
             actions,
+            capabilities,
             subscribers,
             schedules,
+            routes,
+            stores,
             alerts,
         })
     }
@@ -168,13 +230,16 @@ impl Checker<'_> {
     /// `alerts`, whose name is its keyword), and returns the indexes of the
     /// firsts.
     fn first_of_each_name(&mut self, items: &[Item]) -> BTreeSet<usize> {
-        let mut seen: BTreeMap<(&str, &str), Span> = BTreeMap::new();
+        // The first of a name: its namespace's word, then the kind and span.
+        let mut seen: BTreeMap<(&str, &str), (&str, Span)> = BTreeMap::new();
         let mut firsts = BTreeSet::new();
         for (i, item) in items.iter().enumerate() {
             let kind = kind_word(&item.kind);
-            match seen.get(&(kind, item.name.name.as_str())) {
-                Some(first) if matches!(item.kind, ItemKind::Alerts(_)) => {
-                    let line = self.line_of(*first);
+            // Actions and capabilities are both run by name: one namespace.
+            let space = if kind == "capability" { "action" } else { kind };
+            match seen.get(&(space, item.name.name.as_str())).copied() {
+                Some((_, first)) if matches!(item.kind, ItemKind::Alerts(_)) => {
+                    let line = self.line_of(first);
                     self.err(
                         Code::AlertsDuplicate,
                         item.name.span,
@@ -183,8 +248,20 @@ impl Checker<'_> {
                         ),
                     );
                 }
-                Some(first) => {
-                    let line = self.line_of(*first);
+                Some((first_kind, first)) if first_kind != kind => {
+                    let line = self.line_of(first);
+                    self.err(
+                        Code::NameDuplicate,
+                        item.name.span,
+                        format!(
+                            "{kind} `{}` has the name of the {first_kind} on line {line}; actions and capabilities \
+                             share names, since `run` finds either: rename one of them",
+                            item.name.name
+                        ),
+                    );
+                }
+                Some((_, first)) => {
+                    let line = self.line_of(first);
                     self.err(
                         Code::NameDuplicate,
                         item.name.span,
@@ -195,7 +272,7 @@ impl Checker<'_> {
                     );
                 }
                 None => {
-                    seen.insert((kind, &item.name.name), item.name.span);
+                    seen.insert((space, &item.name.name), (kind, item.name.span));
                     firsts.insert(i);
                 }
             }
@@ -249,8 +326,11 @@ impl Checker<'_> {
 
 pub(crate) fn kind_word(kind: &ItemKind) -> &'static str {
     match kind {
-        ItemKind::Event(_) => "event",
-        ItemKind::Connection(_) => "connection",
+        ItemKind::Event { .. } => "event",
+        ItemKind::Connection { .. } => "connection",
+        ItemKind::Capability { .. } => "capability",
+        ItemKind::Route(_) => "route",
+        ItemKind::Store(_) => "store",
         ItemKind::Subscriber(_) => "subscriber",
         ItemKind::Schedule(_) => "schedule",
         ItemKind::Alerts(_) => "alerts",
