@@ -439,11 +439,18 @@ fn deliveries_show_what_a_waiting_delivery_waits_for() {
         .find(|l| l.starts_with(&format!("{waiting} ")))
         .unwrap()
         .to_owned();
-    assert!(line.contains("due ") && line.contains("waits for a slot on mailer"), "{line}");
+    assert!(
+        line.contains("due ") && line.contains("waits for a slot on mailer"),
+        "{line}"
+    );
 
     let run = f.run(&["deliveries", "show", &waiting.0.to_string(), "--store", &url]);
     run.expect(0, None);
-    assert!(run.stdout().contains("waiting       waits for a slot on mailer"), "{}", run.stdout());
+    assert!(
+        run.stdout().contains("waiting       waits for a slot on mailer"),
+        "{}",
+        run.stdout()
+    );
 }
 
 #[test]
@@ -619,6 +626,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
         let batch: Vec<_> = claimed
             .iter()
             .map(|c| jadpo_store::Finish {
+                emits: Default::default(),
                 id: c.delivery.id,
                 token: c.token(),
                 outcome: jadpo_core::Outcome::Failed(jadpo_core::FailureRecord::new(

@@ -34,6 +34,6 @@ pub use breaker::{Alert, Breaker, BreakerPolicy, BreakerState, CallVerdict, Gate
 pub use budget::{Budget, BudgetError};
 pub use claim::{Claim, ClaimDecision, ClaimInput};
 pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken, Waiting};
-pub use limit::WaitFor;
 pub use failure::{Disposition, Failure, FailureKind, FailureRecord};
+pub use limit::WaitFor;
 pub use time::Timestamp;

@@ -212,7 +212,10 @@ fn only_a_change_moves_the_version() {
     let mut s = LimitState::new("pay", &limits, T0);
     assert_eq!(s.take(&limits, id(1), T0, T0.plus(LEASE)), Take::Go);
     let v = s.version;
-    assert!(matches!(s.take(&limits, id(2), T0, T0.plus(LEASE)), Take::WaitUntil(_, _)));
+    assert!(matches!(
+        s.take(&limits, id(2), T0, T0.plus(LEASE)),
+        Take::WaitUntil(_, _)
+    ));
     assert_eq!(s.version, v);
     assert!(!s.release(id(9), T0));
     assert_eq!(s.version, v);

@@ -135,21 +135,24 @@ impl AppExecutor {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<AppExecutor, Vec<StartupError>> {
         let mut names = BTreeSet::new();
-        for a in app.actions.values() {
-            if let ActionBody::Statements(stmts) = &a.body {
-                for s in stmts {
-                    match s {
-                        Statement::Call(c) => {
-                            c.body
-                                .iter()
-                                .chain(&c.idempotency_key)
-                                .for_each(|e| env_names(e, &mut names));
-                        }
-                        Statement::Run(r) => r.args.iter().for_each(|e| env_names(e, &mut names)),
-                        // TODO(issue 14): emits
-                        Statement::Emit(_) => {}
-                    }
+        let bodies = app
+            .actions
+            .values()
+            .filter_map(|a| match &a.body {
+                ActionBody::Statements(stmts) => Some(stmts),
+                ActionBody::Uses(_) => None,
+            })
+            .chain(app.capabilities.values().map(|c| &c.body));
+        for s in bodies.flatten() {
+            match s {
+                Statement::Call(c) => {
+                    c.body
+                        .iter()
+                        .chain(&c.idempotency_key)
+                        .for_each(|e| env_names(e, &mut names));
                 }
+                Statement::Run(r) => r.args.iter().for_each(|e| env_names(e, &mut names)),
+                Statement::Emit(e) => e.fields.iter().for_each(|(_, v)| env_names(v, &mut names)),
             }
         }
         for r in app
@@ -157,6 +160,7 @@ impl AppExecutor {
             .values()
             .map(|s| &s.run)
             .chain(app.schedules.values().map(|s| &s.run))
+            .chain(app.routes.values().map(|r| &r.run))
         {
             r.args.iter().for_each(|e| env_names(e, &mut names));
         }
@@ -181,6 +185,11 @@ impl AppExecutor {
             .actions
             .iter()
             .map(|(name, a)| (name.clone(), Arc::new(a.connections().clone())))
+            .chain(
+                app.capabilities
+                    .iter()
+                    .map(|(name, c)| (name.clone(), Arc::new(c.connections().clone()))),
+            )
             .collect();
         Ok(AppExecutor {
             app,
@@ -215,24 +224,28 @@ impl AppExecutor {
             .values()
             .map(|s| &s.run)
             .chain(self.app.schedules.values().map(|s| &s.run));
+        let roots = roots.chain(self.app.routes.values().map(|r| &r.run));
         let mut stack: Vec<&str> = roots.map(|r| r.action.as_str()).collect();
         let mut seen = BTreeSet::new();
         while let Some(name) = stack.pop() {
             if !seen.insert(name) {
                 continue;
             }
-            match self.app.actions.get(name).map(|a| &a.body) {
-                Some(ActionBody::Uses(_)) if !self.rust.contains_key(name) => {
+            let Some(runnable) = self.app.runnable(name) else {
+                continue;
+            };
+            match runnable.statements() {
+                None if !self.rust.contains_key(name) => {
                     missing.insert(name.to_owned());
                 }
-                Some(ActionBody::Statements(stmts)) => {
+                None => {}
+                Some(stmts) => {
                     for s in stmts {
                         if let Statement::Run(r) = s {
                             stack.push(&r.action);
                         }
                     }
                 }
-                _ => {}
             }
         }
         missing.into_iter().collect()
@@ -246,30 +259,35 @@ impl AppExecutor {
         let run = match ctx.kind {
             RunKind::Delivery => self.app.subscribers.get(&ctx.subscriber).map(|s| &s.run),
             RunKind::Schedule => self.app.schedules.get(&ctx.subscriber).map(|s| &s.run),
+            RunKind::Route => self.app.routes.get(&ctx.subscriber).map(|r| &r.run),
         };
         run.ok_or_else(|| Failure::new("subscriber.unknown", FailureKind::InternalFault))
     }
 
+    /// The arguments of `run`, by the parameter names of the action or
+    /// capability it names.
     fn bind(
         &self,
         run: &Run,
-        event: &Value,
+        ctx: &RunContext,
         params: &BTreeMap<String, Value>,
     ) -> Result<BTreeMap<String, Value>, Failure> {
-        let action = self
+        let target = self
             .app
-            .actions
-            .get(&run.action)
+            .runnable(&run.action)
             .ok_or_else(|| Failure::new("action.unknown", FailureKind::InternalFault))?;
-        Ok(action
-            .params
+        Ok(target
+            .params()
             .iter()
             .zip(&run.args)
-            .map(|(p, e)| (p.name.clone(), self.eval(e, event, params)))
+            .map(|(p, e)| (p.name.clone(), self.eval(e, ctx, params)))
             .collect())
     }
 
-    fn eval(&self, e: &Expr, event: &Value, params: &BTreeMap<String, Value>) -> Value {
+    /// `event` is the delivery's event, or a route's input (`input`), whose
+    /// path parameters are `ctx.path`.
+    fn eval(&self, e: &Expr, ctx: &RunContext, params: &BTreeMap<String, Value>) -> Value {
+        let event = &ctx.payload;
         match e {
             Expr::String(s) => Value::String(s.clone()),
             Expr::Int(i) => Value::from(*i),
@@ -278,16 +296,17 @@ impl AppExecutor {
             Expr::Object(fields) => Value::Object(
                 fields
                     .iter()
-                    .map(|(k, v)| (k.clone(), self.eval(v, event, params)))
+                    .map(|(k, v)| (k.clone(), self.eval(v, ctx, params)))
                     .collect(),
             ),
-            Expr::List(items) => Value::Array(items.iter().map(|v| self.eval(v, event, params)).collect()),
-            Expr::Event => event.clone(),
-            Expr::EventField(path) => path.iter().fold(event, |v, k| v.get(k).unwrap_or(&Value::Null)).clone(),
+            Expr::List(items) => Value::Array(items.iter().map(|v| self.eval(v, ctx, params)).collect()),
+            Expr::Event | Expr::Input => event.clone(),
+            Expr::EventField(path) | Expr::InputField(path) => {
+                path.iter().fold(event, |v, k| v.get(k).unwrap_or(&Value::Null)).clone()
+            }
+            Expr::PathParam(p) => ctx.path.get(p).map_or(Value::Null, |s| Value::String(s.clone())),
             Expr::Param(p) => params.get(p).cloned().unwrap_or(Value::Null),
             Expr::Env(n) | Expr::Secret(n) => Value::String(self.env.get(n).cloned().unwrap_or_default()),
-            // Only in a route's `run:`, and routes are not served yet.
-            Expr::PathParam(_) | Expr::Input | Expr::InputField(_) => Value::Null,
         }
     }
 
@@ -299,13 +318,12 @@ impl AppExecutor {
         handle: &'a ConnectionHandle,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let a = self
+            let target = self
                 .app
-                .actions
-                .get(action)
+                .runnable(action)
                 .ok_or_else(|| Failure::new("action.unknown", FailureKind::InternalFault))?;
-            match &a.body {
-                ActionBody::Uses(_) => {
+            match target.statements() {
+                None => {
                     let f = self
                         .rust
                         .get(action)
@@ -324,27 +342,28 @@ impl AppExecutor {
                     )
                     .await
                 }
-                ActionBody::Statements(stmts) => {
+                Some(stmts) => {
                     for s in stmts {
                         match s {
                             Statement::Call(c) => {
                                 let path = render_path(&c.path, |p| args.get(p).map(text))?;
-                                let body = c.body.as_ref().map(|e| self.eval(e, &ctx.payload, &args));
-                                let key = c
-                                    .idempotency_key
-                                    .as_ref()
-                                    .map(|e| text(&self.eval(e, &ctx.payload, &args)));
+                                let body = c.body.as_ref().map(|e| self.eval(e, ctx, &args));
+                                let key = c.idempotency_key.as_ref().map(|e| text(&self.eval(e, ctx, &args)));
                                 handle
                                     .send(&c.connection, c.method, path, template_text(&c.path), body, key)
                                     .await?;
                             }
                             Statement::Run(r) => {
-                                let inner = self.bind(r, &ctx.payload, &args)?;
+                                let inner = self.bind(r, ctx, &args)?;
                                 self.exec(&r.action, inner, ctx, handle).await?;
                             }
-                            // TODO(issue 14): emits
-                            Statement::Emit(_) => {
-                                return Err(Failure::new("emit.unsupported", FailureKind::InternalFault));
+                            Statement::Emit(e) => {
+                                let payload = e
+                                    .fields
+                                    .iter()
+                                    .map(|(k, v)| (k.clone(), self.eval(v, ctx, &args)))
+                                    .collect();
+                                ctx.emits.push(&e.event, Value::Object(payload), ctx.depth)?;
                             }
                         }
                     }
@@ -378,7 +397,7 @@ fn env_names(e: &Expr, out: &mut BTreeSet<String>) {
 impl Executor for AppExecutor {
     async fn run(&self, ctx: RunContext) -> Result<(), Failure> {
         let run = self.target(&ctx)?;
-        let args = self.bind(run, &ctx.payload, &BTreeMap::new())?;
+        let args = self.bind(run, &ctx, &BTreeMap::new())?;
         let ctx = Arc::new(ctx);
         let handle = ConnectionHandle {
             connections: self.connections.clone(),
@@ -399,6 +418,12 @@ pub(crate) fn message_id(ctx: &RunContext, n: u32) -> String {
     match ctx.kind {
         RunKind::Delivery => format!("msg_{}_{}_{n}", ctx.event_public_id.replace('-', ""), ctx.delivery.0),
         RunKind::Schedule => format!("msg_{}_{}_{n}", ctx.subscriber, ctx.started_at.as_millis()),
+        // A route's request is its caller's to repeat: each run is new.
+        RunKind::Route => format!(
+            "msg_route_{}_{}_{n}",
+            ctx.subscriber,
+            ctx.event_public_id.replace('-', "")
+        ),
     }
 }
 
@@ -420,6 +445,9 @@ mod tests {
             started_at: Timestamp::from_millis(attempt as i64 * 1_000),
             deadline: tokio::time::Instant::now(),
             calls: CallLog::default(),
+            path: Default::default(),
+            depth: 0,
+            emits: Default::default(),
         }
     }
 

@@ -166,6 +166,7 @@ mod tests {
             event_name: "E".into(),
             payload: payload.into(),
             event_public_id: format!("event-{id}"),
+            event_depth: 0,
         }
     }
 

@@ -13,6 +13,43 @@ pub enum RunKind {
     Delivery,
     /// A schedule has no event: `payload` is null, `delivery` is 0.
     Schedule,
+    /// A route's request (`/app/...`): `payload` is its input, `path` its
+    /// path parameters, `subscriber` the route's name, `delivery` 0. Its
+    /// calls never count for a breaker; Jadpo never retries it.
+    Route,
+}
+
+/// How deep a chain of emits may go: an event emitted by an action that
+/// runs for an event emitted by an action ... at most this many times.
+/// Deeper is a defect (`emit.depth_exceeded`): a cycle of events that never
+/// ends would otherwise fill the store.
+pub const MAX_EMIT_DEPTH: u32 = 16;
+
+/// The events a run emitted, in order: written only when the run
+/// succeeded, in the transaction that records its outcome.
+#[derive(Clone, Debug, Default)]
+pub struct EmitLog(Arc<Mutex<Vec<(String, serde_json::Value)>>>);
+
+impl EmitLog {
+    /// `event` with `payload`, emitted by a run whose own event is `depth`
+    /// emits deep (0 for an event from outside).
+    pub fn push(&self, event: &str, payload: serde_json::Value, depth: u32) -> Result<(), Failure> {
+        if depth >= MAX_EMIT_DEPTH {
+            return Err(
+                Failure::new("emit.depth_exceeded", jadpo_core::FailureKind::InternalFault).with_field("event", event),
+            );
+        }
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((event.to_owned(), payload));
+        Ok(())
+    }
+
+    /// What was emitted, leaving the log empty.
+    pub fn take(&self) -> Vec<(String, serde_json::Value)> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// Everything an action's run may know.
@@ -35,6 +72,12 @@ pub struct RunContext {
     pub deadline: tokio::time::Instant,
     /// The calls it makes through real drivers, for the breakers.
     pub calls: CallLog,
+    /// A route's path parameters; empty otherwise.
+    pub path: BTreeMap<String, String>,
+    /// How many emits deep its event is: 0 for an event from outside.
+    pub depth: u32,
+    /// The events its `emit` statements made.
+    pub emits: EmitLog,
 }
 
 /// Runs the action of a claimed delivery. `Ok` is success; an `Err` carries
@@ -129,6 +172,8 @@ impl CallLog {
 pub struct Catalog {
     pub routes: jadpo_store::Routes,
     timeouts: BTreeMap<String, Duration>,
+    /// Each event's subscribers, for the events actions emit.
+    subscribers: BTreeMap<String, Vec<String>>,
     pub schedules: Vec<ScheduleSpec>,
 }
 
@@ -153,10 +198,15 @@ impl Catalog {
     /// The subscribers of a checked app.
     pub fn from_app(app: &jadpo_lang::App) -> Catalog {
         let mut c = Catalog::new();
+        for e in app.events.keys() {
+            let subscribers = app.subscribers_of(e).map(|s| s.name.clone()).collect();
+            c.subscribers.insert(e.clone(), subscribers);
+        }
         for s in app.subscribers.values() {
+            // An action's or a capability's: the capabilities' fillers
+            // included, so the breaker of any of them holds the delivery.
             let connections = app
-                .actions
-                .get(&s.run.action)
+                .runnable(&s.run.action)
                 .map(|a| a.connections().iter().cloned().collect())
                 .unwrap_or_default();
             c.add(
@@ -172,6 +222,23 @@ impl Catalog {
             c.routes.limit(name, conn.limits());
         }
         c
+    }
+
+    /// A successful run's emitted events, each with one delivery per
+    /// subscriber of it, at `depth`.
+    pub fn emits(&self, events: Vec<(String, serde_json::Value)>, depth: u32) -> jadpo_store::Emits {
+        jadpo_store::Emits {
+            depth,
+            events: events
+                .into_iter()
+                .map(|(name, payload)| jadpo_store::NewEvent {
+                    subscribers: self.subscribers.get(&name).cloned().unwrap_or_default(),
+                    name,
+                    payload: payload.to_string(),
+                    idempotency_key: None,
+                })
+                .collect(),
+        }
     }
 
     /// The concurrency-limited ones among `connections`: a run holds a slot

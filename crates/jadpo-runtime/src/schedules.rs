@@ -108,6 +108,9 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                 started_at: clock.now(),
                 deadline: tokio::time::Instant::now() + spec.timeout,
                 calls: CallLog::default(),
+                path: Default::default(),
+                depth: 0,
+                emits: Default::default(),
             };
             let (end, _) = execute(&*executor, ctx, spec.timeout).await;
             let failure = match &end {

@@ -333,6 +333,7 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     }
     let timeout = shared.catalog.timeout(&claimed.delivery.subscriber);
     let calls = CallLog::default();
+    let emits = crate::run::EmitLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
     let ctx = RunContext {
         kind: crate::run::RunKind::Delivery,
@@ -345,10 +346,18 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         started_at,
         deadline: tokio::time::Instant::now() + timeout,
         calls: calls.clone(),
+        path: Default::default(),
+        depth: claimed.event_depth,
+        emits: emits.clone(),
     };
     let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
     let now = shared.clock.now();
     let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, now, &mut rand::rng());
+    // What a failed run emitted is dropped with it.
+    let emits = match end {
+        jadpo_core::AttemptEnd::Succeeded => shared.catalog.emits(emits.take(), claimed.event_depth + 1),
+        jadpo_core::AttemptEnd::Failed(_) => Default::default(),
+    };
     let finish = Finish {
         id,
         token,
@@ -360,6 +369,7 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         started_at,
         now,
         claimed: Some(claimed.delivery.clone()),
+        emits,
     };
     let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
     let mut claimed = claimed;

@@ -356,6 +356,177 @@ async fn a_worker_killed_mid_run_is_taken_over_after_its_lease<S: ScheduleStore>
     running.stop().await;
 }
 
+/// Records a payment through a capability `payments` fills: the breaker of
+/// the filler holds the delivery, whether its subscriber runs the
+/// capability or an action that runs it. Records then emit `Recorded`, whose
+/// subscriber audits through `payments` too.
+const CAPABILITY_APP: &str = r#"
+event Paid { id: string  amount: int }
+event Recorded { id: string }
+event Loop { n: int }
+
+capability record_payment(id: string)
+
+connection payments {
+    base_url: env("PAYMENTS_URL")
+    timeout: 2s
+    fills record_payment {
+        call payments.post("/payments/{id}", idempotency_key: id)
+    }
+}
+
+action record_and_tell(id: string) {
+    run record_payment(id)
+    emit Recorded(id: id)
+}
+
+action audit(id: string) {
+    call payments.get("/audit/{id}")
+}
+
+action again(n: int) {
+    emit Loop(n: n)
+}
+
+subscriber direct { on: Paid  run: record_payment(event.id) }
+subscriber through_action { on: Paid  run: record_and_tell(event.id) }
+subscriber auditor { on: Recorded  run: audit(event.id) }
+subscriber looper { on: Loop  run: again(event.n) }
+"#;
+
+fn paid_to(subscribers: &[&str], n: usize) -> Vec<jadpo_store::NewEvent> {
+    paid(n)
+        .into_iter()
+        .map(|mut e| {
+            e.subscribers = subscribers.iter().map(|s| s.to_string()).collect();
+            e
+        })
+        .collect()
+}
+
+async fn events_named<S: Store>(store: &S, name: &str) -> usize {
+    let mut n = 0;
+    for d in store.list(&DeliveryFilter::default()).await.unwrap() {
+        if store.event(d.event_id).await.unwrap().is_some_and(|e| e.name == name) {
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn a_capabilitys_filler_breaker_holds_its_deliveries<S: ScheduleStore>(store: S) {
+    let w = world(store, CAPABILITY_APP).await;
+    let routes = &w.engine.catalog().routes;
+    for s in ["direct", "through_action"] {
+        assert_eq!(routes.get(s).unwrap().connections, vec!["payments".to_string()], "{s}");
+    }
+    w.provider.set(Behaviour::Down);
+    let running = w.engine.start();
+    w.engine.emit(&paid_to(&["direct", "through_action"], 10)).await.unwrap();
+    eventually("the filler's breaker open, the rest held", || async {
+        breaker(&*w.store)
+            .await
+            .is_some_and(|b| b.breaker.state == BreakerState::Open)
+            && count(&*w.store, DeliveryState::Held).await > 0
+            && count(&*w.store, DeliveryState::Running).await == 0
+    })
+    .await;
+    for d in w.store.list(&DeliveryFilter::default()).await.unwrap() {
+        if d.state == DeliveryState::Held {
+            assert_eq!(d.held.unwrap().connection, "payments");
+        }
+    }
+    assert_eq!(events_named(&*w.store, "Recorded").await, 0, "no run succeeded: nothing emitted");
+    w.provider.set(Behaviour::Up);
+    w.clock.advance(Duration::from_secs(61));
+    for i in 0..3000 {
+        if count(&*w.store, DeliveryState::Succeeded).await == 30 {
+            break;
+        }
+        if i % 50 == 49 {
+            w.clock.advance(Duration::from_secs(1));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        count(&*w.store, DeliveryState::Succeeded).await,
+        30,
+        "20 payments and the 10 audits their records emitted"
+    );
+    assert_eq!(breaker(&*w.store).await.unwrap().breaker.state, BreakerState::Closed);
+    assert_eq!(events_named(&*w.store, "Recorded").await, 10, "one per successful record");
+    running.stop().await;
+}
+
+/// The run is killed after its provider call and before its commit: it
+/// emitted nothing. Its rerun, once the lease ends, emits exactly once.
+async fn a_killed_runs_emit_is_written_once_by_its_rerun<S: ScheduleStore>(store: S) {
+    let w = world(store, CAPABILITY_APP).await;
+    w.provider.set(Behaviour::Slow(Duration::from_secs(20)));
+    let running = w.engine.start();
+    let id = w.engine.emit(&paid_to(&["through_action"], 1)).await.unwrap()[0].deliveries[0];
+    eventually("the call is under way", || async { w.provider.calls() == 1 }).await;
+    running.abort();
+    assert_eq!(events_named(&*w.store, "Recorded").await, 0);
+    w.provider.set(Behaviour::Up);
+    let again = Engine::new(
+        w.store.clone(),
+        Arc::new(executor(&w.provider, CAPABILITY_APP)),
+        Arc::new(w.clock.clone()),
+        w.engine.catalog().clone(),
+        WorkerConfig {
+            name: "e2e-2".into(),
+            concurrency: 4,
+            ..WorkerConfig::default()
+        },
+    );
+    let running = again.start();
+    w.clock.advance(Duration::from_secs(61));
+    eventually("rerun, emitted, audited", || async {
+        w.store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+            && count(&*w.store, DeliveryState::Succeeded).await == 2
+    })
+    .await;
+    assert_eq!(events_named(&*w.store, "Recorded").await, 1, "exactly once");
+    running.stop().await;
+}
+
+/// An action that emits the event it runs for: the chain stops at the
+/// depth limit, as a defect of the run that would go deeper.
+async fn an_emit_chain_deeper_than_the_limit_is_a_defect<S: ScheduleStore>(store: S) {
+    let w = world(store, CAPABILITY_APP).await;
+    let running = w.engine.start();
+    w.engine
+        .emit(&[jadpo_store::NewEvent {
+            name: "Loop".into(),
+            payload: r#"{"n":1}"#.into(),
+            subscribers: vec!["looper".into()],
+            idempotency_key: None,
+        }])
+        .await
+        .unwrap();
+    eventually("the chain ended", || async {
+        count(&*w.store, DeliveryState::Failed).await == 1
+            && count(&*w.store, DeliveryState::Due).await == 0
+            && count(&*w.store, DeliveryState::Running).await == 0
+    })
+    .await;
+    let depth = jadpo_runtime::run::MAX_EMIT_DEPTH as usize;
+    assert_eq!(count(&*w.store, DeliveryState::Succeeded).await, depth);
+    let failed = w
+        .store
+        .list(&DeliveryFilter {
+            state: Some(DeliveryState::Failed),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(failed.last_failure.unwrap().code, "emit.depth_exceeded");
+    assert_eq!(events_named(&*w.store, "Loop").await, depth + 1);
+    running.stop().await;
+}
+
 fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
     let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
     let url = provider.url();
@@ -404,4 +575,7 @@ on_every_store!(
     a_429_with_retry_after_is_not_retried_before_it,
     a_probe_whose_run_no_longer_calls_the_provider_gives_it_back,
     a_worker_killed_mid_run_is_taken_over_after_its_lease,
+    a_capabilitys_filler_breaker_holds_its_deliveries,
+    a_killed_runs_emit_is_written_once_by_its_rerun,
+    an_emit_chain_deeper_than_the_limit_is_a_defect,
 );

@@ -548,6 +548,7 @@ impl Sim {
         }
         let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, self.now, &mut self.rng);
         let result = self.store.finish(&Finish {
+            emits: Default::default(),
             id: claimed.delivery.id,
             token: claimed.token(),
             outcome: outcome.clone(),

@@ -226,7 +226,11 @@ mod tests {
         let tokens_before = s.get("pay").unwrap().tokens_milli;
         assert_eq!(
             s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
-            Err((T0.plus(jadpo_core::limit::SLOT_RECHECK), "mail".to_string(), WaitFor::Slot))
+            Err((
+                T0.plus(jadpo_core::limit::SLOT_RECHECK),
+                "mail".to_string(),
+                WaitFor::Slot
+            ))
         );
         assert_eq!(s.get("pay").unwrap().tokens_milli, tokens_before);
         s.release(DeliveryId(1), &both, T0);

@@ -26,6 +26,8 @@ type Index = BTreeSet<(Timestamp, DeliveryId)>;
 pub struct MemoryStore {
     policy: BreakerPolicy,
     events: BTreeMap<EventId, EventRecord>,
+    /// Emit depth of the events actions emitted; absent is 0.
+    depths: BTreeMap<EventId, u32>,
     deliveries: BTreeMap<DeliveryId, Delivery>,
     last_event: i64,
     last_delivery: i64,
@@ -55,6 +57,7 @@ impl MemoryStore {
         MemoryStore {
             policy,
             events: BTreeMap::new(),
+            depths: BTreeMap::new(),
             deliveries: BTreeMap::new(),
             last_event: 0,
             last_delivery: 0,
@@ -180,6 +183,7 @@ impl MemoryStore {
                     event_name: event.name.clone(),
                     payload: event.payload.clone(),
                     event_public_id: event.public_id.clone(),
+                    event_depth: self.depths.get(&d.event_id).copied().unwrap_or(0),
                     delivery: d,
                 }
             })
@@ -283,9 +287,17 @@ impl MemoryStore {
         let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;
         let mut breakers = Breakers::new(self.breakers.values().cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);
+        let emitted = if plan.handled && !f.emits.events.is_empty() {
+            self.emit(&f.emits.events, f.now)?
+        } else {
+            Vec::new()
+        };
         if plan.handled {
             self.handled
                 .insert((plan.delivery.subscriber.clone(), plan.delivery.event_id));
+        }
+        for e in &emitted {
+            self.depths.insert(e.event_id, f.emits.depth);
         }
         self.attempts.push(plan.attempt);
         self.put(plan.delivery);
@@ -303,6 +315,7 @@ impl MemoryStore {
             transitions: plan.transitions,
             released,
             breakers: changed,
+            emitted,
         })
     }
 
@@ -466,6 +479,8 @@ impl MemoryStore {
         self.attempts.retain(|a| !gone.contains(&a.delivery));
         let live: HashSet<EventId> = self.deliveries.values().map(|d| d.event_id).collect();
         self.events.retain(|id, e| live.contains(id) || e.emitted_at >= before);
+        let events = &self.events;
+        self.depths.retain(|id, _| events.contains_key(id));
         let events = &self.events;
         self.keys.retain(|_, id| events.contains_key(id));
         old.len()

@@ -92,6 +92,7 @@ pub struct Candidate {
     pub event_name: String,
     pub payload: String,
     pub event_public_id: String,
+    pub event_depth: u32,
 }
 
 /// Decides a claim over its candidate rows, in order. `token` issues each
@@ -166,6 +167,7 @@ pub fn claim(
                     event_name: c.event_name,
                     payload: c.payload,
                     event_public_id: c.event_public_id,
+                    event_depth: c.event_depth,
                 });
             }
             other => {

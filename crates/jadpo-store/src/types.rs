@@ -120,6 +120,9 @@ pub struct Claimed {
     pub payload: String,
     /// Its event's public id ([`Emitted::public_id`]).
     pub event_public_id: String,
+    /// How many emits deep its event is: 0 for an event from outside, one
+    /// more for each action that emitted it from another's delivery.
+    pub event_depth: u32,
 }
 
 impl Claimed {
@@ -176,6 +179,18 @@ pub struct Finish {
     /// store that finds the lease moved reads the row. Anything but the
     /// claim's own row is ignored (`id`, token and state must match).
     pub claimed: Option<jadpo_core::Delivery>,
+    /// The events the run emitted: written with the outcome, in its
+    /// transaction, only when the run succeeded (and its lease held), so a
+    /// rerun after a crash cannot emit twice.
+    pub emits: Emits,
+}
+
+/// A run's emitted events, each with one delivery per subscriber, all at
+/// one chain depth (the run's event's depth plus one).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Emits {
+    pub depth: u32,
+    pub events: Vec<NewEvent>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -184,6 +199,8 @@ pub struct FinishReport {
     pub released: usize,
     /// The breakers this finish changed, as it left them.
     pub breakers: Vec<jadpo_core::Breaker>,
+    /// The events its run emitted, as written.
+    pub emitted: Vec<Emitted>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

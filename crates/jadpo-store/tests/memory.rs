@@ -31,6 +31,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
     let r = s.claim(&ClaimRequest { limit: 5, ..req(at(0)) });
     for c in &r.claimed {
         s.finish(&Finish {
+            emits: Default::default(),
             id: c.delivery.id,
             token: c.token(),
             outcome: retry_at("http.503", 30),

@@ -77,6 +77,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
                 let batch: Vec<Finish> = got
                     .iter()
                     .map(|c| Finish {
+                        emits: Default::default(),
                         id: c.delivery.id,
                         token: c.token(),
                         outcome: Outcome::Succeeded,

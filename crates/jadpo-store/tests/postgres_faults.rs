@@ -205,6 +205,7 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
     let batch: Vec<Finish> = claimed
         .iter()
         .map(|c| Finish {
+            emits: Default::default(),
             id: c.delivery.id,
             token: c.token(),
             outcome: Outcome::Succeeded,
@@ -262,6 +263,7 @@ async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_
     is_unavailable(
         store
             .finish_batch(&[Finish {
+                emits: Default::default(),
                 id: jadpo_core::DeliveryId(1),
                 token: jadpo_core::LeaseToken(1),
                 outcome: Outcome::Succeeded,

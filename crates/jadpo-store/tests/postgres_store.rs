@@ -41,6 +41,7 @@ async fn claim(s: &PgStore, worker: &str, now: i64, limit: usize) -> ClaimReport
 
 fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
     Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome,

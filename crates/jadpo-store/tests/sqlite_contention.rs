@@ -24,6 +24,7 @@ async fn open(path: &std::path::Path) -> SqliteStore {
 
 fn fin(c: &Claimed, outcome: Outcome, calls: &[(&str, CallVerdict)], now: i64) -> Finish {
     Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome,

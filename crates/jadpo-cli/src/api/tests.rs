@@ -130,6 +130,7 @@ impl Server {
         let c = &claimed[0];
         self.store
             .finish(&Finish {
+                emits: Default::default(),
                 id: c.delivery.id,
                 token: c.token(),
                 outcome,
@@ -609,9 +610,17 @@ subscriber s { on: E  run: a(event.id) }
     assert_eq!((r.claimed.len(), r.waiting.len()), (1, 2));
     let limits = crate::views::limits(&store, Some(&app), now).await.unwrap();
     assert_eq!(
-        (&limits["pay"]["tokens"], &limits["pay"]["slots_in_use"], &limits["pay"]["waiting"]),
+        (
+            &limits["pay"]["tokens"],
+            &limits["pay"]["slots_in_use"],
+            &limits["pay"]["waiting"]
+        ),
         (&json!(0), &json!(1), &json!(2))
     );
     let text = super::metrics::render(&store, &app, now).await.unwrap();
-    assert!(text.lines().any(|l| l == "jadpo_connection_waiting{connection=\"pay\"} 2"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "jadpo_connection_waiting{connection=\"pay\"} 2"),
+        "{text}"
+    );
 }

@@ -229,6 +229,7 @@ async fn finish_one<S: Store>(
     assert_eq!(report.claimed.len(), 1, "{report:?}");
     let c = &report.claimed[0];
     s.finish(&Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome,
@@ -261,6 +262,7 @@ pub async fn seed<S: Store>(s: &S) -> Seeded {
     let mut retrying = Vec::new();
     for c in &report.claimed {
         s.finish(&Finish {
+            emits: Default::default(),
             id: c.delivery.id,
             token: c.token(),
             outcome: Outcome::Retry {

@@ -124,6 +124,7 @@ pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp
                 let finishes: Vec<Finish> = claimed
                     .iter()
                     .map(|c| Finish {
+                        emits: Default::default(),
                         id: c.delivery.id,
                         token: c.token(),
                         outcome: Outcome::Succeeded,

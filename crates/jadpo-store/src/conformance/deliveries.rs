@@ -116,6 +116,7 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     finish(s, &c, retry_at("http.503", 40), &[], 2).await.unwrap();
     let c = claim(s, 40, 1).await.claimed.remove(0);
     s.finish(&Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome: Outcome::Succeeded,
@@ -341,6 +342,7 @@ pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     let r = claim_as(s, "w2", 60, 3).await;
     assert_eq!(r.claimed.len(), 3);
     let fin = |c: &Claimed, outcome: Outcome| Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome,

@@ -52,6 +52,7 @@ async fn claim_at<S: Store>(s: &S, routes: &Routes, worker: &str, now: Timestamp
 
 async fn finish_limited<S: Store>(s: &S, c: &Claimed, now: Timestamp) {
     s.finish(&Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome: Outcome::Succeeded,
@@ -172,6 +173,7 @@ pub async fn a_429_pauses_the_connection_for_every_claimer<S: Store>(s: &S) {
     let first = claim_at(s, &routes(), "w1", at(0)).await.claimed;
     assert_eq!(first.len(), 3);
     s.finish(&Finish {
+        emits: Default::default(),
         id: first[0].delivery.id,
         token: first[0].token(),
         outcome: retry_at("http.429", 40),

@@ -86,6 +86,7 @@ pub async fn finish<S: Store>(
     now: i64,
 ) -> Result<FinishReport, StoreError> {
     s.finish(&Finish {
+        emits: Default::default(),
         id: c.delivery.id,
         token: c.token(),
         outcome,
@@ -142,6 +143,7 @@ pub async fn open_breaker<S: Store>(s: &S, now: i64) {
 mod alerts;
 mod breakers;
 mod deliveries;
+mod emits;
 mod intake;
 mod limits;
 mod schedules;
@@ -150,6 +152,7 @@ mod wake;
 pub use alerts::*;
 pub use breakers::*;
 pub use deliveries::*;
+pub use emits::*;
 pub use intake::*;
 pub use limits::*;
 pub use schedules::*;
@@ -196,6 +199,9 @@ macro_rules! conformance_tests {
             a_429_pauses_the_connection_for_every_claimer,
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,
             a_key_is_pruned_with_its_event,
+            a_runs_emits_are_written_with_its_success_and_carry_its_depth,
+            a_failed_run_emits_nothing,
+            a_lost_runs_emits_are_written_once_by_its_rerun,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

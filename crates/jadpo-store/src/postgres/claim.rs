@@ -44,7 +44,7 @@ const CLAIM: &str = concat!(
         SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS c
         ORDER BY t, id LIMIT $2
     )
-    SELECT p.*, e.name, e.payload, e.public_id
+    SELECT p.*, e.name, e.payload, e.public_id, e.depth
     FROM picked AS p JOIN jadpo_events AS e ON e.id = p.event_id
     ORDER BY p.t, p.id"
 );
@@ -100,6 +100,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
             event_name: row.try_get(DELIVERY_COLUMNS + 2)?,
             payload: row.try_get(DELIVERY_COLUMNS + 3)?,
             event_public_id: row.try_get(DELIVERY_COLUMNS + 4)?,
+            event_depth: u32::try_from(row.try_get::<_, i32>(DELIVERY_COLUMNS + 5)?).unwrap_or(0),
         });
     }
     let open = rows::breakers(&open)?;

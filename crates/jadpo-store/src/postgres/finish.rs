@@ -150,6 +150,8 @@ pub(crate) async fn finish_batch(
     let mut closed: Vec<(String, Timestamp, usize)> = Vec::new();
     // Closed outages whose alert was raised: since when, and closed when.
     let mut resolved: Vec<(String, Timestamp, Timestamp)> = Vec::new();
+    // The finishes whose runs committed with emits, by index.
+    let mut emits: Vec<(usize, &Finish)> = Vec::new();
     for (i, f) in batch.iter().enumerate() {
         let d = match plan::check_lease(current.get(&f.id), f.id, f.token) {
             Ok(d) => d,
@@ -161,6 +163,9 @@ pub(crate) async fn finish_batch(
         let p = plan::finish(d, &mut breakers, f, policy);
         if p.handled {
             handled.entry(f.id).or_insert(f.now);
+            if !f.emits.events.is_empty() {
+                emits.push((i, f));
+            }
         }
         for c in p.release {
             if !closed.iter().any(|(seen, _, _)| *seen == c) {
@@ -175,6 +180,7 @@ pub(crate) async fn finish_batch(
             transitions: p.transitions,
             released: 0,
             breakers: p.breakers.into_iter().map(|w| w.breaker).collect(),
+            emitted: Vec::new(),
         }));
     }
     let mut writes = DeliveryWrites::default();
@@ -189,6 +195,14 @@ pub(crate) async fn finish_batch(
     }
     attempts.retain(|a| !on_row.contains(&a.delivery));
     tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
+    // After the fenced writes went through: a finish whose lease moved
+    // aborts the whole method before any of its emits is written.
+    for (i, f) in emits {
+        let emitted = emit_at_depth(tx, &f.emits, f.now).await?;
+        if let Ok(report) = &mut results[i] {
+            report.emitted = emitted;
+        }
+    }
     // Slots come back only with a finish its lease let through: a late one
     // must not free the slot a later claim of the same delivery took.
     let (mut slots, mut answers) = (Vec::new(), Vec::new());
@@ -219,6 +233,18 @@ pub(crate) async fn finish_batch(
         super::alerts::insert(tx, &messages).await?;
     }
     Ok(results)
+}
+
+/// A run's emits, in its finish's transaction, marked with their depth.
+async fn emit_at_depth(tx: &Transaction<'_>, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Abort> {
+    let emitted = super::read::emit(tx, &emits.events, now).await?;
+    let ids: Vec<i64> = emitted.iter().filter(|e| !e.duplicate).map(|e| e.event_id.0).collect();
+    let depth = i32::try_from(emits.depth).unwrap_or(i32::MAX);
+    let stmt = tx
+        .prepare_cached("UPDATE jadpo_events SET depth = $2 WHERE id = ANY($1)")
+        .await?;
+    tx.execute(&stmt, &[&ids, &depth]).await?;
+    Ok(emitted)
 }
 
 async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Result<(), Abort> {

@@ -237,10 +237,13 @@ CREATE TABLE jadpo_connection_limits (
 /// nullable column rewrites nothing), so the index of waiting deliveries
 /// (the queue behind each connection, for `jadpo breakers`) holds only
 /// those, and a claim or finish of a delivery that never waited changes
-/// no column it reads.
+/// no column it reads. And each event's emit depth: 0 for an event from
+/// outside (a constant default: no rewrite), one more for each action that
+/// emitted it from another's delivery.
 const V7: &str = "
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT, ADD COLUMN waiting_for TEXT;
 CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
+ALTER TABLE jadpo_events ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
 ";
 
 const V2: &str = "

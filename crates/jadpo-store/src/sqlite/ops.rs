@@ -16,7 +16,7 @@ use std::collections::HashMap;
 const DUE: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'due' AND d.due_at <= ?1 ORDER BY d.due_at, d.id LIMIT ?2"
 );
@@ -25,14 +25,14 @@ const DUE: &str = concat!(
 const LOST: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'running' AND d.lease_until <= ?1 ORDER BY d.lease_until, d.id LIMIT ?2"
 );
 
 struct Row {
     stored: Stored,
-    candidate: (String, String, bool, String),
+    candidate: (String, String, bool, String, i64),
 }
 
 fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Fault> {
@@ -46,6 +46,7 @@ fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result
                     r.get(DELIVERY_COLUMNS + 1)?,
                     r.get(DELIVERY_COLUMNS + 2)?,
                     r.get(DELIVERY_COLUMNS + 3)?,
+                    r.get(DELIVERY_COLUMNS + 4)?,
                 ),
             })
         })?
@@ -84,13 +85,14 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     let candidates = picked
         .into_iter()
         .map(|r| {
-            let (event_name, payload, handled, event_public_id) = r.candidate;
+            let (event_name, payload, handled, event_public_id, depth) = r.candidate;
             Candidate {
                 delivery: r.stored.delivery,
                 handled,
                 event_name,
                 payload,
                 event_public_id,
+                event_depth: u32::try_from(depth).unwrap_or(0),
             }
         })
         .collect();
@@ -202,6 +204,11 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     let mut breakers = Breakers::new(rows);
     let plan = plan::finish(&d, &mut breakers, f, policy);
     write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.now))?;
+    let emitted = if plan.handled && !f.emits.events.is_empty() {
+        emit_at_depth(c, &f.emits, f.now)?
+    } else {
+        Vec::new()
+    };
     rows::insert_attempt(c, &plan.attempt)?;
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
@@ -216,7 +223,18 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
         transitions: plan.transitions,
         released,
         breakers: plan.breakers.into_iter().map(|w| w.breaker).collect(),
+        emitted,
     })
+}
+
+/// A run's emits, in its finish's transaction, marked with their depth.
+fn emit_at_depth(c: &Connection, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+    let emitted = emit(c, &emits.events, now)?;
+    let mut mark = c.prepare_cached("UPDATE jadpo_events SET depth = ?2 WHERE id = ?1")?;
+    for e in emitted.iter().filter(|e| !e.duplicate) {
+        mark.execute(params![e.event_id.0, emits.depth])?;
+    }
+    Ok(emitted)
 }
 
 /// An operator's retry: failed and parked rows only. The row keeps its

@@ -277,11 +277,14 @@ CREATE TABLE jadpo_connection_limits (
 /// connection with no room and what it waits for (`token`, `slot`,
 /// `pause`), for `jadpo deliveries`. Both NULL otherwise, so the index of
 /// waiting deliveries (the queue behind each connection, for `jadpo
-/// breakers`) holds only those.
+/// breakers`) holds only those. And each event's emit depth: 0 for an
+/// event from outside, one more for each action that emitted it from
+/// another's delivery (bounded, see `jadpo_runtime::run::MAX_EMIT_DEPTH`).
 const V10: &str = "
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT;
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_for TEXT;
 CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
+ALTER TABLE jadpo_events ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Applies every migration the file has not had, inside the caller's
