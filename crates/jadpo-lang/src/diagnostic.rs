@@ -72,10 +72,11 @@ pub enum Code {
     EmitFieldMissing,
     EmitFieldType,
     StoreUnknown,
+    EmitStoreMismatch,
 }
 
 impl Code {
-    pub const ALL: [Code; 43] = [
+    pub const ALL: [Code; 44] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -119,6 +120,7 @@ impl Code {
         Code::EmitFieldMissing,
         Code::EmitFieldType,
         Code::StoreUnknown,
+        Code::EmitStoreMismatch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -166,6 +168,7 @@ impl Code {
             Code::EmitFieldMissing => "emit.field_missing",
             Code::EmitFieldType => "emit.field_type",
             Code::StoreUnknown => "store.unknown",
+            Code::EmitStoreMismatch => "emit.store_mismatch",
         }
     }
 }

@@ -36,6 +36,7 @@ store audit { url: "sqlite:audit.db" }
 event PaymentReceived { order_id: string  email: string  amount_cents: int }
 event RefundRequest { amount_cents: int  reason: string }
 event AuditEntry in audit { id: string  what: string  cents: int }
+event ReceiptDue in audit { email: string  amount_cents: int }
 
 capability send_receipt(email: string, amount_cents: int)
 
@@ -59,7 +60,7 @@ action refund_and_log(order_id: string, amount_cents: int) {
     emit RefundRequest(reason: "asked", amount_cents: amount_cents)
 }
 
-subscriber receipts { on: PaymentReceived  run: send_receipt(event.email, event.amount_cents) }
+subscriber receipts { on: ReceiptDue  run: send_receipt(event.email, event.amount_cents) }
 
 route refund {
     post: "/refunds/{order_id}"
@@ -440,6 +441,9 @@ fn events_live_in_their_store_or_the_first() {
     assert_eq!(app.store_of("AuditEntry"), Some("audit"));
     assert_eq!(app.store_of("PaymentReceived"), Some("main"));
     assert_eq!(app.store_of("Nope"), None);
+    // A subscriber's emits are written in its own event's store.
+    let mismatch = SHOP.replace("event ReceiptDue in audit", "event ReceiptDue");
+    assert_eq!(codes(&mismatch), vec![Code::EmitStoreMismatch]);
     let none = self::app("event E { id: string }");
     assert_eq!(none.store_of("E"), None, "no store blocks: the command line's store");
     assert!(none.stores.is_empty());

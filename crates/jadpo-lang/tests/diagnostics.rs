@@ -314,6 +314,15 @@ const CASES: &[(Code, &str, &str)] = &[
     ),
     (Code::KeyMissing, "key_missing_store", "store audit { }\n"),
     (
+        Code::EmitStoreMismatch,
+        "emit_store_mismatch",
+        "store main { url: env(\"DATABASE_URL\") }\nstore audit { url: \"sqlite:audit.db\" }\n\
+         event AuditEntry in audit { id: string }\n\
+         action audit_it(id: string) { emit AuditEntry(id: id) }\n\
+         action record(id: string) { run audit_it(id) }\n\
+         subscriber s { on: PaymentReceived  run: record(event.payment_id) }\n",
+    ),
+    (
         Code::NameDuplicate,
         "name_duplicate_store",
         "store main { url: env(\"DATABASE_URL\") }\nstore main { url: \"sqlite:main.db\" }\n",

@@ -208,6 +208,12 @@ impl Checker<'_> {
             }
         }
         self.calls_outside(&fills, &closure);
+        self.emits_stay_in_their_store(&subscribers, &stores, |name| {
+            actions
+                .get(name)
+                .map(|a| a.emits())
+                .or_else(|| capabilities.get(name).map(|c| c.emits()))
+        });
 
         if self.diags.len() > errors_before {
             return None;
@@ -223,6 +229,45 @@ impl Checker<'_> {
             stores,
             alerts,
         })
+    }
+
+    /// A delivery's emits are written in the transaction of its outcome, in
+    /// its own event's store: reports `emit.store_mismatch` for a
+    /// subscriber whose run may emit an event kept in another store.
+    fn emits_stay_in_their_store<'a>(
+        &mut self,
+        subscribers: &BTreeMap<String, crate::app::Subscriber>,
+        stores: &[crate::app::StoreDecl],
+        emits_of: impl Fn(&str) -> Option<&'a BTreeSet<String>>,
+    ) {
+        let Some(first) = stores.first() else { return };
+        let store_of = |event: &str| {
+            self.events
+                .get(event)
+                .and_then(|e| e.store.clone())
+                .unwrap_or_else(|| first.name.clone())
+        };
+        let mut found = Vec::new();
+        for s in subscribers.values() {
+            let home = store_of(&s.on);
+            for emitted in emits_of(&s.run.action).into_iter().flatten() {
+                let there = store_of(emitted);
+                if there != home {
+                    found.push((s.run.span, s.name.clone(), s.on.clone(), home.clone(), emitted.clone(), there));
+                }
+            }
+        }
+        for (span, subscriber, on, home, emitted, there) in found {
+            self.err(
+                Code::EmitStoreMismatch,
+                span,
+                format!(
+                    "subscriber `{subscriber}` runs for `{on}`, kept in store `{home}`, but its run may emit \
+                     `{emitted}`, kept in store `{there}`; a delivery's emits are written with its outcome \
+                     in one transaction of its own store: keep `{emitted}` in `{home}`, or emit it from a route"
+                ),
+            );
+        }
     }
 
     /// Reports `name.duplicate` for every item whose name is taken by an
