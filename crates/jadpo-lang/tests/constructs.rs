@@ -476,7 +476,7 @@ fn store_blocks_are_checked() {
 fn the_summary_names_the_new_blocks_only_when_there_are_some() {
     assert_eq!(
         app(SHOP).summary(),
-        "3 events, 2 connections, 2 actions, 1 subscriber, 0 schedules, 1 capability, 1 route, 2 stores"
+        "4 events, 2 connections, 2 actions, 1 subscriber, 0 schedules, 1 capability, 1 route, 2 stores"
     );
     assert_eq!(
         app("event E { id: string }").summary(),
