@@ -9,9 +9,11 @@
 //! - [`Store`]: the interface.
 //! - [`memory`]: in-process, for the simulation and tests
 //!   ([`SharedMemoryStore`] behind the interface).
+//! - [`AnyStore`]: a SQLite or PostgreSQL store chosen at run time.
 //! - [`conformance`]: the scenarios every store must pass.
 
 pub mod alerts;
+pub mod any;
 pub mod conformance;
 pub mod limits;
 pub mod memory;
@@ -21,5 +23,6 @@ pub mod sqlite;
 mod store;
 mod types;
 
+pub use any::AnyStore;
 pub use store::{ScheduleStore, SharedMemoryStore, Store};
 pub use types::*;

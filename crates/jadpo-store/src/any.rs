@@ -1,0 +1,204 @@
+//! [`AnyStore`]: a SQLite or a PostgreSQL store, chosen at run time.
+
+use crate::postgres::PgStore;
+use crate::sqlite::SqliteStore;
+use crate::types::*;
+use crate::{ScheduleStore, Store};
+use jadpo_core::alert::SendDecision;
+use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId, FailureRecord, LeaseToken, Timestamp};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// A store chosen at run time: SQLite or PostgreSQL, behind the same traits,
+/// so one process can work several stores of different kinds (an app's
+/// `store` blocks) with one engine type.
+///
+/// Every method, `listen` included, is the chosen store's own. Cloning
+/// shares the store's pool, as cloning the store itself does.
+#[derive(Clone, Debug)]
+pub enum AnyStore {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+impl AnyStore {
+    /// `"sqlite"` or `"postgres"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnyStore::Sqlite(_) => "sqlite",
+            AnyStore::Postgres(_) => "postgres",
+        }
+    }
+}
+
+impl From<SqliteStore> for AnyStore {
+    fn from(store: SqliteStore) -> AnyStore {
+        AnyStore::Sqlite(store)
+    }
+}
+
+impl From<PgStore> for AnyStore {
+    fn from(store: PgStore) -> AnyStore {
+        AnyStore::Postgres(store)
+    }
+}
+
+/// `delegate!(self, s => s.method(args))`: the same call on whichever store
+/// `self` holds, awaited.
+macro_rules! delegate {
+    ($this:expr, $s:ident => $call:expr) => {
+        match $this {
+            AnyStore::Sqlite($s) => $call.await,
+            AnyStore::Postgres($s) => $call.await,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        delegate!(self, s => s.migrate())
+    }
+
+    async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
+        delegate!(self, s => s.emit(events, now))
+    }
+
+    async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
+        delegate!(self, s => s.claim(req))
+    }
+
+    async fn hold_claimed(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        connection: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        delegate!(self, s => s.hold_claimed(id, token, connection, now))
+    }
+
+    async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
+        delegate!(self, s => s.give_back(id, token, now))
+    }
+
+    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
+        delegate!(self, s => s.finish(f))
+    }
+
+    async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
+        delegate!(self, s => s.finish_batch(batch))
+    }
+
+    async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
+        delegate!(self, s => s.sweep(now, wake_lease))
+    }
+
+    async fn retry(&self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        delegate!(self, s => s.retry(due, now))
+    }
+
+    async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
+        delegate!(self, s => s.delivery(id))
+    }
+
+    async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        delegate!(self, s => s.list(filter))
+    }
+
+    async fn attempts(&self, id: DeliveryId) -> Result<Vec<AttemptRecord>, StoreError> {
+        delegate!(self, s => s.attempts(id))
+    }
+
+    async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
+        delegate!(self, s => s.event(id))
+    }
+
+    async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
+        delegate!(self, s => s.breakers())
+    }
+
+    async fn limit_states(&self) -> Result<Vec<jadpo_core::limit::LimitState>, StoreError> {
+        delegate!(self, s => s.limit_states())
+    }
+
+    async fn waiting_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        delegate!(self, s => s.waiting_counts())
+    }
+
+    async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
+        delegate!(self, s => s.alerts(limit))
+    }
+
+    async fn claim_alert_sends(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlertRecord>, StoreError> {
+        delegate!(self, s => s.claim_alert_sends(now, limit, lease))
+    }
+
+    async fn finish_alert_send(&self, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, StoreError> {
+        delegate!(self, s => s.finish_alert_send(id, attempt, decision))
+    }
+
+    async fn add_minutes(&self, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), StoreError> {
+        delegate!(self, s => s.add_minutes(counts, forget_before))
+    }
+
+    async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
+        delegate!(self, s => s.minutes(since))
+    }
+
+    async fn counts(&self) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {
+        delegate!(self, s => s.counts())
+    }
+
+    async fn counts_up_to(&self, cap: u64) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {
+        delegate!(self, s => s.counts_up_to(cap))
+    }
+
+    async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
+        delegate!(self, s => s.prune(before, batch))
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        delegate!(self, s => s.next_due())
+    }
+
+    /// PostgreSQL listens for other processes' notifications; SQLite has
+    /// nothing to listen to and returns at once.
+    async fn listen(&self, wake: Arc<Notify>) {
+        delegate!(self, s => s.listen(wake))
+    }
+}
+
+impl ScheduleStore for AnyStore {
+    async fn claim_schedules(
+        &self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> Result<Vec<ScheduleClaim>, StoreError> {
+        delegate!(self, s => s.claim_schedules(schedules, worker, now, lease))
+    }
+
+    async fn finish_schedule(
+        &self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<ScheduleAlert>, StoreError> {
+        delegate!(self, s => s.finish_schedule(name, token, failure, next_due, now))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleState>, StoreError> {
+        delegate!(self, s => s.schedules())
+    }
+}
