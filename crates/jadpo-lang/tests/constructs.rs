@@ -444,6 +444,9 @@ fn events_live_in_their_store_or_the_first() {
     // A subscriber's emits are written in its own event's store.
     let mismatch = SHOP.replace("event ReceiptDue in audit", "event ReceiptDue");
     assert_eq!(codes(&mismatch), vec![Code::EmitStoreMismatch]);
+    // A schedule runs with the first store: its emits are written there.
+    let schedule = format!("{SHOP}schedule nightly {{ every: 24h  run: send_receipt(\"x\", 1) }}\n");
+    assert_eq!(codes(&schedule), vec![Code::EmitStoreMismatch]);
     let none = self::app("event E { id: string }");
     assert_eq!(none.store_of("E"), None, "no store blocks: the command line's store");
     assert!(none.stores.is_empty());

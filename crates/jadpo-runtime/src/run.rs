@@ -221,6 +221,15 @@ impl Catalog {
         for (name, conn) in &app.connections {
             c.routes.limit(name, conn.limits());
         }
+        c.schedules = app
+            .schedules
+            .values()
+            .map(|s| ScheduleSpec {
+                name: s.name.clone(),
+                trigger: s.trigger.clone(),
+                timeout: s.timeout,
+            })
+            .collect();
         c
     }
 

@@ -6,7 +6,7 @@
 //! down), a schedule runs once and then keeps its rhythm.
 
 use crate::clock::SharedClock;
-use crate::run::{CallLog, Executor, RunContext, RunKind, ScheduleSpec};
+use crate::run::{CallLog, Catalog, EmitLog, Executor, RunContext, RunKind};
 use crate::worker::execute;
 use jadpo_core::schedule::ScheduleAlert;
 use jadpo_core::{AttemptEnd, DeliveryId, Timestamp};
@@ -58,10 +58,12 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
     store: &Arc<S>,
     executor: &Arc<E>,
     clock: &SharedClock,
-    schedules: &[ScheduleSpec],
+    catalog: &Arc<Catalog>,
+    wake: &Arc<tokio::sync::Notify>,
     worker: &str,
     lease_margin: Duration,
 ) {
+    let schedules = &catalog.schedules;
     if schedules.is_empty() {
         return;
     }
@@ -90,6 +92,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
             log_alert(alert);
         }
         let (store, executor, clock) = (store.clone(), executor.clone(), clock.clone());
+        let (catalog, wake) = (catalog.clone(), wake.clone());
         tokio::spawn(async move {
             let token = claim
                 .state
@@ -97,6 +100,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                 .as_ref()
                 .expect("a claimed schedule has a lease")
                 .token;
+            let emits = EmitLog::default();
             let ctx = RunContext {
                 kind: RunKind::Schedule,
                 delivery: DeliveryId(0),
@@ -110,9 +114,21 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                 calls: CallLog::default(),
                 path: Default::default(),
                 depth: 0,
-                emits: Default::default(),
+                emits: emits.clone(),
             };
             let (end, _) = execute(&*executor, ctx, spec.timeout).await;
+            // A schedule keeps no handled record, so its emits are written
+            // after its success and before its outcome: a crash between the
+            // two runs it again, emits included (docs/decisions.md).
+            if matches!(end, AttemptEnd::Succeeded) {
+                let events = catalog.emits(emits.take(), 0).events;
+                if !events.is_empty() {
+                    match store.emit(&events, clock.now()).await {
+                        Ok(_) => wake.notify_one(),
+                        Err(e) => tracing::warn!(schedule = %spec.name, error = %e, "schedule.emit_failed"),
+                    }
+                }
+            }
             let failure = match &end {
                 AttemptEnd::Succeeded => None,
                 AttemptEnd::Failed(f) => Some(f.record()),

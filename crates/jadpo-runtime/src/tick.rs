@@ -63,7 +63,8 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             store,
             &shared.executor,
             clock,
-            &shared.catalog.schedules,
+            &shared.catalog,
+            &shared.wake,
             &shared.config.name,
             shared.config.lease_margin,
         )

@@ -422,7 +422,10 @@ async fn a_capabilitys_filler_breaker_holds_its_deliveries<S: ScheduleStore>(sto
     }
     w.provider.set(Behaviour::Down);
     let running = w.engine.start();
-    w.engine.emit(&paid_to(&["direct", "through_action"], 10)).await.unwrap();
+    w.engine
+        .emit(&paid_to(&["direct", "through_action"], 10))
+        .await
+        .unwrap();
     eventually("the filler's breaker open, the rest held", || async {
         breaker(&*w.store)
             .await
@@ -436,7 +439,11 @@ async fn a_capabilitys_filler_breaker_holds_its_deliveries<S: ScheduleStore>(sto
             assert_eq!(d.held.unwrap().connection, "payments");
         }
     }
-    assert_eq!(events_named(&*w.store, "Recorded").await, 0, "no run succeeded: nothing emitted");
+    assert_eq!(
+        events_named(&*w.store, "Recorded").await,
+        0,
+        "no run succeeded: nothing emitted"
+    );
     w.provider.set(Behaviour::Up);
     w.clock.advance(Duration::from_secs(61));
     for i in 0..3000 {
@@ -454,7 +461,11 @@ async fn a_capabilitys_filler_breaker_holds_its_deliveries<S: ScheduleStore>(sto
         "20 payments and the 10 audits their records emitted"
     );
     assert_eq!(breaker(&*w.store).await.unwrap().breaker.state, BreakerState::Closed);
-    assert_eq!(events_named(&*w.store, "Recorded").await, 10, "one per successful record");
+    assert_eq!(
+        events_named(&*w.store, "Recorded").await,
+        10,
+        "one per successful record"
+    );
     running.stop().await;
 }
 
@@ -527,6 +538,33 @@ async fn an_emit_chain_deeper_than_the_limit_is_a_defect<S: ScheduleStore>(store
     running.stop().await;
 }
 
+/// A schedule's run emits: the event is written after its success, and
+/// its subscriber's delivery runs.
+async fn a_schedules_emits_are_delivered<S: ScheduleStore>(store: S) {
+    const APP: &str = r#"
+event Tick { n: int }
+connection payments { base_url: env("PAYMENTS_URL") }
+action tick() { emit Tick(n: 1) }
+action noted(n: int) { call payments.get("/noted") }
+schedule hourly { every: 1h  run: tick() }
+subscriber noter { on: Tick  run: noted(event.n) }
+"#;
+    let w = world(store, APP).await;
+    let running = w.engine.start();
+    eventually("the schedule has a row", || async {
+        !w.store.schedules().await.unwrap().is_empty()
+    })
+    .await;
+    w.clock.advance(Duration::from_secs(3600));
+    eventually("the tick emitted and was noted", || async {
+        count(&*w.store, DeliveryState::Succeeded).await == 1
+    })
+    .await;
+    assert_eq!(w.provider.calls(), 1);
+    assert_eq!(events_named(&*w.store, "Tick").await, 1);
+    running.stop().await;
+}
+
 fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
     let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
     let url = provider.url();
@@ -578,4 +616,5 @@ on_every_store!(
     a_capabilitys_filler_breaker_holds_its_deliveries,
     a_killed_runs_emit_is_written_once_by_its_rerun,
     an_emit_chain_deeper_than_the_limit_is_a_defect,
+    a_schedules_emits_are_delivered,
 );

@@ -208,7 +208,7 @@ impl Checker<'_> {
             }
         }
         self.calls_outside(&fills, &closure);
-        self.emits_stay_in_their_store(&subscribers, &stores, |name| {
+        self.emits_stay_in_their_store(&subscribers, &schedules, &stores, |name| {
             actions
                 .get(name)
                 .map(|a| a.emits())
@@ -233,10 +233,13 @@ impl Checker<'_> {
 
     /// A delivery's emits are written in the transaction of its outcome, in
     /// its own event's store: reports `emit.store_mismatch` for a
-    /// subscriber whose run may emit an event kept in another store.
+    /// subscriber whose run may emit an event kept in another store, and
+    /// for a schedule (run with the first store) whose run may emit one
+    /// kept elsewhere.
     fn emits_stay_in_their_store<'a>(
         &mut self,
         subscribers: &BTreeMap<String, crate::app::Subscriber>,
+        schedules: &BTreeMap<String, crate::app::Schedule>,
         stores: &[crate::app::StoreDecl],
         emits_of: impl Fn(&str) -> Option<&'a BTreeSet<String>>,
     ) {
@@ -253,18 +256,40 @@ impl Checker<'_> {
             for emitted in emits_of(&s.run.action).into_iter().flatten() {
                 let there = store_of(emitted);
                 if there != home {
-                    found.push((s.run.span, s.name.clone(), s.on.clone(), home.clone(), emitted.clone(), there));
+                    found.push((
+                        s.run.span,
+                        format!(
+                            "subscriber `{}` runs for `{}`, kept in store `{home}`, but its",
+                            s.name, s.on
+                        ),
+                        home.clone(),
+                        emitted.clone(),
+                        there,
+                    ));
                 }
             }
         }
-        for (span, subscriber, on, home, emitted, there) in found {
+        for s in schedules.values() {
+            for emitted in emits_of(&s.run.action).into_iter().flatten() {
+                let there = store_of(emitted);
+                if there != first.name {
+                    found.push((
+                        s.run.span,
+                        format!("schedule `{}` runs with the first store, but its", s.name),
+                        first.name.clone(),
+                        emitted.clone(),
+                        there,
+                    ));
+                }
+            }
+        }
+        for (span, who, home, emitted, there) in found {
             self.err(
                 Code::EmitStoreMismatch,
                 span,
                 format!(
-                    "subscriber `{subscriber}` runs for `{on}`, kept in store `{home}`, but its run may emit \
-                     `{emitted}`, kept in store `{there}`; a delivery's emits are written with its outcome \
-                     in one transaction of its own store: keep `{emitted}` in `{home}`, or emit it from a route"
+                    "{who} run may emit `{emitted}`, kept in store `{there}`; a run's emits are written in \
+                     its own store (`{home}`): keep `{emitted}` in `{home}`, or emit it from a route"
                 ),
             );
         }

@@ -53,7 +53,10 @@ pub async fn a_runs_emits_are_written_with_its_success_and_carry_its_depth<S: St
     let ids: Vec<DeliveryId> = report.emitted.iter().flat_map(|e| e.deliveries.clone()).collect();
     assert_eq!(ids.len(), 2, "one delivery per subscriber of each");
     let event = s.event(report.emitted[0].event_id).await.unwrap().unwrap();
-    assert_eq!((event.name.as_str(), event.payload.as_str()), ("Emitted", "{\"id\":\"a\"}"));
+    assert_eq!(
+        (event.name.as_str(), event.payload.as_str()),
+        ("Emitted", "{\"id\":\"a\"}")
+    );
     let next = claim(s, 2, 10).await.claimed;
     assert_eq!(next.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), ids);
     assert!(next.iter().all(|c| c.event_depth == 1), "one emit deep");
@@ -66,7 +69,11 @@ pub async fn a_failed_run_emits_nothing<S: Store>(s: &S) {
         .await
         .unwrap();
     assert!(report.emitted.is_empty());
-    assert_eq!(counts(s).await.get(&jadpo_core::DeliveryState::Due), Some(&1), "only the retry");
+    assert_eq!(
+        counts(s).await.get(&jadpo_core::DeliveryState::Due),
+        Some(&1),
+        "only the retry"
+    );
 }
 
 /// A worker killed after its provider call and before its finish: nothing
