@@ -43,6 +43,17 @@ pub fn load_app(flag: Option<&Path>, need: Need) -> Result<Option<App>, CliError
     jadpo::load_app(&path).map(Some).map_err(start_error)
 }
 
+/// The app, read only to find its `store` blocks (for `--store NAME` and
+/// the default store): the default `app.jadpo` is skipped when absent or
+/// invalid, since the command itself needs nothing else from it; a file
+/// named with `--app` must be valid.
+pub fn stores_app(flag: Option<&Path>) -> Result<Option<App>, CliError> {
+    match flag {
+        Some(_) => load_app(flag, Need::Required),
+        None => Ok(load_app(None, Need::Optional).ok().flatten()),
+    }
+}
+
 /// A start error as the command line reports it.
 pub fn start_error(e: StartError) -> CliError {
     match e {

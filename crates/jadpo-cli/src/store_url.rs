@@ -114,9 +114,9 @@ pub async fn open(url: &str) -> Result<AnyStore, CliError> {
     }
 }
 
-/// [`resolve`] then [`open`].
-pub async fn open_flag(flag: Option<&str>) -> Result<(String, AnyStore), CliError> {
-    let url = resolve(flag);
+/// [`for_operator`] then [`open`].
+pub async fn open_for(flag: Option<&str>, app: Option<&jadpo_lang::App>) -> Result<(String, AnyStore), CliError> {
+    let url = for_operator(flag, app)?;
     let store = open(&url).await?;
     Ok((url, store))
 }
@@ -125,6 +125,166 @@ fn reason(e: jadpo_store::StoreError) -> String {
     match e {
         jadpo_store::StoreError::Unavailable(why) => why,
         other => other.to_string(),
+    }
+}
+
+/// The name of the one store of an app without `store` blocks.
+pub const DEFAULT_NAME: &str = "default";
+
+/// A store of the app, by name, and where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub name: String,
+    pub url: String,
+}
+
+/// `NAME=URL`: a store's name is a word; a URL always has a `:` before any
+/// `=`, so the two cannot be confused.
+pub fn split_named(flag: &str) -> Option<(&str, &str)> {
+    let (name, url) = flag.split_once('=')?;
+    is_name(name).then_some((name, url))
+}
+
+/// A word, as an app file names a store: `main`, `audit_2`.
+pub fn is_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn store_unknown(name: &str, app: &jadpo_lang::App) -> CliError {
+    let known: Vec<&str> = app.stores.iter().map(|s| s.name.as_str()).collect();
+    let message = if known.is_empty() {
+        format!(
+            "the app declares no store `{name}` (it has no `store` blocks): give a store URL, \
+             sqlite:PATH or postgres://USER@HOST/DATABASE"
+        )
+    } else {
+        format!(
+            "the app declares no store `{name}`; its stores are {}",
+            known.join(", ")
+        )
+    };
+    CliError::environment("store.unknown", message)
+}
+
+/// A `store` block's URL: as written, or read from its environment
+/// variable now.
+fn block_url(store: &jadpo_lang::StoreDecl, env: &dyn Fn(&str) -> Option<String>) -> Result<String, CliError> {
+    match &store.url {
+        jadpo_lang::Value::String(url) => Ok(url.clone()),
+        jadpo_lang::Value::Env(var) | jadpo_lang::Value::Secret(var) => {
+            env(var).filter(|u| !u.trim().is_empty()).ok_or_else(|| {
+                CliError::environment(
+                    "store.url_missing",
+                    format!(
+                        "store `{}` reads its URL from ${var}, which is not set: set it, or pass \
+                         --store {}=URL",
+                        store.name, store.name
+                    ),
+                )
+            })
+        }
+    }
+}
+
+/// Every store `dev` and `serve` work, in the app's order, the first the
+/// default. Without `store` blocks: the one of `--store` (or
+/// $JADPO_STORE, else `default_url`). With them: each block's URL, except
+/// where `--store NAME=URL` overrides it; a plain `--store URL` overrides
+/// the first.
+pub fn stores_of(
+    app: &jadpo_lang::App,
+    flags: &[String],
+    default_url: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Named>, CliError> {
+    if app.stores.is_empty() {
+        let url = match flags {
+            [] => default_url.map(str::to_owned),
+            [one] if split_named(one).is_none() => Some(one.clone()),
+            [one] => return Err(store_unknown(split_named(one).map_or("", |(n, _)| n), app)),
+            _ => {
+                return Err(CliError::invalid(
+                    "cli.usage",
+                    "more than one --store, but the app has no `store` blocks: give one store URL",
+                ))
+            }
+        };
+        return Ok(url
+            .map(|url| Named {
+                name: DEFAULT_NAME.into(),
+                url,
+            })
+            .into_iter()
+            .collect());
+    }
+    let mut overrides: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for flag in flags {
+        let (name, url) = split_named(flag).unwrap_or((app.stores[0].name.as_str(), flag.as_str()));
+        if !app.stores.iter().any(|s| s.name == name) {
+            return Err(store_unknown(name, app));
+        }
+        overrides.insert(name, url);
+    }
+    app.stores
+        .iter()
+        .map(|s| {
+            let url = match overrides.get(s.name.as_str()) {
+                Some(url) => (*url).to_owned(),
+                None => block_url(s, env)?,
+            };
+            kind(&url)?;
+            Ok(Named {
+                name: s.name.clone(),
+                url,
+            })
+        })
+        .collect()
+}
+
+/// The store an operator command reads: `--store URL` as written;
+/// `--store NAME` (or `NAME=URL`) one of the app's `store` blocks; without
+/// the flag, the app's first store, else $JADPO_STORE, else the default.
+pub fn for_operator(flag: Option<&str>, app: Option<&jadpo_lang::App>) -> Result<String, CliError> {
+    for_event(flag, app, None)
+}
+
+/// [`for_operator`], but without the flag an event goes to its own store.
+pub fn for_event(flag: Option<&str>, app: Option<&jadpo_lang::App>, event: Option<&str>) -> Result<String, CliError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let home = |app: &jadpo_lang::App| {
+        let name = event.and_then(|e| app.store_of(e));
+        app.stores
+            .iter()
+            .find(|s| Some(s.name.as_str()) == name)
+            .unwrap_or(&app.stores[0])
+            .clone()
+    };
+    match (flag, app) {
+        (Some(flag), _) if split_named(flag).is_some() => Ok(split_named(flag).map(|(_, u)| u.to_owned()).unwrap_or_default()),
+        (Some(name), Some(app)) if is_name(name) => {
+            let store = app.stores.iter().find(|s| s.name == name).ok_or_else(|| store_unknown(name, app))?;
+            block_url(store, &env)
+        }
+        (Some(name), None) if is_name(name) => Err(CliError::environment(
+            "store.unknown",
+            format!("--store {name} names a store of the app file, but there is no app file: give --app FILE, or a store URL"),
+        )),
+        (None, Some(app)) if !app.stores.is_empty() => block_url(&home(app), &env),
+        (flag, _) => Ok(resolve(flag)),
+    }
+}
+
+/// The stores for a log line: `sqlite:a.db`, or `main=postgres://u:***@h/db,
+/// audit=sqlite:audit.db`; never a password.
+pub fn describe(stores: &[Named]) -> String {
+    match stores {
+        [one] if one.name == DEFAULT_NAME => redact(&one.url),
+        _ => stores
+            .iter()
+            .map(|s| format!("{}={}", s.name, redact(&s.url)))
+            .collect::<Vec<_>>()
+            .join(","),
     }
 }
 
@@ -154,6 +314,107 @@ mod tests {
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("sqlite:a.db"), "sqlite:a.db");
         assert_eq!(redact("postgresql://u:p@q@h/db?x=1"), "postgresql://u:***@h/db?x=1");
+    }
+
+    fn app(src: &str) -> jadpo_lang::App {
+        jadpo_lang::check("app.jadpo", src).app.expect("a valid app")
+    }
+
+    const TWO: &str = "store main { url: env(\"MAIN_URL\") }\nstore audit { url: \"sqlite:audit.db\" }\n\
+                       event Paid { id: string }\nevent Audit in audit { id: string }\n";
+
+    fn env(k: &str) -> Option<String> {
+        (k == "MAIN_URL").then(|| "postgres://u@h/db".to_owned())
+    }
+
+    fn named(pairs: &[(&str, &str)]) -> Vec<Named> {
+        pairs
+            .iter()
+            .map(|(n, u)| Named {
+                name: n.to_string(),
+                url: u.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_name_before_an_equals_sign_is_a_store_name_a_url_never_is() {
+        assert_eq!(split_named("audit=sqlite:a.db"), Some(("audit", "sqlite:a.db")));
+        assert_eq!(split_named("postgres://u@h/db?sslmode=disable"), None);
+        assert_eq!(split_named("sqlite:a=b.db"), None);
+        assert!(is_name("audit_2") && !is_name("2audit") && !is_name("sqlite:a.db") && !is_name(""));
+    }
+
+    #[test]
+    fn the_stores_of_an_app_come_from_its_blocks_and_the_flags() {
+        let none = app("event Paid { id: string }\n");
+        let flags = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            stores_of(&none, &[], Some(DEFAULT_URL), &env).unwrap(),
+            named(&[("default", DEFAULT_URL)])
+        );
+        assert_eq!(
+            stores_of(&none, &flags(&["sqlite:x.db"]), None, &env).unwrap(),
+            named(&[("default", "sqlite:x.db")])
+        );
+        assert!(
+            stores_of(&none, &[], None, &env).unwrap().is_empty(),
+            "serve without a store"
+        );
+        assert_eq!(
+            stores_of(&none, &flags(&["audit=sqlite:x.db"]), None, &env)
+                .unwrap_err()
+                .code,
+            "store.unknown"
+        );
+
+        let two = app(TWO);
+        assert_eq!(
+            stores_of(&two, &[], None, &env).unwrap(),
+            named(&[("main", "postgres://u@h/db"), ("audit", "sqlite:audit.db")])
+        );
+        assert_eq!(
+            stores_of(&two, &flags(&["audit=sqlite:other.db"]), None, &env).unwrap(),
+            named(&[("main", "postgres://u@h/db"), ("audit", "sqlite:other.db")])
+        );
+        assert_eq!(
+            stores_of(&two, &flags(&["sqlite:first.db"]), None, &env).unwrap()[0].url,
+            "sqlite:first.db",
+            "a plain URL is the first store's"
+        );
+        let e = stores_of(&two, &flags(&["audti=sqlite:x.db"]), None, &env).unwrap_err();
+        assert_eq!((e.code, e.exit), ("store.unknown", 2));
+        assert!(e.message.contains("main, audit"), "{}", e.message);
+        let e = stores_of(&two, &[], None, &|_| None).unwrap_err();
+        assert_eq!(e.code, "store.url_missing");
+        assert!(
+            e.message.contains("$MAIN_URL") && e.message.contains("--store main=URL"),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            stores_of(&two, &flags(&["audit=mysql://x"]), None, &env)
+                .unwrap_err()
+                .code,
+            "store.url_invalid"
+        );
+    }
+
+    #[test]
+    fn an_operator_command_picks_a_store_by_name_and_an_emit_its_events() {
+        let two = app(TWO);
+        assert_eq!(for_operator(Some("audit"), Some(&two)).unwrap(), "sqlite:audit.db");
+        assert_eq!(
+            for_operator(Some("audit=sqlite:o.db"), Some(&two)).unwrap(),
+            "sqlite:o.db"
+        );
+        assert_eq!(for_operator(Some("sqlite:u.db"), Some(&two)).unwrap(), "sqlite:u.db");
+        assert_eq!(
+            for_operator(Some("nope"), Some(&two)).unwrap_err().code,
+            "store.unknown"
+        );
+        assert_eq!(for_operator(Some("audit"), None).unwrap_err().code, "store.unknown");
+        assert_eq!(for_event(None, Some(&two), Some("Audit")).unwrap(), "sqlite:audit.db");
     }
 
     #[tokio::test]

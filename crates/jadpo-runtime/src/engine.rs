@@ -2,12 +2,14 @@
 
 use crate::alerts::{self, AlertRoute};
 use crate::clock::SharedClock;
-use crate::run::{Catalog, Executor};
+use crate::run::{Catalog, Executor, RunContext};
 use crate::tick;
 use crate::wake;
 use crate::worker::{self, Shared, WorkerConfig};
+use jadpo_core::{AttemptEnd, Failure};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -86,6 +88,18 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
 
     pub fn catalog(&self) -> &Catalog {
         &self.shared.catalog
+    }
+
+    /// Runs one action now, outside the workers, as a worker would: under
+    /// `limit` (`deadline_exceeded` past it) with a panic caught as a
+    /// defect. For a route's request, whose caller waits for the answer:
+    /// nothing is claimed or recorded here, and what `ctx.calls` and
+    /// `ctx.emits` gather is the caller's to use or drop.
+    pub async fn execute(&self, ctx: RunContext, limit: Duration) -> Result<(), Failure> {
+        match worker::execute(&*self.shared.executor, ctx, limit).await.0 {
+            AttemptEnd::Succeeded => Ok(()),
+            AttemptEnd::Failed(f) => Err(f),
+        }
     }
 
     /// Starts the claim loop, the tick and the store's listener on the

@@ -43,6 +43,9 @@ pub enum Behaviour {
     Slow(Duration),
     /// `429` with `Retry-After: retry_after_s`.
     RateLimited { retry_after_s: u64 },
+    /// `503` with `Retry-After: retry_after_s`: down, saying when to come
+    /// back.
+    Unavailable { retry_after_s: u64 },
     /// This status (200 to 599).
     Status(u16),
     /// Stops listening: connecting is refused. Not for [`TestProvider::script`].
@@ -400,6 +403,10 @@ async fn answer(
             Behaviour::RateLimited { retry_after_s } => {
                 retry_after = Some(*retry_after_s);
                 429
+            }
+            Behaviour::Unavailable { retry_after_s } => {
+                retry_after = Some(*retry_after_s);
+                503
             }
             Behaviour::Status(s) => *s,
             Behaviour::Flapping { period } => {

@@ -25,6 +25,9 @@ pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
+mod route;
+pub use route::{RouteError, RouteOutcome};
+
 use jadpo_core::{DeliveryId, Timestamp};
 use jadpo_lang::App;
 use jadpo_runtime::alerts::AlertRoute;
@@ -257,6 +260,7 @@ impl Builder {
             alert_route,
             clock: self.clock,
             worker: self.worker,
+            schedules: true,
         })
     }
 }
@@ -270,6 +274,9 @@ pub struct Ready {
     alert_route: Option<AlertRoute>,
     clock: SharedClock,
     worker: WorkerConfig,
+    /// Whether this store's engine runs the app's schedules: one store of
+    /// a process does, or each would run them once more.
+    schedules: bool,
 }
 
 impl Ready {
@@ -278,15 +285,26 @@ impl Ready {
         &self.app
     }
 
+    /// Leaves the app's schedules to another store's engine: a process
+    /// working several stores runs them with its first store only.
+    pub fn without_schedules(mut self) -> Self {
+        self.schedules = false;
+        self
+    }
+
     /// Migrates the store. Nothing runs yet.
     pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
         store.migrate().await.map_err(StartError::Store)?;
         let store = Arc::new(store);
+        let mut catalog = Catalog::from_app(&self.app);
+        if !self.schedules {
+            catalog.schedules.clear();
+        }
         let mut engine = Engine::new(
             store.clone(),
             Arc::new(self.executor),
             self.clock.clone(),
-            Catalog::from_app(&self.app),
+            catalog,
             self.worker,
         );
         if let Some(route) = self.alert_route {
@@ -380,6 +398,12 @@ impl<S: ScheduleStore> Jadpo<S> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(EmitError::Event)?;
         self.engine.emit(&prepared).await.map_err(EmitError::Store)
+    }
+
+    /// Emits events already checked ([`Jadpo::prepare`]) in one
+    /// transaction: all or none.
+    pub async fn emit_prepared(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
+        self.engine.emit(events).await
     }
 
     /// Wakes this process's workers, after emitting in your own transaction

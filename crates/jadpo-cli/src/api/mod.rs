@@ -15,6 +15,7 @@
 //! or secret is ever logged or echoed.
 
 pub mod metrics;
+mod routes;
 
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
@@ -23,7 +24,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use jadpo::{EmitError, Jadpo};
 use jadpo_core::{DeliveryId, DeliveryState, EventId};
@@ -38,8 +39,69 @@ use subtle::ConstantTimeEq;
 
 /// What every handler shares.
 struct Api<S: ScheduleStore> {
+    /// The first store's: the default.
     jadpo: Jadpo<S>,
+    /// Every store the process works, by name, the first the default (one
+    /// named `default` for an app without `store` blocks).
+    stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
+}
+
+impl<S: ScheduleStore> Api<S> {
+    /// The store a request names with `?store=NAME`, else the first.
+    fn pick(&self, params: &mut BTreeMap<String, String>) -> Result<&Jadpo<S>, ApiError> {
+        let Some(name) = params.remove("store") else {
+            return Ok(&self.jadpo);
+        };
+        self.stores
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, j)| j)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.stores.iter().map(|(n, _)| n.as_str()).collect();
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "store.unknown",
+                    format!("no store `{name}`; the stores are {}", known.join(", ")),
+                )
+            })
+    }
+
+    /// The store an event lives in (its `in STORE`, else the first).
+    fn of_event(&self, event: &str) -> &Jadpo<S> {
+        let home = self.jadpo.app().store_of(event);
+        self.stores
+            .iter()
+            .find(|(n, _)| Some(n.as_str()) == home)
+            .map_or(&self.jadpo, |(_, j)| j)
+    }
+
+    /// Writes each event in its own store, one transaction per store: the
+    /// emits of a route that succeeded.
+    async fn emit_each(&self, events: Vec<jadpo_store::NewEvent>) -> Result<Vec<jadpo_store::Emitted>, StoreError> {
+        let mut by_store: Vec<(&Jadpo<S>, Vec<jadpo_store::NewEvent>)> = Vec::new();
+        for e in events {
+            let j = self.of_event(&e.name);
+            match by_store.iter_mut().find(|(s, _)| std::ptr::eq(*s, j)) {
+                Some((_, list)) => list.push(e),
+                None => by_store.push((j, vec![e])),
+            }
+        }
+        let mut emitted = Vec::new();
+        for (j, list) in by_store {
+            emitted.extend(j.emit_prepared(&list).await?);
+        }
+        Ok(emitted)
+    }
+}
+
+/// Reads a handler's query, `?store=` and all.
+fn query(
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    params
+        .map(|Query(p)| p)
+        .map_err(|e| query_invalid(format!("the query can't be read: {}", e.body_text())))
 }
 
 type Shared<S> = Arc<Api<S>>;
@@ -105,10 +167,27 @@ type ApiResult = Result<Response, ApiError>;
 /// `Authorization: Bearer TOKEN`, and the console its sign-in; `loopback`
 /// says the server listens on loopback only, so the console's cookie need
 /// not be `Secure`.
+#[cfg(test)]
 pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback: bool) -> Router {
+    router_of_stores(
+        vec![(crate::store_url::DEFAULT_NAME.to_owned(), jadpo)],
+        token,
+        loopback,
+    )
+}
+
+/// [`router`] over every store of a process, the first the default:
+/// `POST /events/NAME` writes to the event's store, the other routes read
+/// the store `?store=NAME` names (the console reads the first).
+pub fn router_of_stores<S: ScheduleStore>(
+    stores: Vec<(String, Jadpo<S>)>,
+    token: Option<String>,
+    loopback: bool,
+) -> Router {
     let token = token.filter(|t| !t.is_empty());
+    let jadpo = stores[0].1.clone();
     let console = crate::console::router(jadpo.clone(), token.clone(), !loopback);
-    let state: Shared<S> = Arc::new(Api { jadpo, token });
+    let state: Shared<S> = Arc::new(Api { jadpo, stores, token });
     let guarded = Router::new()
         .route(
             "/events/{name}",
@@ -120,6 +199,14 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback
         .route("/breakers", get(breakers::<S>))
         .route("/alerts", get(alerts::<S>))
         .route("/metrics", get(metrics_text::<S>))
+        .route(
+            "/app/",
+            any(routes::app_route::<S>).layer(DefaultBodyLimit::max(MAX_PAYLOAD_BYTES)),
+        )
+        .route(
+            "/app/{*path}",
+            any(routes::app_route::<S>).layer(DefaultBodyLimit::max(MAX_PAYLOAD_BYTES)),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize::<S>));
     Router::new()
         .route("/healthz", get(healthz::<S>))
@@ -227,9 +314,10 @@ async fn emit<S: ScheduleStore>(
             )
         })?),
     };
+    let home = api.of_event(&name);
     let emitted = match key {
-        None => api.jadpo.emit(&name, &payload).await,
-        Some(key) => api.jadpo.emit_idempotent(&name, &payload, key).await,
+        None => home.emit(&name, &payload).await,
+        Some(key) => home.emit_idempotent(&name, &payload, key).await,
     };
     match emitted {
         Ok(emitted) => {
@@ -322,10 +410,11 @@ async fn deliveries<S: ScheduleStore>(
     State(api): State<Shared<S>>,
     params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
 ) -> ApiResult {
-    let Query(params) = params.map_err(|e| query_invalid(format!("the query can't be read: {}", e.body_text())))?;
+    let mut params = query(params)?;
+    let jadpo = api.pick(&mut params)?;
     let q = parse_query(&params)?;
-    let store = api.jadpo.store().as_ref();
-    let list = views::list(store, Some(api.jadpo.app()), &q)
+    let store = jadpo.store().as_ref();
+    let list = views::list(store, Some(jadpo.app()), &q)
         .await
         .map_err(ApiError::store)?;
     let names = views::event_names(store, &list).await.map_err(ApiError::store)?;
@@ -357,17 +446,27 @@ async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> 
     ))
 }
 
-async fn delivery<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>) -> ApiResult {
+async fn delivery<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    Path(id): Path<String>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> ApiResult {
+    let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
-    Ok(Json(detail(api.jadpo.store().as_ref(), id).await?).into_response())
+    Ok(Json(detail(jadpo.store().as_ref(), id).await?).into_response())
 }
 
 /// An operator's retry of one failed or parked delivery: a fresh budget,
 /// due now. 200 with the delivery as it is now; 409 when it is in another
 /// state.
-async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>) -> ApiResult {
+async fn retry<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    Path(id): Path<String>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> ApiResult {
+    let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
-    let store = api.jadpo.store().as_ref();
+    let store = jadpo.store().as_ref();
     let d = store
         .delivery(id)
         .await
@@ -386,35 +485,47 @@ async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<St
     // As `Jadpo::retry` does for one delivery (due now), written here because
     // that future is not `Send` (it keeps a thread-local random source
     // across an await), which a handler's future must be.
-    let now = api.jadpo.clock().now();
+    let now = jadpo.clock().now();
     let retried = store.retry(&[(id, now)], now).await.map_err(ApiError::store)?;
     if !retried.contains(&id) {
         let now = store.delivery(id).await.map_err(ApiError::store)?;
         return Err(not_retryable(now.map_or(d.state, |d| d.state)));
     }
-    api.jadpo.wake();
+    jadpo.wake();
     Ok(Json(detail(store, id).await?).into_response())
 }
 
 /// The alerts raised, newest first (at most 1,000).
-async fn alerts<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
-    let list = api.jadpo.store().alerts(1_000).await.map_err(ApiError::store)?;
+async fn alerts<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> ApiResult {
+    let jadpo = api.pick(&mut query(params)?)?;
+    let list = jadpo.store().alerts(1_000).await.map_err(ApiError::store)?;
     Ok(Json(views::alerts_json(&list)).into_response())
 }
 
-async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
-    let store = api.jadpo.store().as_ref();
-    let list = views::breakers(store, Some(api.jadpo.app()))
+async fn breakers<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> ApiResult {
+    let jadpo = api.pick(&mut query(params)?)?;
+    let store = jadpo.store().as_ref();
+    let list = views::breakers(store, Some(jadpo.app()))
         .await
         .map_err(ApiError::store)?;
-    let limits = views::limits(store, Some(api.jadpo.app()), api.jadpo.clock().now())
+    let limits = views::limits(store, Some(jadpo.app()), jadpo.clock().now())
         .await
         .map_err(ApiError::store)?;
     Ok(Json(views::breakers_with_limits_json(&list, &limits)).into_response())
 }
 
-async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResult {
-    let text = metrics::render(api.jadpo.store().as_ref(), api.jadpo.app(), api.jadpo.clock().now())
+async fn metrics_text<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> ApiResult {
+    let jadpo = api.pick(&mut query(params)?)?;
+    let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now())
         .await
         .map_err(ApiError::store)?;
     let mut headers = HeaderMap::new();
@@ -425,18 +536,20 @@ async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>) -> ApiResu
     Ok((headers, text).into_response())
 }
 
-/// 200 when the store answers a read, 503 otherwise.
+/// 200 when every store answers a read, 503 otherwise.
 async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
-    let read = tokio::time::timeout(Duration::from_secs(5), api.jadpo.store().breakers()).await;
-    match read {
-        Ok(Ok(_)) => Json(json!({"status": "ok"})).into_response(),
-        Ok(Err(_)) | Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store.unavailable",
-            "the store does not answer",
-        )
-        .into_response(),
+    for (name, jadpo) in &api.stores {
+        let read = tokio::time::timeout(Duration::from_secs(5), jadpo.store().breakers()).await;
+        if !matches!(read, Ok(Ok(_))) {
+            let message = if api.stores.len() == 1 {
+                "the store does not answer".to_owned()
+            } else {
+                format!("the store `{name}` does not answer")
+            };
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store.unavailable", message).into_response();
+        }
     }
+    Json(json!({"status": "ok"})).into_response()
 }
 
 #[cfg(test)]

@@ -624,3 +624,67 @@ subscriber s { on: E  run: a(event.id) }
         "{text}"
     );
 }
+
+/// Two stores behind one API: an emit goes to its event's store, and the
+/// reading routes read the store `?store=` names.
+#[tokio::test]
+async fn an_app_with_two_stores_is_served_whole() {
+    const TWO: &str = r#"
+store main  { url: "sqlite:main.db" }
+store audit { url: "sqlite:audit.db" }
+event Paid { id: string }
+event Audited in audit { id: string }
+action noop(id: string) uses mailer
+connection mailer { base_url: "http://127.0.0.1:9" }
+subscriber paid { on: Paid  run: noop(event.id) }
+subscriber audited { on: Audited  run: noop(event.id) }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let app = jadpo::check_app("app.jadpo", TWO).unwrap();
+    let mut stores = Vec::new();
+    for name in ["main", "audit"] {
+        let url = format!("sqlite:{}", dir.path().join(format!("{name}.db")).display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        let jadpo = crate::operator::jadpo(app.clone(), store).await.unwrap();
+        stores.push((name.to_owned(), jadpo));
+    }
+    let (main, audit) = (stores[0].1.store().clone(), stores[1].1.store().clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(listener, super::router_of_stores(stores, None, true), async {
+        std::future::pending::<()>().await
+    }));
+    let client = reqwest::Client::new();
+    let post = |path: &'static str| client.post(format!("{base}{path}")).body(r#"{"id":"x"}"#).send();
+    assert_eq!(post("/events/Audited").await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(post("/events/Paid").await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(post("/events/Paid").await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        audit.list(&Default::default()).await.unwrap().len(),
+        1,
+        "Audited lives in audit"
+    );
+    assert_eq!(main.list(&Default::default()).await.unwrap().len(), 2);
+    let count = |path: &'static str| {
+        let client = client.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let r = client.get(url).send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, list) = count("/deliveries?store=audit").await;
+    assert_eq!((status, list.as_array().unwrap().len()), (StatusCode::OK, 1));
+    assert_eq!(list[0]["event"], "Audited");
+    let (_, list) = count("/deliveries").await;
+    assert_eq!(list.as_array().unwrap().len(), 2, "the first store by default");
+    let (status, body) = count("/breakers?store=nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "store.unknown");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("main, audit"),
+        "{body}"
+    );
+    let (status, _) = count("/deliveries?store=main&state=due").await;
+    assert_eq!(status, StatusCode::OK, "`store` is not a filter the list refuses");
+}

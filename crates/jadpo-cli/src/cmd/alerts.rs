@@ -7,7 +7,8 @@
 //! `schedule_failing`; and where each one's send to the app's alert route
 //! stands. Exit codes: 0 shown; 2 `store.*`.
 
-use super::StoreArg;
+use super::{AppArg, StoreArg};
+use crate::operator;
 use crate::output::{self, time_short, CliError};
 use crate::views;
 use crate::{store_url, with_store};
@@ -24,11 +25,14 @@ pub struct Args {
     pub limit: u32,
     #[command(flatten)]
     pub store: StoreArg,
+    #[command(flatten)]
+    pub app: AppArg,
 }
 
 pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
-        let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+        let app = operator::stores_app(args.app.app.as_deref())?;
+        let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         with_store!(&store, |s| show(s, args.limit as usize, args.json).await)
     })
 }

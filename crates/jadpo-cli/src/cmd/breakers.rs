@@ -30,7 +30,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
-        let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+        let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         with_store!(&store, |s| show(s, app.as_ref(), args.json).await)
     })
 }

@@ -114,7 +114,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     output::run_async(async move {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
-        let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+        let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         match args.show {
             Some(Sub::Show(mut show)) => {
                 show.json |= args.list.json;

@@ -3,7 +3,7 @@
 
 use crate::cmd::process::{self, Process};
 use crate::output;
-use crate::{operator, store_url, with_store};
+use crate::{operator, store_url};
 use jadpo_runtime::logfmt::{self, Format};
 use jadpo_runtime::{ScaledClock, SharedClock, SystemClock};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -17,9 +17,11 @@ pub struct Args {
     /// The app file.
     #[arg(default_value = "app.jadpo")]
     pub app: PathBuf,
-    /// The store (default: $JADPO_STORE, else sqlite:.jadpo/jadpo.db).
-    #[arg(long, env = "JADPO_STORE")]
-    pub store: Option<String>,
+    /// The store (default: $JADPO_STORE, else sqlite:.jadpo/jadpo.db). With
+    /// `store` blocks in the app, `--store NAME=URL` overrides one (may be
+    /// given once per store).
+    #[arg(long, env = "JADPO_STORE", action = clap::ArgAction::Append)]
+    pub store: Vec<String>,
     /// The HTTP API's port on 127.0.0.1.
     #[arg(long, default_value_t = 7420)]
     pub port: u16,
@@ -48,7 +50,8 @@ pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let summary = app.summary();
-        let url = store_url::resolve(args.store.as_deref());
+        let env = |k: &str| std::env::var(k).ok();
+        let stores = store_url::stores_of(&app, &args.store, Some(store_url::DEFAULT_URL), &env)?;
         let clock: SharedClock = if args.time_scale > 1 {
             Arc::new(ScaledClock::new(args.time_scale))
         } else {
@@ -60,12 +63,11 @@ pub fn run(args: Args) -> ExitCode {
             poll: args.poll,
             retention_days: args.retention_days,
         };
-        let ready = process::ready(app, clock, workers)?;
-        let store = store_url::open(&url).await?;
+        let ready = process::ready_each(&app, &stores, clock, &workers)?;
         tracing::info!(
             app = %args.app.display(),
             summary = %summary,
-            store = %store_url::redact(&url),
+            store = %store_url::describe(&stores),
             api = %format!("http://127.0.0.1:{}", args.port),
             console = %format!("http://127.0.0.1:{}/ui", args.port),
             time_scale = args.time_scale,
@@ -77,7 +79,7 @@ pub fn run(args: Args) -> ExitCode {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
             token,
         };
-        with_store!(store, |s| process::run(p, s).await)
+        process::run(p, &stores).await
     })
 }
 

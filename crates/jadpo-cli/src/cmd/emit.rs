@@ -67,7 +67,8 @@ async fn emit(args: Args) -> Result<ExitCode, CliError> {
     if let Some(key) = &args.idempotency_key {
         jadpo_runtime::emit::idempotency_key(key).map_err(event_error)?;
     }
-    let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+    let url = store_url::for_event(args.store.store.as_deref(), Some(&app), Some(&args.event))?;
+    let store = store_url::open(&url).await?;
     let key = args.idempotency_key.as_deref();
     let out = with_store!(store, |s| emit_in(app, s, &args.event, &payload, key).await)?;
     if args.json {

@@ -2,7 +2,8 @@
 //! Safe to run again, and from several processes at once. Exit codes: 0
 //! migrated; 2 `store.url_invalid`, `store.unavailable`.
 
-use super::StoreArg;
+use super::{AppArg, StoreArg};
+use crate::operator;
 use crate::output::{self, CliError};
 use crate::store_url::{self, AnyStore};
 use std::process::ExitCode;
@@ -11,11 +12,14 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     pub store: StoreArg,
+    #[command(flatten)]
+    pub app: AppArg,
 }
 
 pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
-        let url = store_url::resolve(args.store.store.as_deref());
+        let app = operator::stores_app(args.app.app.as_deref())?;
+        let url = store_url::for_operator(args.store.store.as_deref(), app.as_ref())?;
         // Opening a store migrates it.
         let store = store_url::open(&url).await?;
         let kind = match store {

@@ -1,22 +1,30 @@
 //! One Jadpo process, as `jadpo dev` and `jadpo serve` run it: the workers,
 //! the tick and the HTTP API, until SIGINT or SIGTERM; then a graceful stop.
+//!
+//! An app with several `store` blocks is worked whole by each process: one
+//! engine per store (its own claim loop, tick, breakers and alerts), the
+//! app's schedules with the first store only.
 
 use crate::api;
 use crate::operator;
 use crate::output::CliError;
-use jadpo_store::ScheduleStore;
+use crate::store_url;
+use jadpo::Jadpo;
+use jadpo_store::AnyStore;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::sync::watch;
 
 pub struct Process {
-    /// Every setting checked already: only the store is left.
-    pub ready: jadpo::Ready,
+    /// Every setting checked already, once per store: only the stores are
+    /// left. The first is the default.
+    pub ready: Vec<(String, jadpo::Ready)>,
     pub addr: SocketAddr,
     pub token: Option<String>,
 }
 
 /// How `dev` and `serve` run their workers.
+#[derive(Clone, Copy)]
 pub struct Workers {
     /// `dev` or `serve`: the lease owner's name begins with it.
     pub mode: &'static str,
@@ -44,6 +52,22 @@ pub fn ready(app: jadpo_lang::App, clock: jadpo_runtime::SharedClock, w: Workers
         .map_err(operator::start_error)
 }
 
+/// [`ready`] once per store.
+pub fn ready_each(
+    app: &jadpo_lang::App,
+    stores: &[store_url::Named],
+    clock: jadpo_runtime::SharedClock,
+    w: &Workers,
+) -> Result<Vec<(String, jadpo::Ready)>, CliError> {
+    stores
+        .iter()
+        .map(|s| {
+            let w = Workers { ..*w };
+            Ok((s.name.clone(), ready(app.clone(), clock.clone(), w)?))
+        })
+        .collect()
+}
+
 /// Resolves when the process is asked to stop.
 async fn stop_signal() {
     let interrupt = tokio::signal::ctrl_c();
@@ -67,8 +91,26 @@ async fn stop_signal() {
     }
 }
 
-pub async fn run<S: ScheduleStore>(p: Process, store: S) -> Result<ExitCode, CliError> {
-    let jadpo = p.ready.build(store).await.map_err(operator::start_error)?;
+/// Opens every store (in order, all before anything runs) and builds its
+/// engine.
+pub async fn open_all(
+    ready: Vec<(String, jadpo::Ready)>,
+    stores: &[store_url::Named],
+) -> Result<Vec<(String, Jadpo<AnyStore>)>, CliError> {
+    let mut built = Vec::with_capacity(ready.len());
+    for (i, ((name, ready), named)) in ready.into_iter().zip(stores).enumerate() {
+        let store = match store_url::open(&named.url).await? {
+            store_url::AnyStore::Sqlite(s) => AnyStore::from(s),
+            store_url::AnyStore::Postgres(s) => AnyStore::from(s),
+        };
+        let ready = if i == 0 { ready } else { ready.without_schedules() };
+        built.push((name, ready.build(store).await.map_err(operator::start_error)?));
+    }
+    Ok(built)
+}
+
+pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, CliError> {
+    let jadpos = open_all(p.ready, stores).await?;
     let listener = tokio::net::TcpListener::bind(p.addr)
         .await
         .map_err(|e| CliError::environment("api.bind_failed", format!("cannot listen on {}: {e}", p.addr)))?;
@@ -77,9 +119,9 @@ pub async fn run<S: ScheduleStore>(p: Process, store: S) -> Result<ExitCode, Cli
         .map(|a| a.to_string())
         .unwrap_or_else(|_| p.addr.to_string());
     tracing::info!(addr = %addr, "api.listening");
-    let running = jadpo.start();
+    let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let router = api::router(jadpo.clone(), p.token, p.addr.ip().is_loopback());
+    let router = api::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback());
     let server = tokio::spawn(api::serve(listener, router, async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;
     }));
@@ -87,7 +129,11 @@ pub async fn run<S: ScheduleStore>(p: Process, store: S) -> Result<ExitCode, Cli
     tracing::info!("process.stopping");
     let _ = stop_tx.send(true);
     // Claim nothing more; running deliveries finish within their limit.
-    running.stop().await;
+    // Every store's engine at once, so none claims while another stops.
+    let stopping: Vec<_> = running.into_iter().map(|r| tokio::spawn(r.stop())).collect();
+    for s in stopping {
+        let _ = s.await;
+    }
     match server.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "api.stopped_with_error"),

@@ -129,7 +129,7 @@ pub fn run(args: Args) -> ExitCode {
             Need::Optional
         };
         let app = operator::load_app(args.app.app.as_deref(), need_app)?;
-        let (_, store) = store_url::open_flag(args.store.store.as_deref()).await?;
+        let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         with_store!(store, |s| retry(s, app, &args).await)
     })
 }

@@ -4,7 +4,7 @@
 use crate::cmd::dev::parse_poll;
 use crate::cmd::process::{self, Process};
 use crate::output::{self, CliError};
-use crate::{operator, store_url, with_store};
+use crate::{operator, store_url};
 use jadpo_runtime::logfmt::{self, Format};
 use jadpo_runtime::SystemClock;
 use std::net::{IpAddr, SocketAddr};
@@ -18,8 +18,10 @@ pub struct Args {
     #[arg(default_value = "app.jadpo")]
     pub app: PathBuf,
     /// The store, e.g. postgres://user@host/db (default: $JADPO_STORE).
-    #[arg(long, env = "JADPO_STORE")]
-    pub store: Option<String>,
+    /// With `store` blocks in the app, `--store NAME=URL` overrides one (may
+    /// be given once per store).
+    #[arg(long, env = "JADPO_STORE", action = clap::ArgAction::Append)]
+    pub store: Vec<String>,
     /// Finished deliveries are deleted after this many days (0 keeps them).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
     pub retention_days: u32,
@@ -50,12 +52,7 @@ pub fn run(args: Args) -> ExitCode {
                 "`--time-scale` is for `jadpo dev` only: production runs on the system clock",
             ));
         }
-        let Some(url) = args.store.clone().filter(|u| !u.trim().is_empty()) else {
-            return Err(CliError::environment(
-                "serve.store_missing",
-                "`jadpo serve` needs `--store URL` or $JADPO_STORE (postgres://USER@HOST/DATABASE for many processes)",
-            ));
-        };
+        let flags: Vec<String> = args.store.iter().filter(|u| !u.trim().is_empty()).cloned().collect();
         let Some(token) = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty()) else {
             return Err(CliError::environment(
                 "serve.token_missing",
@@ -64,18 +61,25 @@ pub fn run(args: Args) -> ExitCode {
         };
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let summary = app.summary();
+        let env = |k: &str| std::env::var(k).ok();
+        let stores = store_url::stores_of(&app, &flags, None, &env)?;
+        if stores.is_empty() {
+            return Err(CliError::environment(
+                "serve.store_missing",
+                "`jadpo serve` needs `--store URL` or $JADPO_STORE (postgres://USER@HOST/DATABASE for many processes)",
+            ));
+        }
         let workers = process::Workers {
             mode: "serve",
             concurrency: args.workers,
             poll: args.poll,
             retention_days: args.retention_days,
         };
-        let ready = process::ready(app, Arc::new(SystemClock), workers)?;
-        let store = store_url::open(&url).await?;
+        let ready = process::ready_each(&app, &stores, Arc::new(SystemClock), &workers)?;
         tracing::info!(
             app = %args.app.display(),
             summary = %summary,
-            store = %store_url::redact(&url),
+            store = %store_url::describe(&stores),
             workers = args.workers,
             "serve.started"
         );
@@ -84,6 +88,6 @@ pub fn run(args: Args) -> ExitCode {
             addr: SocketAddr::new(args.bind, args.port),
             token: Some(token),
         };
-        with_store!(store, |s| process::run(p, s).await)
+        process::run(p, &stores).await
     })
 }

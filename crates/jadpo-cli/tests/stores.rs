@@ -1,0 +1,211 @@
+//! Several stores through the real binary: one `jadpo dev` works an app
+//! whose events live in two stores, a PostgreSQL schema and a SQLite file.
+//! A provider both stores' subscribers call goes down: each store's breaker
+//! opens from its own deliveries' attempts only, holds only its own
+//! deliveries, and each store raises its own single alert. The operator
+//! commands read either store by name. `--time-scale 60` makes the
+//! breaker's minute of pause a second of the test.
+
+use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
+use jadpo_store::postgres::testing::TestSchema;
+use serde_json::Value;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: &str = r#"
+store main  { url: env("MAIN_URL") }
+store audit { url: "AUDIT_URL" }
+
+event Paid { id: string }
+event Audited in audit { id: string }
+
+connection pay { base_url: "PAY_URL" }
+connection ops { base_url: "OPS_URL" }
+
+action charge(id: string) { call pay.post("/charge", body: event) }
+subscriber charge { on: Paid  run: charge(event.id) }
+subscriber check { on: Audited  run: charge(event.id) }
+alerts { connection: ops  path: "/jadpo/alerts" }
+"#;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, child: &mut Child) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("exited early with {status}: {err}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn post(port: u16, path: &str, body: &str) -> u16 {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `jadpo ARGS --json` in `dir`, run as an operator would, with the app's
+/// `MAIN_URL` set.
+fn operator(dir: &Path, main_url: &str, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_jadpo"))
+        .current_dir(dir)
+        .env_remove("JADPO_STORE")
+        .env("MAIN_URL", main_url)
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn pay_breaker(dir: &Path, main_url: &str, store: &str) -> Value {
+    let all = operator(dir, main_url, &["breakers", "--store", store]);
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["connection"] == "pay")
+        .cloned()
+        .unwrap()
+}
+
+fn raised(ops: &TestProvider) -> Vec<Recorded> {
+    ops.requests()
+        .into_iter()
+        .filter(|r| r.path == "/jadpo/alerts" && r.json().is_ok_and(|b| b["status"] == "raised"))
+        .collect()
+}
+
+fn states(dir: &Path, main_url: &str, store: &str) -> Vec<String> {
+    let all = operator(dir, main_url, &["deliveries", "--store", store]);
+    all.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["state"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn each_store_has_its_own_breakers_holds_and_alert() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(schema) = rt.block_on(TestSchema::create()) else {
+        return;
+    };
+    let (pay, ops) = rt.block_on(async { (TestProvider::start().await, TestProvider::start().await) });
+    pay.set(Behaviour::Down);
+    let sep = if schema.url().contains('?') { '&' } else { '?' };
+    let main_url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let dir = tempfile::tempdir().unwrap();
+    let audit_url = format!("sqlite:{}", dir.path().join("audit.db").display());
+    let app = APP
+        .replace("AUDIT_URL", &audit_url)
+        .replace("PAY_URL", &pay.url())
+        .replace("OPS_URL", &ops.url());
+    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
+        .current_dir(dir.path())
+        .env_remove("JADPO_STORE")
+        .env_remove("RUST_LOG")
+        .env("MAIN_URL", &main_url)
+        .args(["dev", "--port", &port.to_string(), "--time-scale", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port, &mut child);
+    let d = dir.path();
+
+    // The outage seen by `main`'s deliveries: only `main`'s breaker opens,
+    // and only `main` holds deliveries.
+    for i in 0..8 {
+        assert_eq!(post(port, "/events/Paid", &format!(r#"{{"id":"p{i}"}}"#)), 202);
+    }
+    wait_until("main's breaker open and an alert", || {
+        pay_breaker(d, &main_url, "main")["state"] != "closed" && !raised(&ops).is_empty()
+    });
+    let audit = pay_breaker(d, &main_url, "audit");
+    assert_eq!(audit["state"], "closed", "{audit}");
+    assert_eq!(audit["consecutive_unavailable"], 0, "{audit}");
+    assert!(states(d, &main_url, "audit").is_empty(), "Paid lives in main");
+    let calls_before = pay.calls();
+
+    // `audit`'s own deliveries are tried (its breaker is closed), fail, and
+    // open `audit`'s breaker from its own attempts; it raises its own alert.
+    for i in 0..8 {
+        assert_eq!(post(port, "/events/Audited", &format!(r#"{{"id":"a{i}"}}"#)), 202);
+    }
+    wait_until("audit's breaker open", || {
+        pay_breaker(d, &main_url, "audit")["state"] != "closed"
+    });
+    assert!(
+        pay.calls() >= calls_before + 5,
+        "audit's deliveries called the provider themselves"
+    );
+    assert_eq!(states(d, &main_url, "audit").len(), 8);
+    assert_eq!(states(d, &main_url, "main").len(), 8);
+    wait_until("a second alert", || raised(&ops).len() >= 2);
+    // A minute of engine time and many of the senders' looks: a third
+    // alert would show by now.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(raised(&ops).len(), 2, "one alert per store");
+
+    // The provider answers again: each store's probe closes its own
+    // breaker and every delivery of both stores gets through.
+    pay.set(Behaviour::Up);
+    wait_until("every delivery of both stores succeeded", || {
+        ["main", "audit"]
+            .iter()
+            .all(|s| states(d, &main_url, s).iter().all(|st| st == "succeeded"))
+    });
+    for store in ["main", "audit"] {
+        assert_eq!(pay_breaker(d, &main_url, store)["state"], "closed");
+    }
+    let alerts = operator(d, &main_url, &["alerts", "--store", "audit"]);
+    assert_eq!(
+        alerts
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["status"] == "raised")
+            .count(),
+        1
+    );
+
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(child.wait().unwrap().success());
+}
