@@ -237,7 +237,7 @@ pub(crate) async fn finish_batch(
 
 /// A run's emits, in its finish's transaction, marked with their depth.
 async fn emit_at_depth(tx: &Transaction<'_>, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Abort> {
-    let emitted = super::read::emit(tx, &emits.events, now).await?;
+    let emitted = super::emit::emit(tx, &emits.events, now).await?;
     let ids: Vec<i64> = emitted.iter().filter(|e| !e.duplicate).map(|e| e.event_id.0).collect();
     let depth = i32::try_from(emits.depth).unwrap_or(i32::MAX);
     let stmt = tx

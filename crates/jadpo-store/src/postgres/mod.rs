@@ -42,13 +42,23 @@
 //! reconnects by itself after an outage. (bb8 offers the same but no
 //! statement cache; sqlx would bring its own driver and macros.)
 
+// The same files for the same operations as `sqlite/`: claim, emit,
+// finish (with hold and give-back), retry, sweep, prune, read, minutes,
+// rows, schema, schedules, alerts, limits. PostgreSQL's own: `listen.rs`
+// (LISTEN/NOTIFY wakes idle workers in every process; SQLite has one
+// process), `writes.rs` (the bulk `UPDATE ... FROM unnest` that many
+// processes' batches need to be one round trip), `scratch.rs` (the schema
+// `jadpo bench` makes and drops) and `testing.rs` (a fresh schema per test).
 mod alerts;
 mod claim;
+mod emit;
 mod finish;
 mod limits;
 mod listen;
 mod minutes;
+mod prune;
 mod read;
+mod retry;
 mod rows;
 mod schedules;
 pub mod schema;
@@ -69,7 +79,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-pub use read::emit_in;
+pub use emit::emit_in;
 
 /// The most rows one claim, finish batch or retry touches. A larger request
 /// is a bug in the caller, not something to split silently.
@@ -440,7 +450,7 @@ impl Store for PgStore {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        in_transaction!(self, |tx| read::emit(&tx, events, now).await)
+        in_transaction!(self, |tx| emit::emit(&tx, events, now).await)
     }
 
     async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
@@ -513,7 +523,7 @@ impl Store for PgStore {
         if due.is_empty() {
             return Ok(Vec::new());
         }
-        in_transaction!(self, |tx| sweep::retry(&tx, due, now).await)
+        in_transaction!(self, |tx| retry::retry(&tx, due, now).await)
     }
 
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
@@ -582,7 +592,7 @@ impl Store for PgStore {
         if batch == 0 {
             return Ok(0);
         }
-        in_transaction!(self, |tx| sweep::prune(&tx, before, batch).await)
+        in_transaction!(self, |tx| prune::prune(&tx, before, batch).await)
     }
 
     async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {

@@ -20,14 +20,24 @@
 //! All SQL of this store lives in this folder. `docs/system-tables.md`
 //! describes the tables.
 
+// The same files for the same operations as `postgres/`: claim, emit,
+// finish (with hold and give-back), retry, sweep, prune, read, minutes,
+// rows, schema, schedules, alerts, limits. `pool.rs` is SQLite's own: one
+// queued writer per process, readers on `spawn_blocking`.
 mod alerts;
+mod claim;
+mod emit;
+mod finish;
 mod limits;
-mod ops;
+mod minutes;
 mod pool;
+mod prune;
+mod read;
+mod retry;
 mod rows;
 mod schedules;
 mod schema;
-mod upkeep;
+mod sweep;
 
 pub use rusqlite;
 pub use schema::LATEST as SCHEMA_VERSION;
@@ -190,7 +200,7 @@ pub fn emit_in(conn: &rusqlite::Connection, events: &[NewEvent], now: Timestamp)
     );
     assert!(events.len() <= MAX_BATCH, "at most {MAX_BATCH} events per emit");
     let path = PathBuf::from(conn.path().unwrap_or("?"));
-    ops::emit(conn, events, now).map_err(|f| store_error(&path, Duration::ZERO, f))
+    emit::emit(conn, events, now).map_err(|f| store_error(&path, Duration::ZERO, f))
 }
 
 impl Store for SqliteStore {
@@ -204,7 +214,7 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let events = events.to_vec();
-        self.pool.write(move |tx| ops::emit(tx, &events, now)).await
+        self.pool.write(move |tx| emit::emit(tx, &events, now)).await
     }
 
     async fn claim(&self, req: &ClaimRequest<'_>) -> Result<ClaimReport, StoreError> {
@@ -220,7 +230,7 @@ impl Store for SqliteStore {
                     limit,
                     lease,
                 };
-                ops::claim(tx, &req)
+                claim::claim(tx, &req)
             })
             .await
     }
@@ -234,12 +244,12 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         let connection = connection.to_owned();
         self.pool
-            .write(move |tx| ops::hold_claimed(tx, id, token, &connection, now))
+            .write(move |tx| finish::hold_claimed(tx, id, token, &connection, now))
             .await
     }
 
     async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
-        self.pool.write(move |tx| ops::give_back(tx, id, token, now)).await
+        self.pool.write(move |tx| finish::give_back(tx, id, token, now)).await
     }
 
     async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
@@ -254,38 +264,40 @@ impl Store for SqliteStore {
         }
         let batch = batch.to_vec();
         let policy = self.policy;
-        self.pool.write(move |tx| ops::finish_batch(tx, &batch, &policy)).await
+        self.pool
+            .write(move |tx| finish::finish_batch(tx, &batch, &policy))
+            .await
     }
 
     async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
-        self.pool.write(move |tx| upkeep::sweep(tx, now, wake_lease)).await
+        self.pool.write(move |tx| sweep::sweep(tx, now, wake_lease)).await
     }
 
     async fn retry(&self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
         assert!(due.len() <= MAX_BATCH, "at most {MAX_BATCH} retries at once");
         let due = due.to_vec();
-        self.pool.write(move |tx| ops::retry(tx, &due, now)).await
+        self.pool.write(move |tx| retry::retry(tx, &due, now)).await
     }
 
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
-        self.pool.read(move |c| upkeep::delivery(c, id)).await
+        self.pool.read(move |c| read::delivery(c, id)).await
     }
 
     async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
         let filter = filter.clone();
-        self.pool.read(move |c| upkeep::list(c, &filter)).await
+        self.pool.read(move |c| read::list(c, &filter)).await
     }
 
     async fn attempts(&self, id: DeliveryId) -> Result<Vec<AttemptRecord>, StoreError> {
-        self.pool.read(move |c| upkeep::attempts(c, id)).await
+        self.pool.read(move |c| read::attempts(c, id)).await
     }
 
     async fn event(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
-        self.pool.read(move |c| upkeep::event(c, id)).await
+        self.pool.read(move |c| read::event(c, id)).await
     }
 
     async fn breakers(&self) -> Result<Vec<BreakerView>, StoreError> {
-        self.pool.read(upkeep::breakers).await
+        self.pool.read(read::breakers).await
     }
 
     async fn alerts(&self, limit: usize) -> Result<Vec<AlertRecord>, StoreError> {
@@ -320,32 +332,32 @@ impl Store for SqliteStore {
         assert!(counts.len() <= MAX_BATCH, "at most {MAX_BATCH} counts at once");
         let counts = counts.to_vec();
         self.pool
-            .write(move |tx| upkeep::add_minutes(tx, &counts, forget_before))
+            .write(move |tx| minutes::add_minutes(tx, &counts, forget_before))
             .await
     }
 
     async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
-        self.pool.read(move |c| upkeep::minutes(c, since)).await
+        self.pool.read(move |c| minutes::minutes(c, since)).await
     }
 
     async fn counts_up_to(
         &self,
         cap: u64,
     ) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
-        self.pool.read(move |c| upkeep::counts_up_to(c, cap)).await
+        self.pool.read(move |c| read::counts_up_to(c, cap)).await
     }
 
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         assert!(batch <= MAX_BATCH, "prune deletes at most {MAX_BATCH} rows a batch");
-        self.pool.write(move |tx| upkeep::prune(tx, before, batch)).await
+        self.pool.write(move |tx| prune::prune(tx, before, batch)).await
     }
 
     async fn counts(&self) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, StoreError> {
-        self.pool.read(upkeep::counts).await
+        self.pool.read(read::counts).await
     }
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.pool.read(upkeep::next_due).await
+        self.pool.read(read::next_due).await
     }
 }
 

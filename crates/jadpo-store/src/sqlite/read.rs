@@ -1,117 +1,12 @@
-//! The tick's sweep, retention, and the reads behind listing.
+//! The reads behind listing, the operator's views and the idle worker's
+//! next due time.
 
 use super::pool::Fault;
 use super::rows::{self, delivery_columns};
-use crate::plan::{self, Breakers, HeldSummary};
 use crate::types::*;
-use jadpo_core::alert::AlertMessage;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-/// The connections holding deliveries, each with its count and the one held
-/// longest. The distinct connections come from a skip scan of the held index
-/// (one seek per connection), not a scan of every held row.
-fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault> {
-    let connections: Vec<String> = c
-        .prepare_cached(
-            "WITH RECURSIVE held (connection) AS ( \
-               SELECT (SELECT MIN(held_connection) FROM jadpo_deliveries WHERE state = 'held') \
-               UNION ALL \
-               SELECT (SELECT MIN(held_connection) FROM jadpo_deliveries \
-                       WHERE state = 'held' AND held_connection > held.connection) \
-               FROM held WHERE held.connection IS NOT NULL \
-             ) SELECT connection FROM held WHERE connection IS NOT NULL",
-        )?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut count =
-        c.prepare_cached("SELECT COUNT(*) FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1")?;
-    let mut longest = c.prepare_cached(
-        "SELECT id FROM jadpo_deliveries WHERE state = 'held' AND held_connection = ?1 \
-         ORDER BY held_since, id LIMIT 1",
-    )?;
-    let mut out = BTreeMap::new();
-    for conn in connections {
-        let n: i64 = count.query_row([&conn], |r| r.get(0))?;
-        let first: Option<i64> = longest.query_row([&conn], |r| r.get(0)).optional()?;
-        out.insert(
-            conn,
-            HeldSummary {
-                count: n as u64,
-                longest: first.map(DeliveryId),
-            },
-        );
-    }
-    Ok(out)
-}
-
-pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Fault> {
-    let mut breakers = Breakers::new(rows::all_breakers(c)?);
-    let held = held_summaries(c)?;
-    let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
-    rows::write_breakers(c, &plan.breakers)?;
-    for &id in &plan.wake {
-        let Some(stored) = rows::get(c, id)? else {
-            return Err(Fault::Store(StoreError::NotFound(id)));
-        };
-        let mut d = stored.delivery;
-        d.release(now);
-        rows::update(c, &d, None, None)?;
-    }
-    let mut released = 0;
-    for conn in &plan.release {
-        released += rows::release_all(c, conn, now)?;
-    }
-    let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
-    super::alerts::insert(c, &messages)?;
-    Ok(SweepReport {
-        woken: plan.wake,
-        released,
-        alerts: plan.alerts,
-    })
-}
-
-/// Deletes up to `batch` deliveries finished before `before` (through the
-/// retention index, which holds only rows with a `finished_at`; the state is
-/// checked too, so a row is pruned only if finished) and their attempts,
-/// then their events if no delivery is left on them.
-pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
-    let old: Vec<(i64, i64)> = c
-        .prepare_cached(
-            "SELECT id, event_id FROM jadpo_deliveries \
-             WHERE state IN ('succeeded', 'failed', 'parked') AND finished_at < ?1 \
-             ORDER BY finished_at LIMIT ?2",
-        )?
-        .query_map(params![before.as_millis(), batch as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
-    let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
-    let mut event = c.prepare_cached(
-        "DELETE FROM jadpo_events WHERE id = ?1 AND emitted_at < ?2 \
-         AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries WHERE event_id = ?1)",
-    )?;
-    for (id, _) in &old {
-        attempts.execute([id])?;
-        delivery.execute([id])?;
-    }
-    for (_, event_id) in &old {
-        event.execute(params![event_id, before.as_millis()])?;
-    }
-    // Events no delivery refers to (emitted with no subscriber), oldest
-    // first, as many as a batch.
-    c.prepare_cached(
-        "DELETE FROM jadpo_events WHERE id IN (SELECT e.id FROM jadpo_events e \
-         WHERE e.emitted_at < ?1 AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries d WHERE d.event_id = e.id) \
-         ORDER BY e.emitted_at, e.id LIMIT ?2)",
-    )?
-    .execute(params![before.as_millis(), batch as i64])?;
-    Ok(old.len())
-}
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 pub(crate) fn delivery(c: &Connection, id: DeliveryId) -> Result<Option<Delivery>, Fault> {
     Ok(rows::get(c, id)?.map(|s| s.delivery))
@@ -219,35 +114,6 @@ pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
         )?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
-}
-
-/// Adds to the per-minute summary, and forgets minutes before
-/// `forget_before`.
-pub(crate) fn add_minutes(c: &Connection, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), Fault> {
-    let mut add = c.prepare_cached(
-        "INSERT INTO jadpo_minutes (minute, series, n) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (minute, series) DO UPDATE SET n = n + excluded.n",
-    )?;
-    for m in counts {
-        add.execute(params![minute_of(m.minute).as_millis(), m.series, m.n as i64])?;
-    }
-    c.prepare_cached("DELETE FROM jadpo_minutes WHERE minute < ?1")?
-        .execute([minute_of(forget_before).as_millis()])?;
-    Ok(())
-}
-
-pub(crate) fn minutes(c: &Connection, since: Timestamp) -> Result<Vec<MinuteCount>, Fault> {
-    Ok(
-        c.prepare_cached("SELECT minute, series, n FROM jadpo_minutes WHERE minute >= ?1 ORDER BY minute, series")?
-            .query_map([minute_of(since).as_millis()], |r| {
-                Ok(MinuteCount {
-                    minute: Timestamp::from_millis(r.get(0)?),
-                    series: r.get(1)?,
-                    n: r.get::<_, i64>(2)?.max(0) as u64,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?,
-    )
 }
 
 /// Each state's count up to a cap, each through its index (see the

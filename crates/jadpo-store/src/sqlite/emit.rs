@@ -1,0 +1,100 @@
+//! Events and their deliveries, written in the store's transaction or
+//! the caller's (`emit_in`).
+
+use super::pool::Fault;
+use super::rows::{self};
+use crate::types::*;
+use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashMap;
+
+/// An event emitted before under this name and idempotency key: its id,
+/// payload and public id.
+fn keyed(c: &Connection, name: &str, key: &str) -> Result<Option<(EventId, String, String)>, Fault> {
+    Ok(
+        c.prepare_cached("SELECT id, payload, public_id FROM jadpo_events WHERE name = ?1 AND idempotency_key = ?2")?
+            .query_row(params![name, key], |r| Ok((EventId(r.get(0)?), r.get(1)?, r.get(2)?)))
+            .optional()?,
+    )
+}
+
+/// Writes the events and one due delivery per subscriber, on `c`, which is
+/// inside a transaction (the store's or the caller's). An idempotency key
+/// used before returns that event; used with another payload, it refuses
+/// the whole call before anything is written.
+pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+    let mut first: HashMap<(&str, &str), &str> = HashMap::new();
+    for e in events {
+        let Some(key) = &e.idempotency_key else { continue };
+        let before = keyed(c, &e.name, key)?;
+        let payload = match &before {
+            Some((_, payload, _)) => payload.as_str(),
+            None => *first
+                .entry((e.name.as_str(), key.as_str()))
+                .or_insert(e.payload.as_str()),
+        };
+        if payload != e.payload {
+            return Err(Fault::Store(StoreError::IdempotencyConflict(e.name.clone())));
+        }
+    }
+    let mut event = c.prepare_cached(
+        "INSERT INTO jadpo_events (name, payload, emitted_at, public_id, idempotency_key) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    let mut delivery = c.prepare_cached(
+        "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
+         budget_from, held_for_ms, lease_token, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9)",
+    )?;
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        if let Some(key) = &e.idempotency_key {
+            if let Some((event_id, _, public_id)) = keyed(c, &e.name, key)? {
+                let deliveries = c
+                    .prepare_cached("SELECT id FROM jadpo_deliveries WHERE event_id = ?1 ORDER BY id")?
+                    .query_map([event_id.0], |r| Ok(DeliveryId(r.get(0)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                out.push(Emitted {
+                    event_id,
+                    public_id,
+                    deliveries,
+                    duplicate: true,
+                });
+                continue;
+            }
+        }
+        let public_id = crate::types::new_public_id();
+        event.execute(params![
+            e.name,
+            e.payload,
+            now.as_millis(),
+            public_id,
+            e.idempotency_key
+        ])?;
+        let event_id = EventId(c.last_insert_rowid());
+        let mut ids = Vec::with_capacity(e.subscribers.len());
+        for s in &e.subscribers {
+            // The core says what a new delivery is; this only writes it down.
+            let d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
+            delivery.execute(params![
+                event_id.0,
+                d.subscriber,
+                d.state.as_str(),
+                d.attempts,
+                rows::ts(d.due_at),
+                rows::ts(d.budget_from),
+                rows::ms(d.held_for),
+                rows::ts(d.created_at),
+                rows::ts(d.updated_at),
+            ])?;
+            ids.push(DeliveryId(c.last_insert_rowid()));
+        }
+        out.push(Emitted {
+            event_id,
+            public_id,
+            deliveries: ids,
+            duplicate: false,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,137 @@
+//! A claimed delivery's end: its finish (outcome, attempt, breakers,
+//! limits, emits), a hold just before its run, or its give-back; each
+//! fenced on the lease it was claimed under.
+
+use super::pool::Fault;
+use super::rows::{self};
+use crate::plan::{self, Breakers};
+use crate::types::*;
+use jadpo_core::alert::AlertMessage;
+use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
+use rusqlite::{params, Connection};
+
+/// Reads a delivery and checks it is still running under `token`.
+fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery, Fault> {
+    let stored = rows::get(c, id)?;
+    let d = plan::check_lease(stored.as_ref().map(|s| &s.delivery), id, token)?;
+    Ok(d.clone())
+}
+
+/// Writes `d` only if it is still running under `token`; `handled` as
+/// [`rows::update`].
+fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Fault> {
+    match rows::update(c, d, Some(token), handled)? {
+        1 => Ok(()),
+        _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
+    }
+}
+
+/// Gives back the probe places `id` holds: only rows naming it can change.
+fn unprobe(c: &Connection, id: DeliveryId) -> Result<(), Fault> {
+    let rows = c
+        .prepare_cached(concat!(
+            "SELECT ",
+            rows::breaker_columns!(),
+            " FROM jadpo_circuit_breakers WHERE probe_delivery = ?1"
+        ))?
+        .query_map([id.0], rows::breaker)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut breakers = Breakers::new(rows);
+    rows::write_breakers(c, &plan::unprobe(&mut breakers, id))
+}
+
+pub(crate) fn hold_claimed(
+    c: &Connection,
+    id: DeliveryId,
+    token: LeaseToken,
+    connection: &str,
+    now: Timestamp,
+) -> Result<(), Fault> {
+    let mut d = fenced(c, id, token)?;
+    claim::hold_claimed(&mut d, connection, now);
+    write_fenced(c, &d, token, None)?;
+    super::limits::settle(c, &[(id, None, now)], &[])?;
+    unprobe(c, id)
+}
+
+pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
+    let mut d = fenced(c, id, token)?;
+    claim::give_back(&mut d, now);
+    write_fenced(c, &d, token, None)?;
+    super::limits::settle(c, &[(id, None, now)], &[])?;
+    unprobe(c, id)
+}
+
+/// Each finish fenced on its own lease: a lost one is `Err` in its place and
+/// writes nothing; the others are written. An `Err(Fault)` means the whole
+/// transaction must not commit.
+pub(crate) fn finish_batch(
+    c: &Connection,
+    batch: &[Finish],
+    policy: &BreakerPolicy,
+) -> Result<Vec<Result<FinishReport, StoreError>>, Fault> {
+    let mut out = Vec::with_capacity(batch.len());
+    for f in batch {
+        out.push(match finish(c, f, policy) {
+            Ok(r) => Ok(r),
+            Err(Fault::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
+            Err(fault) => return Err(fault),
+        });
+    }
+    Ok(out)
+}
+
+fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
+    let d = fenced(c, f.id, f.token)?;
+    let (releases, answers) = crate::limits::of_finish(f);
+    super::limits::settle(c, &releases, &answers)?;
+    // Most finishes touch no breaker: read only the rows this one may move.
+    let touched: Vec<&str> = f
+        .calls
+        .iter()
+        .map(|(conn, _)| conn.as_str())
+        .chain(f.probe_for.iter().map(String::as_str))
+        .collect();
+    let rows = if touched.is_empty() {
+        Vec::new()
+    } else {
+        rows::breakers_of(c, touched)?
+    };
+    let mut breakers = Breakers::new(rows);
+    let plan = plan::finish(&d, &mut breakers, f, policy);
+    write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.now))?;
+    let emitted = if plan.handled && !f.emits.events.is_empty() {
+        emit_at_depth(c, &f.emits, f.now)?
+    } else {
+        Vec::new()
+    };
+    rows::insert_attempt(c, &plan.attempt)?;
+    rows::write_breakers(c, &plan.breakers)?;
+    let mut released = 0;
+    for conn in &plan.release {
+        let n = rows::release_all(c, conn, f.now)?;
+        if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == conn) {
+            super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.now, n as u64)])?;
+        }
+        released += n;
+    }
+    Ok(FinishReport {
+        transitions: plan.transitions,
+        released,
+        breakers: plan.breakers.into_iter().map(|w| w.breaker).collect(),
+        emitted,
+    })
+}
+
+/// A run's emits, in its finish's transaction, marked with their depth.
+fn emit_at_depth(c: &Connection, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+    let emitted = super::emit::emit(c, &emits.events, now)?;
+    let mut mark = c.prepare_cached("UPDATE jadpo_events SET depth = ?2 WHERE id = ?1")?;
+    for e in emitted.iter().filter(|e| !e.duplicate) {
+        mark.execute(params![e.event_id.0, emits.depth])?;
+    }
+    Ok(emitted)
+}

@@ -1,0 +1,45 @@
+//! Retention: finished deliveries and their events, deleted in bounded
+//! batches.
+
+use super::pool::Fault;
+use jadpo_core::Timestamp;
+use rusqlite::{params, Connection};
+
+/// Deletes up to `batch` deliveries finished before `before` (through the
+/// retention index, which holds only rows with a `finished_at`; the state is
+/// checked too, so a row is pruned only if finished) and their attempts,
+/// then their events if no delivery is left on them.
+pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
+    let old: Vec<(i64, i64)> = c
+        .prepare_cached(
+            "SELECT id, event_id FROM jadpo_deliveries \
+             WHERE state IN ('succeeded', 'failed', 'parked') AND finished_at < ?1 \
+             ORDER BY finished_at LIMIT ?2",
+        )?
+        .query_map(params![before.as_millis(), batch as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
+    let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
+    let mut event = c.prepare_cached(
+        "DELETE FROM jadpo_events WHERE id = ?1 AND emitted_at < ?2 \
+         AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries WHERE event_id = ?1)",
+    )?;
+    for (id, _) in &old {
+        attempts.execute([id])?;
+        delivery.execute([id])?;
+    }
+    for (_, event_id) in &old {
+        event.execute(params![event_id, before.as_millis()])?;
+    }
+    // Events no delivery refers to (emitted with no subscriber), oldest
+    // first, as many as a batch.
+    c.prepare_cached(
+        "DELETE FROM jadpo_events WHERE id IN (SELECT e.id FROM jadpo_events e \
+         WHERE e.emitted_at < ?1 AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries d WHERE d.event_id = e.id) \
+         ORDER BY e.emitted_at, e.id LIMIT ?2)",
+    )?
+    .execute(params![before.as_millis(), batch as i64])?;
+    Ok(old.len())
+}
