@@ -1,7 +1,6 @@
-//! `jadpo`: the command line (DESIGN.md section 8, docs/cli.md). Each
-//! subcommand lives in its own module under `cmd/` and returns the
-//! process's exit code: 0 done, 1 input refused, 2 the command could not
-//! run (usage, store, app file).
+//! `jadpo`: the command line (docs/cli.md). Each subcommand lives in its own
+//! module under `cmd/` and returns the process's exit code: 0 done, 1 input
+//! refused, 2 the command could not run (usage, store, app file).
 
 mod api;
 mod cmd;

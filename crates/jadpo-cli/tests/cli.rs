@@ -273,7 +273,7 @@ fn migrate_creates_the_tables_and_may_run_again() {
 }
 
 #[test]
-fn deliveries_json_has_every_field_with_held_ones_as_the_seed_requires() {
+fn deliveries_json_has_every_field_and_held_ones() {
     let f = Folder::with_app();
     let url = f.store_url();
     let s = seed_sqlite(&url);

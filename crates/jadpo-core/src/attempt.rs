@@ -46,7 +46,7 @@ impl Outcome {
     }
 }
 
-/// The seed's first table with the budget applied. `d` is the delivery as
+/// The table of failure kinds in docs/retries.md, with the budget applied. `d` is the delivery as
 /// claimed: running, its attempt already counted.
 pub fn decide(d: &Delivery, budget: Budget, end: &AttemptEnd, now: Timestamp, rng: &mut impl Rng) -> Outcome {
     debug_assert_eq!(d.state, DeliveryState::Running);

@@ -32,9 +32,10 @@ fn fail(kind: FailureKind) -> AttemptEnd {
     AttemptEnd::Failed(Failure::new(format!("test.{kind}"), kind))
 }
 
-/// The seed's first table, each row through the whole decision.
+/// The table of failure kinds in docs/retries.md, each row through the
+/// whole decision.
 #[test]
-fn seed_table_rows() {
+fn failure_kinds_table_rows() {
     let d = running(1);
     let b = Budget::DEFAULT;
     assert_eq!(

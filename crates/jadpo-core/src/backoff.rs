@@ -28,8 +28,8 @@ impl Backoff {
         floor: Duration::from_secs(1),
     };
 
-    /// Between a connection's own resends inside one attempt (DESIGN.md
-    /// section 4): 100 ms doubling. The cap keeps a resend inside a run's
+    /// Between a connection's own resends inside one attempt
+    /// (docs/retries.md): 100 ms doubling. The cap keeps a resend inside a run's
     /// time limit; the run's limit still bounds them all.
     pub const CALL: Backoff = Backoff {
         base: Duration::from_millis(100),

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
-/// The seed's numbers.
+/// When a breaker opens and how long it pauses; `DEFAULT` is what
+/// docs/retries.md promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerPolicy {
     /// Unavailable attempts in a row that open the breaker.

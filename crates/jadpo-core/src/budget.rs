@@ -118,7 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_example_twenty_within_three_days() {
+    fn documented_example_twenty_within_three_days() {
         let b = Budget::new(20, 3 * DAY).unwrap();
         let from = Timestamp::from_millis(0);
         assert_eq!(b.deadline(from, Duration::ZERO), from.plus(3 * DAY));

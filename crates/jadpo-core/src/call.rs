@@ -1,5 +1,6 @@
-//! How one outside call ended, DESIGN.md section 4: the failure it is for
-//! the action, and what it says to the connection's breaker.
+//! How one outside call ended: the failure it is for the action, and what
+//! it says to the connection's breaker (docs/retries.md: the table of
+//! failure kinds, and what counts as unavailable for the breaker).
 
 use crate::breaker::CallVerdict;
 use crate::failure::{Failure, FailureKind};
@@ -76,7 +77,8 @@ mod tests {
         }
     }
 
-    /// DESIGN.md section 4, row by row.
+    /// Every way a call ends, row by row: its failure kind and its verdict
+    /// for the breaker.
     #[test]
     fn outcome_table() {
         let table: &[(CallEnd, Option<FailureKind>, CallVerdict)] = &[

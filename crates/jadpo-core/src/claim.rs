@@ -1,6 +1,6 @@
 //! What happens to a due delivery when a worker claims it, before it runs.
 //!
-//! The seed's "Given up at the claim" and "Which deliveries are held", in the
+//! The rules of docs/retries.md, "At the claim, before it runs", in the
 //! order they apply:
 //! 1. a lease that ended marks the last failure `lease_expired`;
 //! 2. a handled record means the run already committed: `succeeded`;

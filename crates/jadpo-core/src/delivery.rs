@@ -110,7 +110,7 @@ pub struct Waiting {
     pub reason: crate::limit::WaitFor,
 }
 
-/// A delivery's record, DESIGN.md section 5.
+/// A delivery's record: a row of `jadpo_deliveries` (docs/system-tables.md).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     pub id: DeliveryId,

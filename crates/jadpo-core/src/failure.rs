@@ -1,7 +1,7 @@
 //! How an action failed, and what that means for its delivery.
 //!
 //! A failure is `{code, kind, fields}`. The `kind` alone decides what happens
-//! next (the seed's first table); the `code` says precisely what went wrong;
+//! next (the table of failure kinds in docs/retries.md); the `code` says precisely what went wrong;
 //! the `fields` are detail for the caller and may hold personal data, so they
 //! never reach a delivery's record, a log line or a `Debug` print.
 
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-/// The kinds of failure, DESIGN.md section 3.
+/// The kinds of failure (docs/retries.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
@@ -79,7 +79,8 @@ impl FailureKind {
         FailureKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
-    /// The seed's first table, as a function of the kind alone.
+    /// The table of failure kinds in docs/retries.md, as a function of the
+    /// kind alone.
     ///
     /// A store fault and a run out of time are `unavailable`; a run stopped
     /// by its limit and a worker lost under its lease are retried as
@@ -226,9 +227,9 @@ mod tests {
         assert_eq!(FailureKind::parse("Unavailable"), None);
     }
 
-    /// The seed's first table, row by row.
+    /// The table of failure kinds in docs/retries.md, row by row.
     #[test]
-    fn seed_table_how_the_action_ended() {
+    fn failure_kinds_table_how_the_action_ended() {
         use Disposition::*;
         use FailureKind::*;
         let table = [

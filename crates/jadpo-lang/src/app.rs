@@ -292,7 +292,7 @@ impl Method {
 
     /// Repeating the call has the same effect as sending it once, so a
     /// timeout after sending is `unavailable`, not `outcome_unknown`
-    /// (DESIGN.md section 4).
+    /// (docs/app-file.md, `action`).
     pub fn is_idempotent(self) -> bool {
         !matches!(self, Method::Post | Method::Patch)
     }

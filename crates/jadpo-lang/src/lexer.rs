@@ -1,5 +1,5 @@
 //! Text to tokens. Newlines are not tokens: entries are self-delimiting, so a
-//! block reads the same on one line or many (DESIGN.md section 2).
+//! block reads the same on one line or many (docs/app-file.md, Layout).
 
 use crate::diagnostic::{Code, Diagnostic, Span};
 

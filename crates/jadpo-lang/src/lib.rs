@@ -1,5 +1,5 @@
 //! The app file language: parse and check `.jadpo` declarations
-//! (DESIGN.md section 2, docs/app-file.md).
+//! (docs/app-file.md).
 //!
 //! ```
 //! let checked = jadpo_lang::check("app.jadpo", "event Ping { id: string }");

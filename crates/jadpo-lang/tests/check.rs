@@ -268,10 +268,10 @@ fn an_error_anywhere_means_no_app_and_every_error_is_reported() {
     );
 }
 
-/// DESIGN.md section 2's example, verbatim, with the two names it leaves
-/// undeclared (`mailer`, `reconcile_all`) added.
+/// The example at the top of docs/app-file.md, with a few comments, and the
+/// two names it leaves undeclared (`mailer`, `reconcile_all`) added.
 #[test]
-fn the_designs_example_is_valid() {
+fn the_app_file_pages_example_is_valid() {
     let src = r#"
 event PaymentReceived {
     payment_id: string

@@ -1,4 +1,4 @@
-//! `retry:` exactly as the seed says: `attempts:` 1 to 100, `within:` more
+//! `retry:` exactly as docs/retries.md states it: `attempts:` 1 to 100, `within:` more
 //! than 0 and at most 30 days; anything else is `subscriber.retry_invalid`,
 //! and a schedule with `retry:` is `schedule.retry_not_allowed`.
 
@@ -36,7 +36,7 @@ fn accepted(block: &str) -> Budget {
 }
 
 #[test]
-fn the_seed_example() {
+fn the_documented_example() {
     let b = accepted("{\n        attempts: 20\n        within: 3d\n    }");
     assert_eq!((b.attempts(), b.within()), (20, 3 * DAY));
     let b = accepted("{ attempts: 20  within: 3d }");

@@ -1,4 +1,4 @@
-//! The one source of time (DESIGN.md section 7).
+//! The one source of time (docs/decisions.md, "Engine time and real time").
 //!
 //! Engine time (`Timestamp`) drives backoffs, pauses, budgets, schedules and
 //! leases; everything written to a store comes from here, never from the

@@ -76,8 +76,8 @@ pub fn finished(c: &Claimed, outcome: &Outcome, _end: &AttemptEnd, report: &Fini
     }
 }
 
-/// The seed's alert: `{"event": "delivery.alert", "alert":
-/// "connection_unavailable", "connection": …, "since": …, "held": …}`.
+/// The alert, as docs/retries.md writes it: `{"event": "delivery.alert",
+/// "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`.
 pub fn alert(a: &Alert) {
     tracing::error!(alert = Alert::NAME, connection = %a.connection, since = %rfc3339(a.since), held = a.held, "delivery.alert");
 }

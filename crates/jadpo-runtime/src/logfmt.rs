@@ -4,7 +4,7 @@
 //! The runtime's events name themselves in their message (`delivery.retry`,
 //! `breaker.opened`, `delivery.alert`). Both formats print that name first
 //! and the event's fields after it, in the order the event recorded them, so
-//! the seed's alert line comes out exactly as written:
+//! the alert line comes out exactly as docs/retries.md writes it:
 //! `{"event": "delivery.alert", "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`
 //! with `level` and `time` after it.
 
@@ -115,7 +115,7 @@ fn level_name(level: &Level) -> &'static str {
 }
 
 /// `{"event": "x", "k": v, ...}`: JSON with a space after each `:` and `,`,
-/// as the seed writes its alert line.
+/// as docs/retries.md writes the alert line.
 pub fn json_line(event: &str, fields: &[(String, serde_json::Value)]) -> String {
     let mut line = String::from("{");
     let _ = write!(line, "\"event\": {}", serde_json::Value::from(event));
@@ -177,7 +177,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_alert_line_is_exactly_the_seeds() {
+    fn the_alert_line_is_exactly_the_documented_one() {
         let fields = vec![
             ("alert".to_string(), json!("connection_unavailable")),
             ("connection".to_string(), json!("payments")),

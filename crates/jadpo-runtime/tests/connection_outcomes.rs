@@ -1,5 +1,6 @@
-//! DESIGN.md section 4's outcome table, row by row, through real HTTP to a
-//! test provider on loopback; signing checked by the provider.
+//! How a call ends, row by row (its failure kind and its verdict for the
+//! breaker, docs/retries.md), through real HTTP to a test provider on
+//! loopback; signing checked by the provider.
 
 mod connection_support;
 

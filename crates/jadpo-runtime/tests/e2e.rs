@@ -1,6 +1,7 @@
 //! End to end: an app file, real HTTP to a local provider, the real
-//! worker and tick, and a clock the test moves. The seed's outage, a probe
-//! that no longer calls the provider, a 429 with `Retry-After`.
+//! worker and tick, and a clock the test moves. An outage (the breaker
+//! opens, holds, probes, releases, one alert), a probe that no longer calls
+//! the provider, a 429 with `Retry-After`.
 
 use jadpo_core::{BreakerPolicy, BreakerState, DeliveryState, FailureKind, Timestamp};
 use jadpo_runtime::connection::Connections;
@@ -117,7 +118,7 @@ async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
         .find(|b| b.breaker.connection == "payments")
 }
 
-async fn the_seeds_outage_through_real_http<S: ScheduleStore>(store: S) {
+async fn the_outage_through_real_http<S: ScheduleStore>(store: S) {
     let w = world(store, APP).await;
     w.provider.set(Behaviour::Down);
     let running = w.engine.start();
@@ -609,7 +610,7 @@ macro_rules! on_every_store {
 }
 
 on_every_store!(
-    the_seeds_outage_through_real_http,
+    the_outage_through_real_http,
     a_429_with_retry_after_is_not_retried_before_it,
     a_probe_whose_run_no_longer_calls_the_provider_gives_it_back,
     a_worker_killed_mid_run_is_taken_over_after_its_lease,

@@ -5,8 +5,8 @@
 //! paused or cut off from their store, on a virtual clock. After its steps
 //! it checks invariants: nothing lost or stuck, no attempt past the budget,
 //! no attempt spent while held, one probe and one alert per outage, every
-//! record matching the seed's tables. A run is a pure function of its seed,
-//! so a failing seed replays exactly.
+//! record matching the rules of docs/retries.md. A run is a pure function of
+//! its seed, so a failing seed replays exactly.
 
 mod check;
 pub mod config;

@@ -1,4 +1,4 @@
-//! `jadpo-sim`: run the seed's outage scenario, or many simulation seeds.
+//! `jadpo-sim`: run the outage scenario, or many simulation seeds.
 
 use clap::{Parser, Subcommand};
 use jadpo_sim::outage::{self, OutageConfig};
@@ -14,7 +14,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// The seed's outage scenario, with the breaker and without it.
+    /// A provider's outage (by default 5,000 deliveries, an hour down), with
+    /// the breaker and without it.
     Outage {
         #[arg(long, default_value_t = 5_000)]
         deliveries: usize,

@@ -1,4 +1,4 @@
-//! The seed's outage: 5,000 deliveries calling one provider that is down
+//! The outage scenario: 5,000 deliveries calling one provider that is down
 //! for an hour, then recovers. Run with the breaker and without it, on the
 //! same seed, and compare what the provider received.
 
@@ -21,8 +21,8 @@ pub struct OutageConfig {
 }
 
 impl Default for OutageConfig {
-    /// The seed's numbers: 5,000 deliveries, one hour down; two worker
-    /// processes running eight deliveries each at once.
+    /// The scenario docs/performance.md measures: 5,000 deliveries, one hour
+    /// down; two worker processes running eight deliveries each at once.
     fn default() -> Self {
         OutageConfig {
             deliveries: 5_000,
@@ -140,7 +140,7 @@ impl fmt::Display for OutageReport {
         let c = &self.config;
         writeln!(
             f,
-            "The seed's outage: {} deliveries whose action calls `{CONNECTION}`, which is down for {} from the start, then answers.",
+            "The outage: {} deliveries whose action calls `{CONNECTION}`, which is down for {} from the start, then answers.",
             c.deliveries,
             human(Some(c.down_for))
         )?;

@@ -1,5 +1,4 @@
-//! The seed's outage scenario: what the breaker saves, and what it must not
-//! cost.
+//! The outage scenario: what the breaker saves, and what it must not cost.
 
 use jadpo_core::{BreakerPolicy, Budget};
 use jadpo_sim::outage::{self, OutageConfig};
@@ -33,8 +32,8 @@ fn five_thousand_deliveries_and_an_hour_down() {
     assert!(with.most_attempts <= 2, "held deliveries spend no attempts");
 
     // Without it, every delivery keeps calling: tens of thousands of calls,
-    // about the seed's 50,000, and deliveries whose ten attempts all fell
-    // inside the hour fail.
+    // about the 50,000 of ten attempts each, and deliveries whose ten attempts
+    // all fell inside the hour fail.
     assert!(
         without.calls_while_down > 35_000,
         "{} calls while down",

@@ -4,8 +4,8 @@
 //! drives it directly and deterministically. [`SharedMemoryStore`] wraps it
 //! behind a mutex for the [`Store`](crate::Store) interface. Indexes keep a
 //! claim, a sweep and a release proportional to what they touch, not to every
-//! delivery ever made, so the simulation runs the seed's 5,000-delivery
-//! outage quickly.
+//! delivery ever made, so the simulation runs the 5,000-delivery outage
+//! scenario quickly.
 
 use crate::alerts::AlertBook;
 use crate::limits::LimitStates;

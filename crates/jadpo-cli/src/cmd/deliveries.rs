@@ -2,12 +2,12 @@
 //! [--event ID] [--limit N] [--json]` and `jadpo deliveries show ID [--json]`.
 //!
 //! Newest first. Held deliveries are listed with the connection holding
-//! them and since when (the seed: "Held deliveries ... are shown in `jadpo
-//! deliveries`"). `--connection C` lists the deliveries held on C and, when
-//! the app file is available, every delivery of a subscriber whose action
-//! may call C. Exit codes: 0 listed or shown; 1 `delivery.not_found`,
-//! `app.invalid`; 2 `store.url_invalid`, `store.unavailable`,
-//! `app.unreadable`.
+//! them and since when, so an operator sees what an outage holds without
+//! reading the breakers (docs/cli.md). `--connection C` lists the deliveries
+//! held on C and, when the app file is available, every delivery of a
+//! subscriber whose action may call C. Exit codes: 0 listed or shown; 1
+//! `delivery.not_found`, `app.invalid`; 2 `store.url_invalid`,
+//! `store.unavailable`, `app.unreadable`.
 
 use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};

@@ -1,7 +1,7 @@
 //! `jadpo retry ID...` and `jadpo retry --state failed|parked
 //! [--subscriber S] [--connection C] [--limit N] [--spread D] [--dry-run]`
 //!
-//! An operator's retry (DESIGN.md section 5): each failed or parked
+//! An operator's retry (docs/retries.md): each failed or parked
 //! delivery gets a fresh budget from now, due at a time drawn at random
 //! within `--spread` (30s by default) so a bulk retry doesn't reach the
 //! provider all at once; a single delivery is due at once. Deliveries in

@@ -1,4 +1,4 @@
-//! HTTP connections (DESIGN.md section 4): resolved once at start, called by
+//! HTTP connections (docs/app-file.md): resolved once at start, called by
 //! actions, each ending classified by `jadpo_core::call::classify`.
 //!
 //! - [`Connections::resolve`] reads every connection's `env()` and

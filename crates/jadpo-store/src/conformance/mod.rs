@@ -6,7 +6,7 @@
 //! jadpo_store::conformance_tests!(async { my_fresh_store().await });
 //! ```
 //!
-//! They cover every rule of the seed that touches a store: the claim,
+//! They cover every rule of docs/retries.md that touches a store: the claim,
 //! fencing, lease expiry, the handled record, the budget given up at the
 //! claim, the hold, the probe, the release, one alert per outage, and the
 //! operator's retry with a fresh budget.
