@@ -49,7 +49,11 @@ impl Outcome {
 /// The table of failure kinds in docs/retries.md, with the budget applied. `d` is the delivery as
 /// claimed: running, its attempt already counted.
 pub fn decide(d: &Delivery, budget: Budget, end: &AttemptEnd, now: Timestamp, rng: &mut impl Rng) -> Outcome {
-    debug_assert_eq!(d.state, DeliveryState::Running);
+    assert_eq!(
+        d.state,
+        DeliveryState::Running,
+        "an attempt ends only on a running delivery"
+    );
     let failure = match end {
         AttemptEnd::Succeeded => return Outcome::Succeeded,
         AttemptEnd::Failed(f) => f,

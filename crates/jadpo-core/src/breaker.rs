@@ -236,14 +236,18 @@ impl Breaker {
         now: Timestamp,
         policy: &BreakerPolicy,
     ) -> Option<Transition> {
-        let before = self.clone();
-        let transition = match (self.state, verdict) {
+        match (self.state, verdict) {
             (BreakerState::Closed, CallVerdict::Answered) => {
-                self.consecutive_unavailable = 0;
+                // The common case on a healthy connection: nothing to write.
+                if self.consecutive_unavailable != 0 {
+                    self.consecutive_unavailable = 0;
+                    self.version += 1;
+                }
                 None
             }
             (BreakerState::Closed, CallVerdict::Unavailable) => {
                 self.consecutive_unavailable = self.consecutive_unavailable.saturating_add(1);
+                self.version += 1;
                 if self.consecutive_unavailable >= policy.threshold {
                     self.state = BreakerState::Open;
                     self.opened_at = Some(now);
@@ -260,13 +264,14 @@ impl Breaker {
             // opened: the provider is back.
             (_, CallVerdict::Answered) => {
                 *self = Breaker {
-                    version: self.version,
+                    version: self.version + 1,
                     ..Breaker::new(std::mem::take(&mut self.connection))
                 };
                 Some(Transition::Closed)
             }
             (_, CallVerdict::Unavailable) => {
                 self.consecutive_unavailable = self.consecutive_unavailable.saturating_add(1);
+                self.version += 1;
                 if self.probe.is_some_and(|p| p.delivery == from) {
                     self.state = BreakerState::Open;
                     self.opened_at = Some(now);
@@ -277,11 +282,7 @@ impl Breaker {
                     None
                 }
             }
-        };
-        if *self != before {
-            self.version += 1;
         }
-        transition
     }
 
     /// Marks this outage's alert raised and returns it, once per outage.
@@ -298,9 +299,24 @@ impl Breaker {
         })
     }
 
-    /// Internal consistency; the stores and the simulation assert it after
-    /// every change.
+    /// Internal consistency: [`Breaker::check_shape`] and a pause within the
+    /// policy. Every store asserts it before writing a breaker whose change
+    /// the policy decided (`plan::finish`), the simulation after every step.
     pub fn check_invariants(&self, policy: &BreakerPolicy) -> Result<(), String> {
+        self.check_shape()?;
+        if !self.is_closed() && (self.pause < policy.first_pause.min(policy.max_pause) || self.pause > policy.max_pause)
+        {
+            return Err(format!(
+                "breaker {}: pause outside the policy: {self:?}",
+                self.connection
+            ));
+        }
+        Ok(())
+    }
+
+    /// What holds whatever the policy: every store asserts it on each row it
+    /// reads and each it writes (`plan::Breakers`).
+    pub fn check_shape(&self) -> Result<(), String> {
         let fail = |what: &str| Err(format!("breaker {}: {what}: {self:?}", self.connection));
         match self.state {
             BreakerState::Closed => {
@@ -311,9 +327,6 @@ impl Breaker {
             BreakerState::Open | BreakerState::Probing => {
                 if self.opened_at.is_none() || self.outage_since.is_none() {
                     return fail("open without an opening time");
-                }
-                if self.pause < policy.first_pause.min(policy.max_pause) || self.pause > policy.max_pause {
-                    return fail("pause outside the policy");
                 }
                 if (self.state == BreakerState::Probing) != self.probe.is_some() {
                     return fail("probing without a probe, or a probe while not probing");

@@ -61,7 +61,7 @@ pub fn decide(input: ClaimInput<'_>) -> Claim {
         gates,
         now,
     } = input;
-    debug_assert!(d.claimable(now), "claim of a delivery that is not due: {d:?}");
+    assert!(d.claimable(now), "claim of a delivery that is not due: {d:?}");
     let lease_expired = d.lease_ended(now);
     let decision = if handled {
         ClaimDecision::Succeed

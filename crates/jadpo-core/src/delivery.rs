@@ -178,7 +178,7 @@ impl Delivery {
 
     /// Held deliveries become due at once, their hold added to `held_for`.
     pub fn release(&mut self, now: Timestamp) {
-        debug_assert_eq!(self.state, DeliveryState::Held);
+        assert_eq!(self.state, DeliveryState::Held, "only a held delivery is released");
         self.held_for = self.held_for_at(now);
         self.held = None;
         self.state = DeliveryState::Due;

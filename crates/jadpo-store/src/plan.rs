@@ -30,8 +30,13 @@ pub struct Breakers {
 }
 
 impl Breakers {
+    /// The rows a store read. A row that breaks a breaker's invariants was
+    /// written by a bug, never by a rule: stop rather than decide from it.
     pub fn new(rows: impl IntoIterator<Item = Breaker>) -> Breakers {
         let rows: BTreeMap<String, Breaker> = rows.into_iter().map(|b| (b.connection.clone(), b)).collect();
+        for b in rows.values() {
+            b.check_shape().unwrap_or_else(|e| panic!("read: {e}"));
+        }
         let read_versions = rows.iter().map(|(c, b)| (c.clone(), b.version)).collect();
         Breakers { rows, read_versions }
     }
@@ -57,15 +62,19 @@ impl Breakers {
         }
     }
 
-    /// The rows this plan changed, with the versions they were read at.
+    /// The rows this plan changed, with the versions they were read at,
+    /// each asserted sound before any store writes it.
     pub fn writes(&self) -> Vec<BreakerWrite> {
         self.rows
             .values()
             .filter_map(|b| {
                 let read_version = self.read_versions.get(&b.connection).copied().unwrap_or(0);
-                (b.version != read_version).then(|| BreakerWrite {
-                    breaker: b.clone(),
-                    read_version,
+                (b.version != read_version).then(|| {
+                    b.check_shape().unwrap_or_else(|e| panic!("write: {e}"));
+                    BreakerWrite {
+                        breaker: b.clone(),
+                        read_version,
+                    }
                 })
             })
             .collect()
@@ -255,7 +264,15 @@ pub fn finish(d: &Delivery, breakers: &mut Breakers, f: &Finish, policy: &Breake
         },
         handled: f.outcome == Outcome::Succeeded,
         delivery,
-        breakers: breakers.writes(),
+        breakers: breakers
+            .writes()
+            .into_iter()
+            .inspect(|w| {
+                w.breaker
+                    .check_invariants(policy)
+                    .unwrap_or_else(|e| panic!("write: {e}"))
+            })
+            .collect(),
         release,
         resolved,
         transitions,
@@ -324,4 +341,30 @@ pub fn sweep(
     }
     plan.breakers = breakers.writes();
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jadpo_core::BreakerState;
+
+    /// A row no rule could have written (open, with no opening time) stops
+    /// the plan instead of deciding from it.
+    #[test]
+    #[should_panic(expected = "read: breaker pay: open without an opening time")]
+    fn a_breaker_row_that_breaks_its_invariants_is_refused_when_read() {
+        let mut b = Breaker::new("pay");
+        b.state = BreakerState::Open;
+        Breakers::new([b]);
+    }
+
+    #[test]
+    #[should_panic(expected = "write: breaker pay: closed with outage state left over")]
+    fn a_breaker_changed_into_an_unsound_state_is_never_written() {
+        let mut breakers = Breakers::new([Breaker::new("pay")]);
+        let b = breakers.get_mut("pay");
+        b.alert_raised = true;
+        b.version += 1;
+        breakers.writes();
+    }
 }
