@@ -14,6 +14,7 @@
 
 pub mod alerts;
 pub mod any;
+mod codec;
 pub mod conformance;
 pub mod limits;
 pub mod memory;

@@ -2,7 +2,7 @@
 //! or resolves them, listed, and claimed and ended by senders (see
 //! [`crate::alerts`] for the rules).
 
-use super::rows::{self, ms};
+use super::rows::{self, at_ms};
 use super::Abort;
 use crate::alerts;
 use crate::types::{new_public_id, AlertRecord};
@@ -51,7 +51,7 @@ pub(crate) async fn insert(tx: &Transaction<'_>, messages: &[AlertMessage]) -> R
     let kind: Vec<&str> = m.iter().map(|a| a.kind.as_str()).collect();
     let connection: Vec<Option<&str>> = m.iter().map(|a| a.connection.as_deref()).collect();
     let schedule: Vec<Option<&str>> = m.iter().map(|a| a.schedule.as_deref()).collect();
-    let since: Vec<i64> = m.iter().map(|a| ms(a.since)).collect();
+    let since: Vec<i64> = m.iter().map(|a| at_ms(a.since)).collect();
     let held: Vec<Option<i64>> = m.iter().map(|a| a.held.map(|n| n as i64)).collect();
     let failures: Vec<Option<i32>> = m.iter().map(|a| a.failures.map(|n| n as i32)).collect();
     let code: Vec<Option<&str>> = m
@@ -62,8 +62,8 @@ pub(crate) async fn insert(tx: &Transaction<'_>, messages: &[AlertMessage]) -> R
         .iter()
         .map(|a| a.last_failure.as_ref().map(|f| f.kind.as_str()))
         .collect();
-    let raised_at: Vec<i64> = m.iter().map(|a| ms(a.raised_at)).collect();
-    let ended_at: Vec<Option<i64>> = m.iter().map(|a| a.ended_at.map(ms)).collect();
+    let raised_at: Vec<i64> = m.iter().map(|a| at_ms(a.raised_at)).collect();
+    let ended_at: Vec<Option<i64>> = m.iter().map(|a| a.ended_at.map(at_ms)).collect();
     let released: Vec<Option<i64>> = m.iter().map(|a| a.released.map(|n| n as i64)).collect();
     let stmt = tx.prepare_cached(INSERT).await?;
     tx.execute(
@@ -138,7 +138,7 @@ pub(crate) async fn claim(
     let window = i64::try_from(SEND_WITHIN.as_millis()).unwrap_or(i64::MAX);
     let stmt = tx.prepare_cached(CLAIM).await?;
     let ids: Vec<i64> = tx
-        .query(&stmt, &[&ms(now), &limit, &ms(now.plus(lease)), &window])
+        .query(&stmt, &[&at_ms(now), &limit, &at_ms(now.plus(lease)), &window])
         .await?
         .iter()
         .map(|r| r.try_get(0))
@@ -177,9 +177,9 @@ pub(crate) async fn finish(
         &write,
         &[
             &id,
-            &sends.due_at.map(ms),
-            &sends.sent_at.map(ms),
-            &sends.failed_at.map(ms),
+            &sends.due_at.map(at_ms),
+            &sends.sent_at.map(at_ms),
+            &sends.failed_at.map(at_ms),
             &sends.last_error,
         ],
     )

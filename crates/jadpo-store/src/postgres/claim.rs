@@ -70,7 +70,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
         tx.prepare_cached(BREAKERS),
         tx.prepare_cached(super::limits::ALL)
     )?;
-    let now = rows::ms(req.now);
+    let now = rows::at_ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
     // One round trip: the driver sends each request when its future is
@@ -168,7 +168,7 @@ async fn confirm_holds(
 /// rows it locks stay as they were.
 pub(crate) async fn explain(tx: &Transaction<'_>, now: Timestamp, limit: usize) -> Result<String, Abort> {
     let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {CLAIM}");
-    let now = rows::ms(now);
+    let now = rows::at_ms(now);
     let limit = limit.min(super::MAX_BATCH) as i64;
     tx.batch_execute(PIN_PLAN).await?;
     super::explain_both(tx, &sql, &[&now, &limit]).await

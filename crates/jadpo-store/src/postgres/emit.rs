@@ -230,7 +230,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
     events: &[NewEvent],
     now: Timestamp,
 ) -> Result<Vec<Emitted>, tokio_postgres::Error> {
-    let now = rows::ms(now);
+    let now = rows::at_ms(now);
     let mut emitted = Vec::with_capacity(events.len());
     let mut rest = events;
     while !rest.is_empty() {

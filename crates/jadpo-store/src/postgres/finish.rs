@@ -253,8 +253,8 @@ async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Re
     }
     let delivery: Vec<i64> = attempts.iter().map(|a| a.delivery.0).collect();
     let attempt: Vec<i32> = attempts.iter().map(|a| a.attempt as i32).collect();
-    let started: Vec<i64> = attempts.iter().map(|a| rows::ms(a.started_at)).collect();
-    let ended: Vec<i64> = attempts.iter().map(|a| rows::ms(a.ended_at)).collect();
+    let started: Vec<i64> = attempts.iter().map(|a| rows::at_ms(a.started_at)).collect();
+    let ended: Vec<i64> = attempts.iter().map(|a| rows::at_ms(a.ended_at)).collect();
     let state: Vec<&str> = attempts.iter().map(|a| a.state.as_str()).collect();
     let code: Vec<Option<&str>> = attempts
         .iter()

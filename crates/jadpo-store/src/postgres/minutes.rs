@@ -1,6 +1,6 @@
 //! The per-minute summary the console's charts read (`jadpo_minutes`).
 
-use super::rows::ms;
+use super::rows::at_ms;
 use super::Abort;
 use crate::types::{minute_of, MinuteCount};
 use deadpool_postgres::Transaction;
@@ -21,7 +21,7 @@ const READ: &str = "SELECT minute, series, n FROM jadpo_minutes WHERE minute >= 
 pub(crate) async fn add(tx: &Transaction<'_>, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), Abort> {
     let mut sum: BTreeMap<(i64, &str), i64> = BTreeMap::new();
     for c in counts {
-        *sum.entry((ms(minute_of(c.minute)), c.series.as_str())).or_default() += c.n as i64;
+        *sum.entry((at_ms(minute_of(c.minute)), c.series.as_str())).or_default() += c.n as i64;
     }
     let minute: Vec<i64> = sum.keys().map(|(m, _)| *m).collect();
     let series: Vec<&str> = sum.keys().map(|(_, s)| *s).collect();
@@ -30,13 +30,13 @@ pub(crate) async fn add(tx: &Transaction<'_>, counts: &[MinuteCount], forget_bef
     if !sum.is_empty() {
         tx.execute(&add, &[&minute, &series, &n]).await?;
     }
-    tx.execute(&forget, &[&ms(minute_of(forget_before))]).await?;
+    tx.execute(&forget, &[&at_ms(minute_of(forget_before))]).await?;
     Ok(())
 }
 
 pub(crate) async fn read(tx: &Transaction<'_>, since: Timestamp) -> Result<Vec<MinuteCount>, Abort> {
     let stmt = tx.prepare_cached(READ).await?;
-    tx.query(&stmt, &[&ms(minute_of(since))])
+    tx.query(&stmt, &[&at_ms(minute_of(since))])
         .await?
         .iter()
         .map(|r| {

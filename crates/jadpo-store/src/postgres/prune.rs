@@ -54,14 +54,14 @@ DELETE FROM jadpo_events WHERE id = ANY(ARRAY(
 
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let stmt = tx.prepare_cached(PRUNE).await?;
-    let row = tx.query_one(&stmt, &[&rows::ms(before), &(batch as i64)]).await?;
+    let row = tx.query_one(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
     let deleted: i64 = row.try_get(0)?;
     let events: Vec<i64> = row.try_get(1)?;
     if !events.is_empty() {
         let stmt = tx.prepare_cached(PRUNE_EVENTS).await?;
-        tx.execute(&stmt, &[&events, &rows::ms(before)]).await?;
+        tx.execute(&stmt, &[&events, &rows::at_ms(before)]).await?;
     }
     let stmt = tx.prepare_cached(PRUNE_ORPHAN_EVENTS).await?;
-    tx.execute(&stmt, &[&rows::ms(before), &(batch as i64)]).await?;
+    tx.execute(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
     Ok(deleted as usize)
 }

@@ -3,15 +3,12 @@
 //! compare-and-set.
 
 use super::Abort;
+use crate::codec::{self, BreakerRow, Corrupt, DeliveryRow};
 use crate::plan::BreakerWrite;
 use crate::types::*;
 use deadpool_postgres::Transaction;
-use jadpo_core::breaker::{Breaker, BreakerState, Probe};
-use jadpo_core::{
-    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
-    WaitFor, Waiting,
-};
-use std::time::Duration;
+use jadpo_core::breaker::Breaker;
+use jadpo_core::{Delivery, DeliveryState, FailureRecord, Timestamp};
 use tokio_postgres::Row;
 
 /// The delivery columns, in the order [`delivery`] reads them.
@@ -37,113 +34,67 @@ macro_rules! breaker_columns {
 }
 pub(crate) use breaker_columns;
 
+pub(crate) use crate::codec::{at_ms, span_ms};
+
 pub(crate) fn corrupt(what: &str, value: &str) -> Abort {
     Abort::Store(StoreError::Unavailable(format!("unreadable row: {what} {value:?}")))
 }
 
-pub(crate) fn ms(t: Timestamp) -> i64 {
-    t.as_millis()
-}
-
-fn duration_ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn duration(ms: i64) -> Duration {
-    Duration::from_millis(ms.max(0) as u64)
-}
-
-fn at(ms: Option<i64>) -> Option<Timestamp> {
-    ms.map(Timestamp::from_millis)
+fn unreadable(e: Corrupt) -> Abort {
+    Abort::Store(StoreError::Unavailable(e.to_string()))
 }
 
 pub(crate) fn failure(code: Option<String>, kind: Option<String>) -> Result<Option<FailureRecord>, Abort> {
-    match (code, kind) {
-        (Some(code), Some(kind)) => {
-            let kind = FailureKind::parse(&kind).ok_or_else(|| corrupt("failure kind", &kind))?;
-            Ok(Some(FailureRecord { code, kind }))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn waiting(connection: Option<String>, reason: Option<String>) -> Result<Option<Waiting>, Abort> {
-    match (connection, reason) {
-        (Some(connection), Some(reason)) => {
-            let reason = WaitFor::parse(&reason).ok_or_else(|| corrupt("waiting for", &reason))?;
-            Ok(Some(Waiting { connection, reason }))
-        }
-        _ => Ok(None),
-    }
+    codec::failure_of(code, kind).map_err(unreadable)
 }
 
 pub(crate) fn state(s: &str) -> Result<DeliveryState, Abort> {
-    DeliveryState::parse(s).ok_or_else(|| corrupt("delivery state", s))
+    codec::state_of(s).map_err(unreadable)
 }
 
-/// A delivery from the first [`DELIVERY_COLUMNS`] columns of `row`, with its
-/// stored lease token: kept after the lease ends, so the next claim can
-/// issue the one after it.
+/// A delivery from the first [`DELIVERY_COLUMNS`] columns of `row`, decoded
+/// by the codec every store shares, with its stored lease token: kept after
+/// the lease ends, so the next claim can issue the one after it.
 pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
-    let token: i64 = row.try_get(9)?;
-    let lease = match (row.try_get::<_, Option<String>>(8)?, row.try_get::<_, Option<i64>>(10)?) {
-        (Some(owner), Some(until)) => Some(Lease {
-            owner,
-            token: LeaseToken(token),
-            until: Timestamp::from_millis(until),
-        }),
-        _ => None,
-    };
-    let held = match (
-        row.try_get::<_, Option<String>>(13)?,
-        row.try_get::<_, Option<i64>>(14)?,
-    ) {
-        (Some(connection), Some(since)) => Some(Held {
-            connection,
-            since: Timestamp::from_millis(since),
-        }),
-        _ => None,
-    };
-    let d = Delivery {
-        id: DeliveryId(row.try_get(0)?),
-        event_id: EventId(row.try_get(1)?),
+    let r = DeliveryRow {
+        id: row.try_get(0)?,
+        event_id: row.try_get(1)?,
         subscriber: row.try_get(2)?,
-        state: state(row.try_get(3)?)?,
-        attempts: u32::try_from(row.try_get::<_, i32>(4)?).unwrap_or(0),
-        due_at: Timestamp::from_millis(row.try_get(5)?),
-        budget_from: Timestamp::from_millis(row.try_get(6)?),
-        held_for: duration(row.try_get(7)?),
-        lease,
-        last_failure: failure(row.try_get(11)?, row.try_get(12)?)?,
-        held,
-        created_at: Timestamp::from_millis(row.try_get(15)?),
-        updated_at: Timestamp::from_millis(row.try_get(16)?),
-        finished_at: at(row.try_get(17)?),
-        waiting: waiting(row.try_get(18)?, row.try_get(19)?)?,
+        state: row.try_get(3)?,
+        attempts: i64::from(row.try_get::<_, i32>(4)?),
+        due_at: row.try_get(5)?,
+        budget_from: row.try_get(6)?,
+        held_for_ms: row.try_get(7)?,
+        lease_owner: row.try_get(8)?,
+        lease_token: row.try_get(9)?,
+        lease_until: row.try_get(10)?,
+        last_failure_code: row.try_get(11)?,
+        last_failure_kind: row.try_get(12)?,
+        held_connection: row.try_get(13)?,
+        held_since: row.try_get(14)?,
+        created_at: row.try_get(15)?,
+        updated_at: row.try_get(16)?,
+        finished_at: row.try_get(17)?,
+        waiting_on: row.try_get(18)?,
+        waiting_for: row.try_get(19)?,
     };
-    Ok((d, token))
+    r.decode().map_err(unreadable)
 }
 
 pub(crate) fn breaker(row: &Row) -> Result<Breaker, Abort> {
-    let state_text: &str = row.try_get(1)?;
-    let probe = match (row.try_get::<_, Option<i64>>(6)?, row.try_get::<_, Option<i64>>(7)?) {
-        (Some(delivery), Some(until)) => Some(Probe {
-            delivery: DeliveryId(delivery),
-            until: Timestamp::from_millis(until),
-        }),
-        _ => None,
-    };
-    Ok(Breaker {
+    let r = BreakerRow {
         connection: row.try_get(0)?,
-        state: BreakerState::parse(state_text).ok_or_else(|| corrupt("breaker state", state_text))?,
-        consecutive_unavailable: u32::try_from(row.try_get::<_, i32>(2)?).unwrap_or(0),
-        opened_at: at(row.try_get(3)?),
-        outage_since: at(row.try_get(4)?),
-        pause: duration(row.try_get(5)?),
-        probe,
+        state: row.try_get(1)?,
+        consecutive_unavailable: i64::from(row.try_get::<_, i32>(2)?),
+        opened_at: row.try_get(3)?,
+        outage_since: row.try_get(4)?,
+        pause_ms: row.try_get(5)?,
+        probe_delivery: row.try_get(6)?,
+        probe_until: row.try_get(7)?,
         alert_raised: row.try_get(8)?,
         version: row.try_get(9)?,
-    })
+    };
+    r.decode().map_err(unreadable)
 }
 
 pub(crate) fn breakers(rows: &[Row]) -> Result<Vec<Breaker>, Abort> {
@@ -168,25 +119,19 @@ WHERE connection = $1 AND version = $11";
 /// connection, so two transactions lock breaker rows in the same order.
 pub(crate) async fn write_breakers(tx: &Transaction<'_>, writes: &[BreakerWrite]) -> Result<(), Abort> {
     for w in writes {
-        let b = &w.breaker;
-        let consecutive = i32::try_from(b.consecutive_unavailable).unwrap_or(i32::MAX);
-        let opened_at = b.opened_at.map(ms);
-        let outage_since = b.outage_since.map(ms);
-        let pause_ms = duration_ms(b.pause);
-        let probe_delivery = b.probe.map(|p| p.delivery.0);
-        let probe_until = b.probe.map(|p| ms(p.until));
-        let state = b.state.as_str();
+        let r = BreakerRow::encode(&w.breaker);
+        let consecutive = i32::try_from(r.consecutive_unavailable).unwrap_or(i32::MAX);
         let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &b.connection,
-            &state,
+            &r.connection,
+            &r.state,
             &consecutive,
-            &opened_at,
-            &outage_since,
-            &pause_ms,
-            &probe_delivery,
-            &probe_until,
-            &b.alert_raised,
-            &b.version,
+            &r.opened_at,
+            &r.outage_since,
+            &r.pause_ms,
+            &r.probe_delivery,
+            &r.probe_until,
+            &r.alert_raised,
+            &r.version,
         ];
         // A row that was absent is inserted only if still absent; one that
         // was read is updated only if still at the version read.
@@ -235,7 +180,7 @@ pub(crate) async fn release(
         return Ok(Vec::new());
     }
     let names: Vec<&str> = connections.iter().map(|(c, _)| *c).collect();
-    let nows: Vec<i64> = connections.iter().map(|(_, t)| ms(*t)).collect();
+    let nows: Vec<i64> = connections.iter().map(|(_, t)| at_ms(*t)).collect();
     let stmt = tx.prepare_cached(RELEASE).await?;
     let rows = tx.query(&stmt, &[&names, &nows]).await?;
     if !rows.is_empty() {

@@ -2,7 +2,7 @@
 //! across processes, each run's end fenced on its lease token. The deciding
 //! is `jadpo_core::schedule`'s; here rows are locked, read and written.
 
-use super::rows::{failure, ms};
+use super::rows::{at_ms, failure};
 use super::Abort;
 use crate::types::*;
 use deadpool_postgres::Transaction;
@@ -74,10 +74,10 @@ async fn write(tx: &Transaction<'_>, s: &ScheduleState, read_version: i64) -> Re
             &stmt,
             &[
                 &s.name,
-                &ms(s.next_due),
+                &at_ms(s.next_due),
                 &s.lease.as_ref().map(|l| l.owner.as_str()),
                 &s.last_token,
-                &s.lease.as_ref().map(|l| ms(l.until)),
+                &s.lease.as_ref().map(|l| at_ms(l.until)),
                 &failures,
                 &s.last_failure.as_ref().map(|f| f.code.as_str()),
                 &s.last_failure.as_ref().map(|f| f.kind.as_str()),
@@ -101,7 +101,7 @@ pub(crate) async fn claim(
     lease: Duration,
 ) -> Result<Vec<ScheduleClaim>, Abort> {
     let names: Vec<&str> = schedules.iter().map(|(n, _)| n.as_str()).collect();
-    let firsts: Vec<i64> = schedules.iter().map(|(_, t)| ms(*t)).collect();
+    let firsts: Vec<i64> = schedules.iter().map(|(_, t)| at_ms(*t)).collect();
     let insert = tx.prepare_cached(INSERT_NEW).await?;
     tx.execute(&insert, &[&names, &firsts]).await?;
     let lock = tx.prepare_cached(&lock_some()).await?;

@@ -57,7 +57,7 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
         let stmt = tx.prepare_cached(WAKE).await?;
         // The probe is due now: wake idle workers everywhere on commit.
         let (n, ()) = tokio::try_join!(
-            async { Ok::<_, Abort>(tx.execute(&stmt, &[&ids, &rows::ms(now)]).await?) },
+            async { Ok::<_, Abort>(tx.execute(&stmt, &[&ids, &rows::at_ms(now)]).await?) },
             super::listen::notify(tx)
         )?;
         if n as usize != ids.len() {

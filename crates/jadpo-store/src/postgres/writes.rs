@@ -10,7 +10,7 @@
 //! comparing the planned row with the row as read, so `plan.rs` stays the
 //! only place that decides what a delivery becomes.
 
-use super::rows::ms;
+use super::rows::{at_ms, span_ms};
 use super::Abort;
 use crate::types::StoreError;
 use deadpool_postgres::Transaction;
@@ -123,10 +123,6 @@ pub(crate) struct DeliveryWrites<'a> {
     ends: Ends,
 }
 
-fn millis(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 fn attempts(d: &Delivery) -> i32 {
     i32::try_from(d.attempts).unwrap_or(i32::MAX)
 }
@@ -168,7 +164,7 @@ impl<'a> DeliveryWrites<'a> {
     /// A row this transaction locked and claimed, `before` as read.
     pub fn push_claimed(&mut self, before: &Delivery, after: &'a Delivery, token: i64) {
         if let Some(lease) = after.lease.as_ref().filter(|_| only_leased(before, after)) {
-            let shared = (lease.owner.as_str(), ms(lease.until), ms(after.updated_at));
+            let shared = (lease.owner.as_str(), at_ms(lease.until), at_ms(after.updated_at));
             if *self.runs.shared.get_or_insert(shared) == shared {
                 self.runs.id.push(after.id.0);
                 self.runs.attempts.push(attempts(after));
@@ -194,7 +190,7 @@ impl<'a> DeliveryWrites<'a> {
         handled: Option<Timestamp>,
         started_at: Timestamp,
     ) -> bool {
-        let handled_at = handled.map(ms);
+        let handled_at = handled.map(at_ms);
         if !only_ended(before, after) {
             self.push_row(after, token, Some(token), handled_at);
             return false;
@@ -202,10 +198,10 @@ impl<'a> DeliveryWrites<'a> {
         let on_row = after.state == DeliveryState::Succeeded;
         self.ends.id.push(after.id.0);
         self.ends.fence.push(token);
-        self.ends.at.push(ms(after.updated_at));
+        self.ends.at.push(at_ms(after.updated_at));
         self.ends.state.push(after.state.as_str());
         self.ends.handled_at.push(handled_at);
-        self.ends.started_at.push(on_row.then(|| ms(started_at)));
+        self.ends.started_at.push(on_row.then(|| at_ms(started_at)));
         on_row
     }
 
@@ -215,18 +211,18 @@ impl<'a> DeliveryWrites<'a> {
         r.fence.push(fence);
         r.state.push(d.state.as_str());
         r.attempts.push(attempts(d));
-        r.due_at.push(ms(d.due_at));
-        r.budget_from.push(ms(d.budget_from));
-        r.held_for_ms.push(millis(d.held_for));
+        r.due_at.push(at_ms(d.due_at));
+        r.budget_from.push(at_ms(d.budget_from));
+        r.held_for_ms.push(span_ms(d.held_for));
         r.lease_owner.push(d.lease.as_ref().map(|l| l.owner.as_str()));
         r.lease_token.push(d.lease.as_ref().map_or(token, |l| l.token.0));
-        r.lease_until.push(d.lease.as_ref().map(|l| ms(l.until)));
+        r.lease_until.push(d.lease.as_ref().map(|l| at_ms(l.until)));
         r.code.push(d.last_failure.as_ref().map(|f| f.code.as_str()));
         r.kind.push(d.last_failure.as_ref().map(|f| f.kind.as_str()));
         r.held_connection.push(d.held.as_ref().map(|h| h.connection.as_str()));
-        r.held_since.push(d.held.as_ref().map(|h| ms(h.since)));
-        r.updated_at.push(ms(d.updated_at));
-        r.finished_at.push(d.finished_at.map(ms));
+        r.held_since.push(d.held.as_ref().map(|h| at_ms(h.since)));
+        r.updated_at.push(at_ms(d.updated_at));
+        r.finished_at.push(d.finished_at.map(at_ms));
         r.handled_at.push(handled_at);
         r.waiting_on.push(d.waiting.as_ref().map(|w| w.connection.as_str()));
         r.waiting_for.push(d.waiting.as_ref().map(|w| w.reason.as_str()));

@@ -4,7 +4,7 @@
 //! a claim's read and its write see the same rows.
 
 use super::pool::Fault;
-use super::rows::ts;
+use super::rows::at_ms;
 use crate::alerts;
 use crate::types::{new_public_id, AlertRecord};
 use jadpo_core::alert::{AlertKind, AlertMessage, SendDecision, Sends, SEND_WITHIN};
@@ -31,13 +31,13 @@ pub(crate) fn insert(c: &Connection, messages: &[AlertMessage]) -> Result<(), Fa
             m.kind.as_str(),
             m.connection,
             m.schedule,
-            ts(m.since),
+            at_ms(m.since),
             m.held.map(|n| n as i64),
             m.failures,
             m.last_failure.as_ref().map(|f| f.code.as_str()),
             m.last_failure.as_ref().map(|f| f.kind.as_str()),
-            ts(m.raised_at),
-            m.ended_at.map(ts),
+            at_ms(m.raised_at),
+            m.ended_at.map(at_ms),
             m.released.map(|n| n as i64),
         ])?;
     }
@@ -106,14 +106,14 @@ pub(crate) fn claim(c: &Connection, now: Timestamp, limit: usize, lease: Duratio
              AND coalesce(send_due_at, raised_at) <= ?1 AND (send_attempts > 0 OR raised_at > ?1 - ?2) \
              ORDER BY coalesce(send_due_at, raised_at), id LIMIT ?3"
         ))?
-        .query_map(params![ts(now), window, limit], record)?
+        .query_map(params![at_ms(now), window, limit], record)?
         .collect::<rusqlite::Result<_>>()?;
     let mut write = c.prepare_cached("UPDATE jadpo_alerts SET send_attempts = ?2, send_due_at = ?3 WHERE id = ?1")?;
     let mut claimed = Vec::new();
     for mut r in due {
         debug_assert!(r.sends.claimable(r.message.raised_at, now));
         alerts::claim(&mut r.sends, now, lease);
-        write.execute(params![r.id, r.sends.attempts, r.sends.due_at.map(ts)])?;
+        write.execute(params![r.id, r.sends.attempts, r.sends.due_at.map(at_ms)])?;
         claimed.push(r);
     }
     Ok(claimed)
@@ -136,9 +136,9 @@ pub(crate) fn finish(c: &Connection, id: i64, attempt: u32, decision: &SendDecis
     )?
     .execute(params![
         id,
-        s.due_at.map(ts),
-        s.sent_at.map(ts),
-        s.failed_at.map(ts),
+        s.due_at.map(at_ms),
+        s.sent_at.map(at_ms),
+        s.failed_at.map(at_ms),
         s.last_error
     ])?;
     Ok(true)

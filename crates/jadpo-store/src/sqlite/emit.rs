@@ -81,11 +81,11 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 d.subscriber,
                 d.state.as_str(),
                 d.attempts,
-                rows::ts(d.due_at),
-                rows::ts(d.budget_from),
-                rows::ms(d.held_for),
-                rows::ts(d.created_at),
-                rows::ts(d.updated_at),
+                rows::at_ms(d.due_at),
+                rows::at_ms(d.budget_from),
+                rows::span_ms(d.held_for),
+                rows::at_ms(d.created_at),
+                rows::at_ms(d.updated_at),
             ])?;
             ids.push(DeliveryId(c.last_insert_rowid()));
         }

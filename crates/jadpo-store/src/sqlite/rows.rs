@@ -1,16 +1,13 @@
 //! Rows to the core's types and back, and the writes every operation shares.
 
 use super::pool::Fault;
+use crate::codec::{self, BreakerRow, DeliveryRow};
 use crate::plan::BreakerWrite;
 use crate::types::*;
-use jadpo_core::breaker::{Breaker, BreakerState, Probe};
-use jadpo_core::{
-    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
-    WaitFor, Waiting,
-};
+use jadpo_core::breaker::Breaker;
+use jadpo_core::{Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use std::time::Duration;
 
 /// The columns of a delivery, aliased `d`, in the order [`delivery`] reads.
 macro_rules! delivery_columns {
@@ -35,84 +32,38 @@ pub(crate) struct Stored {
     pub token: i64,
 }
 
-pub(crate) fn ts(t: Timestamp) -> i64 {
-    t.as_millis()
-}
-
-pub(crate) fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn duration(ms: i64) -> Duration {
-    Duration::from_millis(ms.max(0) as u64)
-}
+pub(crate) use crate::codec::{at_ms, span_ms};
 
 fn bad(col: usize, what: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(col, Type::Text, what.into())
 }
 
-fn state(row: &Row<'_>, col: usize) -> rusqlite::Result<DeliveryState> {
-    let s: String = row.get(col)?;
-    DeliveryState::parse(&s).ok_or_else(|| bad(col, format!("unknown delivery state {s:?}")))
-}
-
-fn failure(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<FailureRecord>> {
-    let code: Option<String> = row.get(col)?;
-    let kind: Option<String> = row.get(col + 1)?;
-    match (code, kind) {
-        (Some(code), Some(kind)) => {
-            let kind =
-                FailureKind::parse(&kind).ok_or_else(|| bad(col + 1, format!("unknown failure kind {kind:?}")))?;
-            Ok(Some(FailureRecord { code, kind }))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn waiting(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<Waiting>> {
-    let connection: Option<String> = row.get(col)?;
-    let reason: Option<String> = row.get(col + 1)?;
-    match (connection, reason) {
-        (Some(connection), Some(reason)) => {
-            let reason =
-                WaitFor::parse(&reason).ok_or_else(|| bad(col + 1, format!("unknown waiting reason {reason:?}")))?;
-            Ok(Some(Waiting { connection, reason }))
-        }
-        _ => Ok(None),
-    }
-}
-
+/// The first [`DELIVERY_COLUMNS`] columns of `row`, decoded by the codec
+/// every store shares.
 pub(crate) fn delivery(row: &Row<'_>) -> rusqlite::Result<Stored> {
-    let token: i64 = row.get(9)?;
-    let owner: Option<String> = row.get(8)?;
-    let until: Option<i64> = row.get(10)?;
-    let conn: Option<String> = row.get(13)?;
-    let since: Option<i64> = row.get(14)?;
-    let attempts: i64 = row.get(4)?;
-    let delivery = Delivery {
-        id: DeliveryId(row.get(0)?),
-        event_id: EventId(row.get(1)?),
+    let r = DeliveryRow {
+        id: row.get(0)?,
+        event_id: row.get(1)?,
         subscriber: row.get(2)?,
-        state: state(row, 3)?,
-        attempts: u32::try_from(attempts).map_err(|_| bad(4, format!("attempts {attempts}")))?,
-        due_at: Timestamp::from_millis(row.get(5)?),
-        budget_from: Timestamp::from_millis(row.get(6)?),
-        held_for: duration(row.get(7)?),
-        lease: owner.zip(until).map(|(owner, until)| Lease {
-            owner,
-            token: LeaseToken(token),
-            until: Timestamp::from_millis(until),
-        }),
-        last_failure: failure(row, 11)?,
-        held: conn.zip(since).map(|(connection, since)| Held {
-            connection,
-            since: Timestamp::from_millis(since),
-        }),
-        created_at: Timestamp::from_millis(row.get(15)?),
-        updated_at: Timestamp::from_millis(row.get(16)?),
-        finished_at: row.get::<_, Option<i64>>(17)?.map(Timestamp::from_millis),
-        waiting: waiting(row, 18)?,
+        state: row.get(3)?,
+        attempts: row.get(4)?,
+        due_at: row.get(5)?,
+        budget_from: row.get(6)?,
+        held_for_ms: row.get(7)?,
+        lease_owner: row.get(8)?,
+        lease_token: row.get(9)?,
+        lease_until: row.get(10)?,
+        last_failure_code: row.get(11)?,
+        last_failure_kind: row.get(12)?,
+        held_connection: row.get(13)?,
+        held_since: row.get(14)?,
+        created_at: row.get(15)?,
+        updated_at: row.get(16)?,
+        finished_at: row.get(17)?,
+        waiting_on: row.get(18)?,
+        waiting_for: row.get(19)?,
     };
+    let (delivery, token) = r.decode().map_err(|e| bad(0, e.to_string()))?;
     Ok(Stored { delivery, token })
 }
 
@@ -137,9 +88,7 @@ pub(crate) fn update(
     fence: Option<LeaseToken>,
     handled: Option<Timestamp>,
 ) -> rusqlite::Result<usize> {
-    let lease = d.lease.as_ref();
-    let failure = d.last_failure.as_ref();
-    let held = d.held.as_ref();
+    let r = DeliveryRow::encode(d, 0);
     c.prepare_cached(
         "UPDATE jadpo_deliveries SET state = ?1, attempts = ?2, due_at = ?3, \
          budget_from = ?4, held_for_ms = ?5, lease_owner = ?6, \
@@ -150,25 +99,26 @@ pub(crate) fn update(
          WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))",
     )?
     .execute(params![
-        d.state.as_str(),
-        d.attempts,
-        ts(d.due_at),
-        ts(d.budget_from),
-        ms(d.held_for),
-        lease.map(|l| l.owner.as_str()),
-        lease.map(|l| l.token.0),
-        lease.map(|l| ts(l.until)),
-        failure.map(|f| f.code.as_str()),
-        failure.map(|f| f.kind.as_str()),
-        held.map(|h| h.connection.as_str()),
-        held.map(|h| ts(h.since)),
-        ts(d.updated_at),
-        d.finished_at.map(ts),
-        d.id.0,
+        r.state,
+        r.attempts,
+        r.due_at,
+        r.budget_from,
+        r.held_for_ms,
+        r.lease_owner,
+        // A new lease's token; without one the row keeps its last.
+        d.lease.as_ref().map(|_| r.lease_token),
+        r.lease_until,
+        r.last_failure_code,
+        r.last_failure_kind,
+        r.held_connection,
+        r.held_since,
+        r.updated_at,
+        r.finished_at,
+        r.id,
         fence.map(|t| t.0),
-        handled.map(ts),
-        d.waiting.as_ref().map(|w| w.connection.as_str()),
-        d.waiting.as_ref().map(|w| w.reason.as_str()),
+        handled.map(at_ms),
+        r.waiting_on,
+        r.waiting_for,
     ])
 }
 
@@ -201,8 +151,8 @@ pub(crate) fn insert_attempt(c: &Connection, a: &AttemptRecord) -> rusqlite::Res
     .execute(params![
         a.delivery.0,
         a.attempt,
-        ts(a.started_at),
-        ts(a.ended_at),
+        at_ms(a.started_at),
+        at_ms(a.ended_at),
         a.state.as_str(),
         a.failure.as_ref().map(|f| f.code.as_str()),
         a.failure.as_ref().map(|f| f.kind.as_str()),
@@ -211,14 +161,14 @@ pub(crate) fn insert_attempt(c: &Connection, a: &AttemptRecord) -> rusqlite::Res
 }
 
 pub(crate) fn attempt(row: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
-    let n: i64 = row.get(1)?;
+    let corrupt = |e: codec::Corrupt| bad(0, e.to_string());
     Ok(AttemptRecord {
         delivery: DeliveryId(row.get(0)?),
-        attempt: u32::try_from(n).map_err(|_| bad(1, format!("attempt {n}")))?,
+        attempt: codec::count_of("attempt", row.get(1)?).map_err(corrupt)?,
         started_at: Timestamp::from_millis(row.get(2)?),
         ended_at: Timestamp::from_millis(row.get(3)?),
-        state: state(row, 4)?,
-        failure: failure(row, 5)?,
+        state: codec::state_of(&row.get::<_, String>(4)?).map_err(corrupt)?,
+        failure: codec::failure_of(row.get(5)?, row.get(6)?).map_err(corrupt)?,
     })
 }
 
@@ -231,24 +181,19 @@ macro_rules! breaker_columns {
 pub(crate) use breaker_columns;
 
 pub(crate) fn breaker(row: &Row<'_>) -> rusqlite::Result<Breaker> {
-    let s: String = row.get(1)?;
-    let n: i64 = row.get(2)?;
-    let probe_delivery: Option<i64> = row.get(6)?;
-    let probe_until: Option<i64> = row.get(7)?;
-    Ok(Breaker {
+    let r = BreakerRow {
         connection: row.get(0)?,
-        state: BreakerState::parse(&s).ok_or_else(|| bad(1, format!("breaker state {s:?}")))?,
-        consecutive_unavailable: u32::try_from(n).map_err(|_| bad(2, format!("count {n}")))?,
-        opened_at: row.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
-        outage_since: row.get::<_, Option<i64>>(4)?.map(Timestamp::from_millis),
-        pause: duration(row.get(5)?),
-        probe: probe_delivery.zip(probe_until).map(|(d, u)| Probe {
-            delivery: DeliveryId(d),
-            until: Timestamp::from_millis(u),
-        }),
+        state: row.get(1)?,
+        consecutive_unavailable: row.get(2)?,
+        opened_at: row.get(3)?,
+        outage_since: row.get(4)?,
+        pause_ms: row.get(5)?,
+        probe_delivery: row.get(6)?,
+        probe_until: row.get(7)?,
         alert_raised: row.get(8)?,
         version: row.get(9)?,
-    })
+    };
+    r.decode().map_err(|e| bad(0, e.to_string()))
 }
 
 /// Every breaker row, by connection.
@@ -287,19 +232,18 @@ pub(crate) fn breakers_of<'a>(
 /// `Fault::Conflict`, and the caller redoes the whole transaction.
 pub(crate) fn write_breakers(c: &Connection, writes: &[BreakerWrite]) -> Result<(), Fault> {
     for w in writes {
-        let b = &w.breaker;
-        let probe = b.probe.as_ref();
+        let r = BreakerRow::encode(&w.breaker);
         let p = params![
-            b.connection.as_str(),
-            b.state.as_str(),
-            b.consecutive_unavailable,
-            b.opened_at.map(ts),
-            b.outage_since.map(ts),
-            ms(b.pause),
-            probe.map(|p| p.delivery.0),
-            probe.map(|p| ts(p.until)),
-            b.alert_raised,
-            b.version,
+            r.connection,
+            r.state,
+            r.consecutive_unavailable,
+            r.opened_at,
+            r.outage_since,
+            r.pause_ms,
+            r.probe_delivery,
+            r.probe_until,
+            r.alert_raised,
+            r.version,
         ];
         let changed = if w.read_version == 0 {
             c.prepare_cached(concat!(

@@ -2,7 +2,7 @@
 //! `ScheduleState` decide, write it back conditional on the version read.
 
 use super::pool::Fault;
-use super::rows::ts;
+use super::rows::at_ms;
 use crate::types::StoreError;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
@@ -58,10 +58,10 @@ fn write(c: &Connection, s: &ScheduleState, read_version: Option<i64>) -> Result
     let failure = s.last_failure.as_ref();
     let p = params![
         s.name,
-        ts(s.next_due),
+        at_ms(s.next_due),
         lease.map(|l| l.owner.as_str()),
         s.last_token,
-        lease.map(|l| ts(l.until)),
+        lease.map(|l| at_ms(l.until)),
         s.consecutive_failures,
         failure.map(|f| f.code.as_str()),
         failure.map(|f| f.kind.as_str()),
