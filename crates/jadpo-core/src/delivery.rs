@@ -206,9 +206,54 @@ impl Delivery {
     }
 }
 
+/// When each delivery of an operator's retry is due: one alone at once;
+/// several evenly at random over `window` from `now`, so a bulk retry does
+/// not reach the provider all at once. The one rule the command line, the
+/// API, the console, the embedded API and the simulation follow.
+pub fn retry_spread(
+    ids: &[DeliveryId],
+    now: Timestamp,
+    window: Duration,
+    rng: &mut impl rand::Rng,
+) -> Vec<(DeliveryId, Timestamp)> {
+    let window_ms = if ids.len() > 1 {
+        u64::try_from(window.as_millis()).unwrap_or(u64::MAX)
+    } else {
+        0
+    };
+    ids.iter()
+        .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=window_ms)))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_spreads_several_over_the_window_and_one_not_at_all() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let now = Timestamp::from_millis(1_000_000);
+        let one = retry_spread(&[DeliveryId(1)], now, Duration::from_secs(30), &mut rng);
+        assert_eq!(one, vec![(DeliveryId(1), now)]);
+        let ids: Vec<DeliveryId> = (0..200).map(DeliveryId).collect();
+        let many = retry_spread(&ids, now, Duration::from_secs(30), &mut rng);
+        assert_eq!(
+            many.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            ids,
+            "in order, each once"
+        );
+        let end = now.plus(Duration::from_secs(30));
+        assert!(many.iter().all(|(_, t)| *t >= now && *t <= end));
+        let late = many
+            .iter()
+            .filter(|(_, t)| *t > now.plus(Duration::from_secs(15)))
+            .count();
+        assert!((60..=140).contains(&late), "about half in the second half: {late}");
+        let zero = retry_spread(&ids, now, Duration::ZERO, &mut rng);
+        assert!(zero.iter().all(|(_, t)| *t == now));
+    }
     use crate::time::{MINUTE, SECOND};
 
     fn at(s: i64) -> Timestamp {

@@ -235,20 +235,13 @@ impl Sim {
     /// `jadpo retry --state failed` and `--state parked`: a fresh budget for
     /// each, due over the next minute.
     fn operator_retry(&mut self) -> Result<(), String> {
-        let due: Vec<(jadpo_core::DeliveryId, Timestamp)> = self
+        let ids: Vec<jadpo_core::DeliveryId> = self
             .store
             .deliveries()
             .filter(|d| d.retryable_by_operator())
             .map(|d| d.id)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|id| {
-                (
-                    id,
-                    self.now.plus(Duration::from_millis(self.rng.random_range(0..=60_000))),
-                )
-            })
             .collect();
+        let due = jadpo_core::delivery::retry_spread(&ids, self.now, Duration::from_secs(60), &mut self.rng);
         let retried = self.store.retry(&due, self.now);
         if retried.len() != due.len() {
             return Err(format!(

@@ -28,7 +28,7 @@ pub use jadpo_store as store;
 mod route;
 pub use route::{RouteError, RouteOutcome};
 
-use jadpo_core::{DeliveryId, Timestamp};
+use jadpo_core::DeliveryId;
 use jadpo_lang::App;
 use jadpo_runtime::alerts::AlertRoute;
 use jadpo_runtime::connection::{Connections, Double, StartupError};
@@ -36,7 +36,6 @@ use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::interpreter::{AppExecutor, RustAction};
 use jadpo_runtime::{Catalog, Engine, Running, SharedClock, SystemClock, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
-use rand::Rng;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -418,19 +417,9 @@ impl<S: ScheduleStore> Jadpo<S> {
     /// those due now start at once, the others at their time.
     pub async fn retry(&self, ids: &[DeliveryId], spread: Duration) -> Result<Vec<DeliveryId>, StoreError> {
         let now = self.clock.now();
-        let spread_ms = if ids.len() > 1 {
-            u64::try_from(spread.as_millis()).unwrap_or(u64::MAX)
-        } else {
-            0
-        };
         // The thread's random source is dropped before the await, so this
         // future is `Send` (an HTTP handler's must be).
-        let due: Vec<(DeliveryId, Timestamp)> = {
-            let mut rng = rand::rng();
-            ids.iter()
-                .map(|id| (*id, now.plus(Duration::from_millis(rng.random_range(0..=spread_ms)))))
-                .collect()
-        };
+        let due = jadpo_core::delivery::retry_spread(ids, now, spread, &mut rand::rng());
         let retried = self.store.retry(&due, now).await?;
         if !retried.is_empty() {
             self.engine.wake();
