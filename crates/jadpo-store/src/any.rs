@@ -84,10 +84,6 @@ impl Store for AnyStore {
         delegate!(self, s => s.give_back(id, token, now))
     }
 
-    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
-        delegate!(self, s => s.finish(f))
-    }
-
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         delegate!(self, s => s.finish_batch(batch))
     }

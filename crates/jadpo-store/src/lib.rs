@@ -25,5 +25,6 @@ mod store;
 mod types;
 
 pub use any::AnyStore;
-pub use store::{ScheduleStore, SharedMemoryStore, Store};
+pub use memory::SharedMemoryStore;
+pub use store::{ScheduleStore, Store};
 pub use types::*;

@@ -252,11 +252,6 @@ impl Store for SqliteStore {
         self.pool.write(move |tx| finish::give_back(tx, id, token, now)).await
     }
 
-    async fn finish(&self, f: &Finish) -> Result<FinishReport, StoreError> {
-        let mut results = self.finish_batch(std::slice::from_ref(f)).await?;
-        results.pop().expect("one result per finish")
-    }
-
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         assert!(batch.len() <= MAX_BATCH, "at most {MAX_BATCH} finishes per batch");
         if batch.is_empty() {

@@ -7,6 +7,9 @@
 //! delivery ever made, so the simulation runs the 5,000-delivery outage
 //! scenario quickly.
 
+mod shared;
+pub use shared::SharedMemoryStore;
+
 use crate::alerts::AlertBook;
 use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate, HeldSummary};
