@@ -11,6 +11,33 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// The most rows one claim takes, finishes one `finish_batch` writes,
+/// events one `emit` writes, or deliveries one retry touches: a
+/// transaction's size stays bounded. A larger request is a bug in the
+/// caller, asserted, not split silently.
+pub const MAX_BATCH: usize = 10_000;
+
+/// How many times a method is redone when another process changed a row it
+/// read (a breaker, a limit), before it gives up as unavailable.
+pub(crate) const MAX_TRIES: u32 = 16;
+
+/// Why a store's transaction did not commit; `E` is its database's error.
+#[derive(Debug)]
+pub(crate) enum Abort<E> {
+    /// A conditional write found another version: another process won.
+    /// The whole transaction is rolled back and the method redone.
+    Conflict,
+    /// Refused for a reason of the store's contract (lease lost, not found).
+    Store(StoreError),
+    Db(E),
+}
+
+impl<E> From<StoreError> for Abort<E> {
+    fn from(e: StoreError) -> Abort<E> {
+        Abort::Store(e)
+    }
+}
+
 /// A store of events, deliveries, handled records, attempts and breakers.
 ///
 /// Each method is one transaction: it applies the core's decisions and

@@ -81,13 +81,8 @@ use tokio::sync::Notify;
 
 pub use emit::emit_in;
 
-/// The most rows one claim, finish batch or retry touches. A larger request
-/// is a bug in the caller, not something to split silently.
-pub const MAX_BATCH: usize = 10_000;
-
-/// How many times a method is redone when another process changed a
-/// breaker it read, before it gives up as unavailable.
-const MAX_TRIES: u32 = 16;
+pub use crate::store::MAX_BATCH;
+use crate::store::MAX_TRIES;
 
 /// How a store connects.
 #[derive(Clone, Debug)]
@@ -147,25 +142,11 @@ impl fmt::Debug for PgStore {
 }
 
 /// Why a transaction did not commit.
-#[derive(Debug)]
-pub(crate) enum Abort {
-    /// Another process changed a breaker (or a held row) since it was read:
-    /// roll back and redo the method from the start.
-    Conflict,
-    /// Refused for a reason of the store's contract (lease lost, not found).
-    Store(StoreError),
-    Db(tokio_postgres::Error),
-}
+pub(crate) type Abort = crate::store::Abort<tokio_postgres::Error>;
 
 impl From<tokio_postgres::Error> for Abort {
     fn from(e: tokio_postgres::Error) -> Abort {
         Abort::Db(e)
-    }
-}
-
-impl From<StoreError> for Abort {
-    fn from(e: StoreError) -> Abort {
-        Abort::Store(e)
     }
 }
 

@@ -52,10 +52,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The most rows one claim takes, finishes one `finish_batch` writes, or
-/// events one `emit` writes: a transaction's size stays bounded, so the write
-/// lock is never held for long.
-pub const MAX_BATCH: usize = 10_000;
+/// Also SQLite's bound on how long one transaction holds the write lock.
+pub use crate::store::MAX_BATCH;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {

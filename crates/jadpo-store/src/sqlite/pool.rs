@@ -12,27 +12,14 @@ use tokio::sync::Semaphore;
 
 /// A breaker row moved under us at most this many times in a row before a
 /// call gives up as unavailable, rather than retrying for ever.
-pub(crate) const MAX_TRIES: usize = 16;
+pub(crate) use crate::store::MAX_TRIES;
 
 /// Why a transaction did not commit.
-#[derive(Debug)]
-pub(crate) enum Fault {
-    /// A conditional breaker write found another version: another process
-    /// won. The whole transaction is rolled back and the call redone.
-    Conflict,
-    Store(StoreError),
-    Sql(rusqlite::Error),
-}
+pub(crate) type Fault = crate::store::Abort<rusqlite::Error>;
 
 impl From<rusqlite::Error> for Fault {
     fn from(e: rusqlite::Error) -> Fault {
-        Fault::Sql(e)
-    }
-}
-
-impl From<StoreError> for Fault {
-    fn from(e: StoreError) -> Fault {
-        Fault::Store(e)
+        Fault::Db(e)
     }
 }
 
@@ -53,12 +40,12 @@ pub(crate) fn store_error(path: &Path, busy: Duration, fault: Fault) -> StoreErr
             "breaker contention: a breaker row of {} moved {MAX_TRIES} times in a row",
             path.display()
         )),
-        Fault::Sql(e) if is_busy(&e) => StoreError::Unavailable(format!(
+        Fault::Db(e) if is_busy(&e) => StoreError::Unavailable(format!(
             "database is locked: {} stayed busy past {} ms",
             path.display(),
             busy.as_millis()
         )),
-        Fault::Sql(e) => {
+        Fault::Db(e) => {
             let hint = match e.sqlite_error_code() {
                 Some(ErrorCode::CannotOpen) => " (does its folder exist, and is it writable?)",
                 Some(ErrorCode::ReadOnly) => " (is the file or its folder read-only?)",
@@ -178,7 +165,7 @@ impl Pool {
         };
         let result = f(&mut conn);
         let healthy = match &result {
-            Err(Fault::Sql(e)) => is_busy(e),
+            Err(Fault::Db(e)) => is_busy(e),
             _ => true,
         };
         if healthy && conn.is_autocommit() {
