@@ -61,8 +61,12 @@ impl Clock for SystemClock {
     }
 }
 
-/// Engine time runs `scale` times faster than real time, from the moment
-/// the clock is made.
+/// Engine time runs `scale` times faster than real time, counted from the
+/// start of the current UTC day, so that processes started the same day
+/// (several `jadpo dev --time-scale N` on one store) agree on engine time:
+/// counted from each one's own start, they would disagree by N times the
+/// gap between their starts, and one would take over the other's leases
+/// early.
 #[derive(Clone, Debug)]
 pub struct ScaledClock {
     scale: u32,
@@ -73,9 +77,12 @@ pub struct ScaledClock {
 impl ScaledClock {
     /// `scale` of 1 is the system clock; 0 is taken as 1.
     pub fn new(scale: u32) -> ScaledClock {
+        let scale = scale.max(1);
+        let real = system_now();
+        let day = Timestamp::from_millis(real.as_millis() - real.as_millis().rem_euclid(86_400_000));
         ScaledClock {
-            scale: scale.max(1),
-            start_engine: system_now(),
+            scale,
+            start_engine: day.plus(real.since(day).saturating_mul(scale)),
             start_real: Instant::now(),
         }
     }
@@ -163,6 +170,21 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two processes started apart agree on engine time: both count from
+    /// the start of the day, not from their own start.
+    #[test]
+    fn scaled_clocks_made_apart_agree_on_engine_time() {
+        let first = ScaledClock::new(1_000);
+        std::thread::sleep(Duration::from_millis(50));
+        let second = ScaledClock::new(1_000);
+        let (a, b) = (first.now(), second.now());
+        let gap = if a > b { a.since(b) } else { b.since(a) };
+        // Counted from each one's start they would differ by 50 s of engine
+        // time; what is left is how far apart the two reads were.
+        assert!(gap < Duration::from_secs(5), "{gap:?}");
+        assert!(a > system_now(), "engine time runs ahead of the day");
+    }
 
     #[tokio::test]
     async fn manual_sleepers_wake_only_when_time_passes_them() {

@@ -25,8 +25,10 @@ pub struct Args {
     /// The HTTP API's port on 127.0.0.1.
     #[arg(long, default_value_t = 7420)]
     pub port: u16,
-    /// Run every engine wait (backoffs, pauses, leases, budgets, schedules)
-    /// N times faster, to watch days of retries in minutes.
+    /// Run every engine wait (backoffs, pauses, budgets, schedules) N times
+    /// faster, to watch days of retries in minutes. A lease still covers its
+    /// run's real time limit. Processes started the same UTC day agree on
+    /// engine time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub time_scale: u32,
     /// Finished deliveries are deleted after this many days (0 keeps them).
