@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 /// A delivery as read back: id, its event's payload, state, attempts,
 /// lease owner, lease end, handled at, finished at.
 type Row = (

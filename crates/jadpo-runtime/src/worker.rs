@@ -359,17 +359,11 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         jadpo_core::AttemptEnd::Failed(_) => Default::default(),
     };
     let finish = Finish {
-        id,
-        token,
-        outcome: outcome.clone(),
         calls: calls.verdicts(stopped),
-        probe_for: claimed.probe_for.clone(),
         slots: shared.catalog.slots_of(&claimed.connections),
         rate_limited: calls.rate_limits(),
-        started_at,
-        now,
-        claimed: Some(claimed.delivery.clone()),
         emits,
+        ..claimed.finish(outcome.clone(), started_at, now)
     };
     let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
     let mut claimed = claimed;

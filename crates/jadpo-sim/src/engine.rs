@@ -541,22 +541,14 @@ impl Sim {
         }
         let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, self.now, &mut self.rng);
         let result = self.store.finish(&Finish {
-            emits: Default::default(),
-            id: claimed.delivery.id,
-            token: claimed.token(),
-            outcome: outcome.clone(),
             calls: calls.clone(),
-            probe_for: claimed.probe_for.clone(),
             slots: claimed
                 .connections
                 .iter()
                 .filter(|c| self.cfg.limits.get(*c).is_some_and(|l| l.concurrency.is_some()))
                 .cloned()
                 .collect(),
-            rate_limited: Vec::new(),
-            started_at,
-            now: self.now,
-            claimed: None,
+            ..claimed.finish(outcome.clone(), started_at, self.now)
         });
         self.workers[worker].busy -= 1;
         match result {

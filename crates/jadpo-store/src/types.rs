@@ -133,6 +133,26 @@ impl Claimed {
             .expect("a claimed delivery has a lease")
             .token
     }
+
+    /// Its finish: `outcome`, the attempt run from `started_at` to
+    /// `ended_at`, fenced on this claim's lease, with the probe places it
+    /// took and its claimed row. No call, slot, 429 or emit: add them with
+    /// `Finish { calls, ..claimed.finish(..) }`.
+    pub fn finish(&self, outcome: Outcome, started_at: Timestamp, ended_at: Timestamp) -> Finish {
+        Finish {
+            id: self.delivery.id,
+            token: self.token(),
+            outcome,
+            calls: Vec::new(),
+            probe_for: self.probe_for.clone(),
+            slots: Vec::new(),
+            rate_limited: Vec::new(),
+            started_at,
+            now: ended_at,
+            claimed: Some(self.delivery.clone()),
+            emits: Emits::default(),
+        }
+    }
 }
 
 /// What one claim did, beyond the deliveries it hands out.

@@ -27,17 +27,8 @@ async fn finish_emitting<S: Store>(
     now: i64,
 ) -> Result<FinishReport, StoreError> {
     s.finish(&Finish {
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
-        calls: vec![],
-        probe_for: c.probe_for.clone(),
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(now),
-        now: at(now),
-        claimed: Some(c.delivery.clone()),
         emits: emitted,
+        ..c.finish(outcome, at(now), at(now))
     })
     .await
 }

@@ -86,17 +86,8 @@ pub async fn finish<S: Store>(
     now: i64,
 ) -> Result<FinishReport, StoreError> {
     s.finish(&Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
         calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
-        probe_for: c.probe_for.clone(),
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(now),
-        now: at(now),
-        claimed: Some(c.delivery.clone()),
+        ..c.finish(outcome, at(now), at(now))
     })
     .await
 }
