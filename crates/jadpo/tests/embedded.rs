@@ -154,3 +154,65 @@ async fn start_up_refuses_what_would_fail_later() {
         .unwrap();
     assert!(err.to_string().contains("event.invalid"), "{err}");
 }
+
+/// A fake of a capability's filler answers the filler's calls, as for any
+/// connection: it needs no environment and never moves the breaker, even
+/// when it answers 503 every time.
+#[tokio::test]
+async fn a_fake_of_a_capabilitys_filler_answers_its_calls_and_touches_no_breaker() {
+    use jadpo::runtime::connection::{Answer, Fake};
+    const CAPS: &str = r#"
+event PaymentReceived { email: string }
+capability send_receipt(email: string)
+connection postmark {
+    base_url: env("POSTMARK_URL")
+    fills send_receipt { call postmark.post("/email", body: { "To": email }) }
+}
+subscriber receipts { on: PaymentReceived  run: send_receipt(event.email) }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new(Answer::status(503));
+    let jadpo = jadpo::builder()
+        .app_source("app.jadpo", CAPS)
+        .unwrap()
+        .double("postmark", fake.clone())
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let running = jadpo.start();
+    for i in 0..8 {
+        jadpo
+            .emit("PaymentReceived", &serde_json::json!({"email": format!("p{i}@x")}))
+            .await
+            .unwrap();
+    }
+    for _ in 0..500 {
+        if fake.received().len() >= 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.stop().await;
+    let received = fake.received();
+    assert!(received.len() >= 8, "{} calls", received.len());
+    assert!(received.iter().all(|r| r.path == "/email"));
+    assert!(received
+        .iter()
+        .any(|r| r.body == Some(serde_json::json!({"To": "p0@x"}))));
+    let breakers = jadpo.store().breakers().await.unwrap();
+    assert!(
+        breakers
+            .iter()
+            .all(|b| b.breaker.is_closed() && b.breaker.consecutive_unavailable == 0),
+        "{breakers:?}"
+    );
+    let held = jadpo
+        .store()
+        .list(&DeliveryFilter {
+            state: Some(DeliveryState::Held),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(held.is_empty(), "eight 503s from a fake hold nothing");
+}
