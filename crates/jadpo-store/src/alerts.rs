@@ -50,12 +50,26 @@ pub fn finish(sends: &mut Sends, attempt: u32, decision: &SendDecision) -> bool 
 #[derive(Clone, Debug, Default)]
 pub struct AlertBook {
     rows: Vec<AlertRecord>,
+    /// The last id issued: pruned messages' ids are never issued again.
+    last_id: i64,
 }
 
 impl AlertBook {
+    /// Forgets messages raised before `before`, at most `batch`, oldest
+    /// first.
+    pub fn prune(&mut self, before: Timestamp, batch: usize) {
+        let mut n = 0;
+        self.rows.retain(|r| {
+            let old = n < batch && r.message.raised_at < before;
+            n += usize::from(old);
+            !old
+        });
+    }
+
     pub fn push(&mut self, message: AlertMessage) {
+        self.last_id += 1;
         self.rows.push(AlertRecord {
-            id: self.rows.len() as i64 + 1,
+            id: self.last_id,
             public_id: crate::types::new_public_id(),
             message,
             sends: Sends::default(),

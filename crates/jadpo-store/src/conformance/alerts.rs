@@ -138,3 +138,15 @@ pub async fn alert_sends_are_given_up_and_old_ones_left_unsent<S: Store>(s: &S) 
     );
     assert!(s.claim_alert_sends(at(4), 10, LEASE).await.unwrap().is_empty());
 }
+
+/// Retention forgets alert messages raised before it, as it does finished
+/// deliveries; newer ones stay, and a new message never takes an old id.
+pub async fn prune_forgets_alert_messages_older_than_the_retention<S: Store>(s: &S) {
+    outage_alerted(s, 1).await;
+    let before = s.alerts(10).await.unwrap();
+    assert_eq!(before.len(), 1);
+    s.prune(at(1), 100).await.unwrap();
+    assert_eq!(s.alerts(10).await.unwrap().len(), 1, "raised at 1: not before 1");
+    s.prune(at(2), 100).await.unwrap();
+    assert!(s.alerts(10).await.unwrap().is_empty(), "raised at 1: before 2");
+}

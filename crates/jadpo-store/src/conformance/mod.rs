@@ -174,6 +174,7 @@ macro_rules! conformance_tests {
             a_breaker_closed_before_its_alert_writes_no_resolved_message,
             alert_sends_are_claimed_once_fenced_and_retried,
             alert_sends_are_given_up_and_old_ones_left_unsent,
+            prune_forgets_alert_messages_older_than_the_retention,
             give_back_makes_a_claimed_delivery_due_without_spending,
             operator_retry_gives_a_fresh_budget,
             a_subscriber_gone_from_the_app_fails_as_a_defect,

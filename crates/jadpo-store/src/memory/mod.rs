@@ -486,6 +486,7 @@ impl MemoryStore {
         self.depths.retain(|id, _| events.contains_key(id));
         let events = &self.events;
         self.keys.retain(|_, id| events.contains_key(id));
+        self.alerts.prune(before, batch);
         old.len()
     }
 

@@ -1,5 +1,5 @@
-//! Retention: finished deliveries and their events, deleted in bounded
-//! batches.
+//! Retention: finished deliveries, their events and old alert messages,
+//! deleted in bounded batches.
 
 use super::rows::{self};
 use super::Abort;
@@ -52,6 +52,13 @@ DELETE FROM jadpo_events WHERE id = ANY(ARRAY(
   LIMIT $2
   FOR UPDATE SKIP LOCKED))";
 
+/// Alert messages raised before the retention, oldest first (their sends
+/// ended within an hour of them), deleted by their ids as the orphan events
+/// are.
+const PRUNE_ALERTS: &str = "
+DELETE FROM jadpo_alerts WHERE id = ANY(ARRAY(
+  SELECT id FROM jadpo_alerts WHERE raised_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED))";
+
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let stmt = tx.prepare_cached(PRUNE).await?;
     let row = tx.query_one(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
@@ -62,6 +69,8 @@ pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize)
         tx.execute(&stmt, &[&events, &rows::at_ms(before)]).await?;
     }
     let stmt = tx.prepare_cached(PRUNE_ORPHAN_EVENTS).await?;
+    tx.execute(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
+    let stmt = tx.prepare_cached(PRUNE_ALERTS).await?;
     tx.execute(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
     Ok(deleted as usize)
 }

@@ -1,5 +1,5 @@
-//! Retention: finished deliveries and their events, deleted in bounded
-//! batches.
+//! Retention: finished deliveries, their events and old alert messages,
+//! deleted in bounded batches.
 
 use super::pool::Fault;
 use jadpo_core::Timestamp;
@@ -33,6 +33,13 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
     for (_, event_id) in &old {
         event.execute(params![event_id, before.as_millis()])?;
     }
+    // Alert messages raised before the retention, oldest first: their sends
+    // ended within an hour of them.
+    c.prepare_cached(
+        "DELETE FROM jadpo_alerts WHERE id IN (SELECT id FROM jadpo_alerts \
+         WHERE raised_at < ?1 ORDER BY id LIMIT ?2)",
+    )?
+    .execute(params![before.as_millis(), batch as i64])?;
     // Events no delivery refers to (emitted with no subscriber), oldest
     // first, as many as a batch.
     c.prepare_cached(
