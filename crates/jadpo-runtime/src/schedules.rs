@@ -62,6 +62,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
     wake: &Arc<tokio::sync::Notify>,
     worker: &str,
     lease_margin: Duration,
+    runs: &mut tokio::task::JoinSet<()>,
 ) {
     let schedules = &catalog.schedules;
     if schedules.is_empty() {
@@ -93,7 +94,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
         }
         let (store, executor, clock) = (store.clone(), executor.clone(), clock.clone());
         let (catalog, wake) = (catalog.clone(), wake.clone());
-        tokio::spawn(async move {
+        runs.spawn(async move {
             let token = claim
                 .state
                 .lease

@@ -25,7 +25,11 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
     let mut next_prune = clock.now();
     let mut last_flush = tokio::time::Instant::now();
+    // Schedules' runs under way: a stop waits for them (each within its
+    // time limit), as it does for deliveries, so none is left half-written.
+    let mut runs = tokio::task::JoinSet::new();
     while !*shutdown.borrow() {
+        while runs.try_join_next().is_some() {}
         if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
             last_flush = tokio::time::Instant::now();
             shared.minutes.flush(&**store, clock.now()).await;
@@ -67,6 +71,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             &shared.wake,
             &shared.config.name,
             shared.config.lease_margin,
+            &mut runs,
         )
         .await;
         // Under a scaled clock a second of engine time may be a millisecond
@@ -77,6 +82,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             _ = shutdown.changed() => {}
         }
     }
+    while runs.join_next().await.is_some() {}
     // What the workers still write after this is lost: a few seconds of a chart.
     shared.minutes.flush(&**store, clock.now()).await;
 }

@@ -280,6 +280,54 @@ async fn schedules_run_when_due_and_their_next_time_is_their_retry() {
     running.stop().await;
 }
 
+/// A stop waits for a schedule's run under way, as for a delivery's: its
+/// outcome is written before the engine has stopped.
+#[tokio::test]
+async fn stop_waits_for_a_schedules_run_under_way() {
+    use jadpo_runtime::ScheduleSpec;
+    use jadpo_store::ScheduleStore;
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (g, s) = (gate.clone(), started.clone());
+    let exec = FnExecutor(move |_ctx: RunContext| {
+        let (g, s) = (g.clone(), s.clone());
+        async move {
+            s.store(true, std::sync::atomic::Ordering::SeqCst);
+            g.notified().await;
+            Ok(())
+        }
+    });
+    let mut cat = catalog(Duration::from_secs(30));
+    cat.schedules.push(ScheduleSpec {
+        name: "hourly".into(),
+        trigger: jadpo_lang::Trigger::Every(Duration::from_secs(3600)),
+        timeout: Duration::from_secs(60),
+    });
+    let engine = engine(&store, &clock, exec, cat, config());
+    let running = engine.start();
+    eventually("the schedule has a row", || async {
+        !store.schedules().await.unwrap().is_empty()
+    })
+    .await;
+    clock.advance(Duration::from_secs(3600));
+    eventually("the run started", || async {
+        started.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    let stopping = tokio::spawn(running.stop());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!stopping.is_finished(), "stopped with a schedule's run under way");
+    gate.notify_one();
+    stopping.await.unwrap();
+    let state = store.schedules().await.unwrap().remove(0);
+    assert!(
+        state.lease.is_none(),
+        "its outcome was written before the stop ended: {state:?}"
+    );
+}
+
 #[tokio::test]
 async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_else() {
     let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
