@@ -5,14 +5,12 @@
 //! Missed times are not run in a burst: after a pause (the process was
 //! down), a schedule runs once and then keeps its rhythm.
 
-use crate::clock::SharedClock;
-use crate::run::{CallLog, Catalog, EmitLog, Executor, RunContext, RunKind};
-use crate::worker::execute;
+use crate::run::{CallLog, EmitLog, Executor, RunContext, RunKind};
+use crate::worker::{execute, Shared};
 use jadpo_core::schedule::ScheduleAlert;
 use jadpo_core::{AttemptEnd, DeliveryId, Timestamp};
 use jadpo_lang::Trigger;
 use jadpo_store::ScheduleStore;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The first time a schedule with no state yet is due: one period from now,
@@ -53,17 +51,21 @@ pub fn next_due(trigger: &Trigger, due_at: Timestamp, now: Timestamp) -> Timesta
     }
 }
 
-/// Claims the due schedules and runs each in its own task.
+/// Claims the due schedules and runs each in its own task of `runs`.
 pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
-    store: &Arc<S>,
-    executor: &Arc<E>,
-    clock: &SharedClock,
-    catalog: &Arc<Catalog>,
-    wake: &Arc<tokio::sync::Notify>,
-    worker: &str,
-    lease_margin: Duration,
+    shared: &Shared<S, E>,
     runs: &mut tokio::task::JoinSet<()>,
 ) {
+    let Shared {
+        store,
+        executor,
+        clock,
+        catalog,
+        wake,
+        config,
+        ..
+    } = shared;
+    let (worker, lease_margin) = (config.name.as_str(), config.lease_margin);
     let schedules = &catalog.schedules;
     if schedules.is_empty() {
         return;

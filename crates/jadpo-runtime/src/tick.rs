@@ -63,17 +63,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             }
             Err(e) => tracing::warn!(error = %e, "tick.store_unavailable"),
         }
-        schedules::start_due(
-            store,
-            &shared.executor,
-            clock,
-            &shared.catalog,
-            &shared.wake,
-            &shared.config.name,
-            shared.config.lease_margin,
-            &mut runs,
-        )
-        .await;
+        schedules::start_due(&shared, &mut runs).await;
         // Under a scaled clock a second of engine time may be a millisecond
         // of real time: never sweep more often than every 20 ms of real time.
         let floor = tokio::time::sleep(Duration::from_millis(20));
