@@ -4,12 +4,14 @@
 //! processes run 60 times faster (`--time-scale 60`), so the breaker's
 //! minute of pause is a second of the test.
 
+#[path = "support/process.rs"]
+mod process;
+
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
-use std::io::Read;
-use std::net::TcpListener;
+use process::{free_port, post, wait_for_port, wait_until};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const APP: &str = r#"
 event Paid { id: string }
@@ -25,53 +27,11 @@ alerts { connection: ops  path: "/jadpo/alerts" }
 
 const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for_port(port: u16, child: &mut Child) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("exited early with {status}: {err}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn post(port: u16, path: &str, body: &str) -> u16 {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
-}
-
 fn alerts_at(ops: &TestProvider) -> Vec<Recorded> {
     ops.requests()
         .into_iter()
         .filter(|r| r.path == "/jadpo/alerts")
         .collect()
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -6,14 +6,16 @@
 //! commands read either store by name. `--time-scale 60` makes the
 //! breaker's minute of pause a second of the test.
 
+#[path = "support/process.rs"]
+mod process;
+
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
+use process::{free_port, post, wait_for_port, wait_until};
 use serde_json::Value;
-use std::io::Read;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const APP: &str = r#"
 store main  { url: env("MAIN_URL") }
@@ -30,48 +32,6 @@ subscriber charge { on: Paid  run: charge(event.id) }
 subscriber check { on: Audited  run: charge(event.id) }
 alerts { connection: ops  path: "/jadpo/alerts" }
 "#;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for_port(port: u16, child: &mut Child) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("exited early with {status}: {err}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn post(port: u16, path: &str, body: &str) -> u16 {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// `jadpo ARGS --json` in `dir`, run as an operator would, with the app's
 /// `MAIN_URL` set.
