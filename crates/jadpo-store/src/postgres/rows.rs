@@ -150,28 +150,24 @@ pub(crate) async fn write_breakers(tx: &Transaction<'_>, writes: &[BreakerWrite]
     Ok(())
 }
 
-/// Makes held deliveries due at `now`, adding the hold to `held_for_ms`,
-/// the way `Delivery::release` does. Only while the breaker of their
-/// connection is closed or absent, seen at this statement's start: a hold
-/// that raced a close is left to the next sweep rather than released under a
+/// The held deliveries behind each connection whose breaker is closed or
+/// absent, seen at this statement's start, locked in id order: a hold that
+/// raced a close is left to the next sweep rather than released under a
 /// breaker another process just reopened.
-const RELEASE: &str = "
-WITH released AS (
-    UPDATE jadpo_deliveries AS d
-    SET state = 'due', due_at = r.now, updated_at = r.now,
-        held_for_ms = d.held_for_ms + GREATEST(r.now - d.held_since, 0),
-        held_connection = NULL, held_since = NULL
-    FROM unnest($1::text[], $2::bigint[]) AS r(connection, now)
-    WHERE d.state = 'held' AND d.held_connection = r.connection
+const HELD_BEHIND_CLOSED: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM jadpo_deliveries AS d
+    WHERE d.state = 'held' AND d.held_connection = ANY($1)
       AND NOT EXISTS (SELECT 1 FROM jadpo_circuit_breakers b
-                      WHERE b.connection = r.connection AND b.state <> 'closed')
-    RETURNING r.connection
-)
-SELECT connection, count(*) FROM released GROUP BY connection";
+                      WHERE b.connection = d.held_connection AND b.state <> 'closed')
+    ORDER BY d.id FOR UPDATE OF d"
+);
 
 /// Releases everything held behind each connection; how many for each.
-/// What it released is due now: idle workers in every process are woken
-/// when the transaction commits.
+/// Each row is released by `Delivery::release`, the rule every store
+/// shares, and written back whole. What it released is due now: idle
+/// workers in every process are woken when the transaction commits.
 pub(crate) async fn release(
     tx: &Transaction<'_>,
     connections: &[(&str, Timestamp)],
@@ -180,13 +176,40 @@ pub(crate) async fn release(
         return Ok(Vec::new());
     }
     let names: Vec<&str> = connections.iter().map(|(c, _)| *c).collect();
-    let nows: Vec<i64> = connections.iter().map(|(_, t)| at_ms(*t)).collect();
-    let stmt = tx.prepare_cached(RELEASE).await?;
-    let rows = tx.query(&stmt, &[&names, &nows]).await?;
-    if !rows.is_empty() {
-        super::listen::notify(tx).await?;
+    let stmt = tx.prepare_cached(HELD_BEHIND_CLOSED).await?;
+    let found = tx.query(&stmt, &[&names]).await?;
+    let mut released = Vec::with_capacity(found.len());
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for row in &found {
+        let (mut d, token) = delivery(row)?;
+        let connection = d.held.as_ref().map(|h| h.connection.clone()).unwrap_or_default();
+        let Some(&(_, now)) = connections.iter().find(|(c, _)| *c == connection) else {
+            return Err(Abort::Store(StoreError::Unavailable(format!(
+                "released delivery {} is held behind {connection:?}, not asked for",
+                d.id.0
+            ))));
+        };
+        d.release(now);
+        match counts.iter_mut().find(|(c, _)| *c == connection) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((connection, 1)),
+        }
+        released.push((d, token));
     }
-    rows.iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)? as usize)))
-        .collect()
+    write_released(tx, &released).await?;
+    Ok(counts)
+}
+
+/// Writes rows this transaction locked and released, and wakes idle
+/// workers everywhere on commit: they are due now.
+pub(crate) async fn write_released(tx: &Transaction<'_>, released: &[(Delivery, i64)]) -> Result<(), Abort> {
+    if released.is_empty() {
+        return Ok(());
+    }
+    let mut writes = super::writes::DeliveryWrites::default();
+    for (d, token) in released {
+        writes.push(d, *token);
+    }
+    tokio::try_join!(writes.write(tx), super::listen::notify(tx))?;
+    Ok(())
 }

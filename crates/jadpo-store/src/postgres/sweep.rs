@@ -24,14 +24,6 @@ CROSS JOIN LATERAL (
     WHERE state = 'held' AND held_connection = c.held_connection
     ORDER BY held_since, id LIMIT 1) AS l";
 
-/// Wakes held deliveries to be probes: due now, the hold added to
-/// `held_for_ms`, as `Delivery::release` does.
-const WAKE: &str = "
-UPDATE jadpo_deliveries
-SET state = 'due', due_at = $2, updated_at = $2,
-    held_for_ms = held_for_ms + GREATEST($2 - held_since, 0),
-    held_connection = NULL, held_since = NULL
-WHERE id = ANY($1) AND state = 'held'";
 
 pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Abort> {
     let (all, summary) = tokio::try_join!(tx.prepare_cached(ALL_BREAKERS), tx.prepare_cached(HELD_SUMMARY))?;
@@ -53,18 +45,23 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
     // every transaction takes breaker rows before held rows.
     rows::write_breakers(tx, &plan.breakers).await?;
     if !plan.wake.is_empty() {
+        // A probe is released as any held delivery is (`Delivery::release`):
+        // due now, its hold added to the time held.
         let ids: Vec<i64> = plan.wake.iter().map(|id| id.0).collect();
-        let stmt = tx.prepare_cached(WAKE).await?;
-        // The probe is due now: wake idle workers everywhere on commit.
-        let (n, ()) = tokio::try_join!(
-            async { Ok::<_, Abort>(tx.execute(&stmt, &[&ids, &rows::at_ms(now)]).await?) },
-            super::listen::notify(tx)
-        )?;
-        if n as usize != ids.len() {
-            // The longest held was released or woken by another process
-            // since the summary was read.
-            return Err(Abort::Conflict);
+        let mut locked = super::finish::lock(tx, &ids).await?;
+        let mut woken = Vec::with_capacity(ids.len());
+        for id in &plan.wake {
+            match locked.remove(id) {
+                Some((mut d, token)) if d.state == jadpo_core::DeliveryState::Held => {
+                    d.release(now);
+                    woken.push((d, token));
+                }
+                // The longest held was released or woken by another
+                // process since the summary was read.
+                _ => return Err(Abort::Conflict),
+            }
         }
+        rows::write_released(tx, &woken).await?;
     }
     let release: Vec<(&str, Timestamp)> = plan.release.iter().map(|c| (c.as_str(), now)).collect();
     let released = rows::release(tx, &release).await?.iter().map(|(_, n)| n).sum();
