@@ -156,7 +156,7 @@ impl<S: Store> Completer<S> {
                     let mut tally = crate::minutes::Tally::default();
                     for (f, result) in batch.drain(..).zip(results) {
                         if let Ok(report) = &result {
-                            tally.finished(f.finish.now, &f.outcome, &f.finish.calls, &report.transitions);
+                            tally.finished(f.finish.ended_at, &f.outcome, &f.finish.calls, &report.transitions);
                         }
                         self.written(f, result);
                     }

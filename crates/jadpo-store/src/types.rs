@@ -148,7 +148,7 @@ impl Claimed {
             slots: Vec::new(),
             rate_limited: Vec::new(),
             started_at,
-            now: ended_at,
+            ended_at,
             claimed: Some(self.delivery.clone()),
             emits: Emits::default(),
         }
@@ -191,7 +191,9 @@ pub struct Finish {
     /// process pauses each until then, or halves its rate for a minute.
     pub rate_limited: Vec<(String, Option<Duration>)>,
     pub started_at: Timestamp,
-    pub now: Timestamp,
+    /// When the run ended: the attempt's end, the time of its emits and of
+    /// whatever its verdicts release or resolve.
+    pub ended_at: Timestamp,
     /// The delivery as its claim returned it (`Claimed::delivery`), if the
     /// caller has it: a store may plan the finish from it instead of
     /// reading the row, since while it runs under this lease only this

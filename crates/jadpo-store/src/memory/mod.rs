@@ -291,7 +291,7 @@ impl MemoryStore {
         let mut breakers = Breakers::new(self.breakers.values().cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);
         let emitted = if plan.handled && !f.emits.events.is_empty() {
-            self.emit(&f.emits.events, f.now)?
+            self.emit(&f.emits.events, f.ended_at)?
         } else {
             Vec::new()
         };
@@ -308,9 +308,10 @@ impl MemoryStore {
         self.write_breakers(plan.breakers);
         let mut released = 0;
         for c in &plan.release {
-            let n = self.release_all(c, f.now);
+            let n = self.release_all(c, f.ended_at);
             if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == c) {
-                self.alerts.push(AlertMessage::resolved(c, *since, f.now, n as u64));
+                self.alerts
+                    .push(AlertMessage::resolved(c, *since, f.ended_at, n as u64));
             }
             released += n;
         }
