@@ -11,12 +11,10 @@
 
 use crate::clock::SharedClock;
 use crate::log;
-use jadpo_core::{AttemptEnd, Breaker, CallVerdict, Outcome, Timestamp, Transition};
+use jadpo_core::{AttemptEnd, Backoff, Breaker, CallVerdict, Outcome, Timestamp, Transition};
 use jadpo_store::{Claimed, Finish, FinishReport, Store, StoreError};
-use rand::Rng;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 /// A run's outcome on its way to the store.
@@ -144,7 +142,8 @@ impl<S: Store> Completer<S> {
     }
 
     async fn write(&self, batch: &mut Vec<Finished>) {
-        let mut wait = Duration::from_millis(50);
+        // Writes failed in a row.
+        let mut faults = 0u32;
         loop {
             let finishes: Vec<Finish> = batch.iter().map(|f| f.finish.clone()).collect();
             match self.store.finish_batch(&finishes).await {
@@ -180,9 +179,9 @@ impl<S: Store> Completer<S> {
                         return;
                     }
                     tracing::warn!(deliveries = batch.len(), error = %e, "delivery.finish_retry");
-                    let jitter = Duration::from_millis(rand::rng().random_range(0..50));
-                    tokio::time::sleep(wait + jitter).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
+                    faults = faults.saturating_add(1);
+                    let wait = Backoff::STORE.draw(faults, None, &mut rand::rng());
+                    tokio::time::sleep(wait).await;
                 }
             }
         }

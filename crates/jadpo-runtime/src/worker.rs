@@ -15,7 +15,7 @@ use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use jadpo_core::{attempt, AttemptEnd, Failure, Timestamp};
+use jadpo_core::{attempt, AttemptEnd, Backoff, Failure, Timestamp};
 use jadpo_store::{ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -130,7 +130,8 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let mut idle = Idle::default();
     // The store failed: claim again after this real time.
     let mut backoff_until: Option<tokio::time::Instant> = None;
-    let mut store_backoff = Duration::from_millis(100);
+    // Claims failed in a row.
+    let mut store_faults = 0u32;
     loop {
         let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
@@ -212,7 +213,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 in_flight -= limit;
                 match report {
                     Ok(Claim { report, look_again }) => {
-                        store_backoff = Duration::from_millis(100);
+                        store_faults = 0;
                         accept(&shared, report, &mut queue);
                         idle.claim_ended(ticket, look_again);
                     }
@@ -220,9 +221,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                         // A fault before anything committed: nothing was
                         // claimed. Runs already queued go on; claim again
                         // after a backoff.
-                        tracing::warn!(error = %e, wait_ms = store_backoff.as_millis() as u64, "store.unavailable");
-                        backoff_until = Some(tokio::time::Instant::now() + store_backoff);
-                        store_backoff = (store_backoff * 2).min(Duration::from_secs(5));
+                        store_faults = store_faults.saturating_add(1);
+                        let wait = Backoff::STORE.draw(store_faults, None, &mut rand::rng());
+                        tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "store.unavailable");
+                        backoff_until = Some(tokio::time::Instant::now() + wait);
                     }
                 }
             }

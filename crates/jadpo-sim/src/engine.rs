@@ -9,7 +9,7 @@ use crate::check::Checker;
 use crate::config::{Behaviour, SimConfig, SimSubscriber};
 use crate::stats::Stats;
 use jadpo_core::call::{classify, CallEnd};
-use jadpo_core::{attempt, AttemptEnd, CallVerdict, Failure, FailureKind, Timestamp};
+use jadpo_core::{attempt, AttemptEnd, Backoff, CallVerdict, Failure, FailureKind, Timestamp};
 use jadpo_store::memory::MemoryStore;
 use jadpo_store::{ClaimRequest, Claimed, Finish, NewEvent, Route, Routes, StoreError};
 use rand::{Rng, SeedableRng};
@@ -31,6 +31,8 @@ struct Worker {
     busy: usize,
     lost: bool,
     next_poll: Option<Timestamp>,
+    /// Claims that found the store down in a row, for its backoff.
+    store_faults: u32,
 }
 
 #[derive(Debug)]
@@ -39,6 +41,8 @@ struct Run {
     started_at: Timestamp,
     end: AttemptEnd,
     calls: Vec<(String, CallVerdict)>,
+    /// Writes of its outcome that found the store down, for their backoff.
+    store_faults: u32,
 }
 
 #[derive(Debug)]
@@ -131,6 +135,7 @@ impl Sim {
                     busy: 0,
                     lost: false,
                     next_poll: None,
+                    store_faults: 0,
                 })
                 .collect(),
             tick_at: None,
@@ -225,6 +230,7 @@ impl Sim {
                 w.lost = false;
                 w.busy = 0;
                 w.next_poll = None;
+                w.store_faults = 0;
                 self.schedule_poll(worker, self.now);
                 Ok(())
             }
@@ -311,10 +317,13 @@ impl Sim {
         if self.roll(self.cfg.faults.store_down) {
             // The store can't be reached: reconnect after a backoff.
             self.stats.store_faults += 1;
-            let wait = Duration::from_millis(self.rng.random_range(500..=5_000));
+            let faults = &mut self.workers[worker].store_faults;
+            *faults = faults.saturating_add(1);
+            let wait = Backoff::STORE.draw(*faults, None, &mut self.rng);
             self.schedule_poll(worker, self.now.plus(wait));
             return Ok(());
         }
+        self.workers[worker].store_faults = 0;
         let name = self.worker_name(worker);
         let lease = self.cfg.lease();
         for _ in 0..MAX_CLAIMS_PER_POLL {
@@ -387,6 +396,7 @@ impl Sim {
             started_at: self.now,
             end,
             calls,
+            store_faults: 0,
         };
         let generation = self.workers[worker].generation;
         if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
@@ -512,33 +522,33 @@ impl Sim {
     }
 
     fn finish(&mut self, worker: usize, run: Run) -> Result<(), String> {
-        let Run {
-            claimed,
-            started_at,
-            end,
-            calls,
-        } = run;
         if self.roll(self.cfg.faults.store_down) {
             // Writing the outcome failed before commit: the worker
             // reconnects and writes it again.
             self.stats.store_faults += 1;
-            let at = self.now.plus(Duration::from_millis(self.rng.random_range(500..=5_000)));
+            let mut run = run;
+            run.store_faults = run.store_faults.saturating_add(1);
+            let at = self
+                .now
+                .plus(Backoff::STORE.draw(run.store_faults, None, &mut self.rng));
             let generation = self.workers[worker].generation;
             self.push(
                 at,
                 Event::Finish {
                     worker,
                     generation,
-                    run: Run {
-                        claimed,
-                        started_at,
-                        end,
-                        calls,
-                    },
+                    run,
                 },
             );
             return Ok(());
         }
+        let Run {
+            claimed,
+            started_at,
+            end,
+            calls,
+            ..
+        } = run;
         let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, self.now, &mut self.rng);
         let result = self.store.finish(&Finish {
             calls: calls.clone(),
