@@ -50,10 +50,7 @@ impl BreakerCache {
     /// The first of `connections` whose breaker does not let `id` run now.
     pub fn holding(&self, connections: &[String], id: jadpo_core::DeliveryId, now: Timestamp) -> Option<String> {
         let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        connections
-            .iter()
-            .find(|c| cache.get(*c).is_some_and(|b| !b.lets_run(id, now)))
-            .cloned()
+        jadpo_store::step::holding(connections, id, now, |c| cache.get(c))
     }
 }
 

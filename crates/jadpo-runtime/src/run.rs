@@ -250,16 +250,6 @@ impl Catalog {
         }
     }
 
-    /// The concurrency-limited ones among `connections`: a run holds a slot
-    /// on each, given back with its finish.
-    pub fn slots_of(&self, connections: &[String]) -> Vec<String> {
-        connections
-            .iter()
-            .filter(|c| self.routes.limits().get(*c).is_some_and(|l| l.concurrency.is_some()))
-            .cloned()
-            .collect()
-    }
-
     pub fn timeout(&self, subscriber: &str) -> Duration {
         self.timeouts
             .get(subscriber)

@@ -15,8 +15,8 @@ use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use jadpo_core::{attempt, AttemptEnd, Backoff, Failure, Timestamp};
-use jadpo_store::{ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
+use jadpo_core::{AttemptEnd, Backoff, Failure, Timestamp};
+use jadpo_store::{step, ClaimReport, ClaimRequest, Claimed, Store, StoreError};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -353,21 +353,18 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         emits: emits.clone(),
     };
     let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
-    let now = shared.clock.now();
-    let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, now, &mut rand::rng());
-    // What a failed run emitted is dropped with it.
-    let emits = match end {
-        jadpo_core::AttemptEnd::Succeeded => shared.catalog.emits(emits.take(), claimed.event_depth + 1),
-        jadpo_core::AttemptEnd::Failed(_) => Default::default(),
-    };
-    let finish = Finish {
+    let ended_at = shared.clock.now();
+    let ran = step::Ran {
+        end: &end,
+        started_at,
+        ended_at,
         calls: calls.verdicts(stopped),
-        slots: shared.catalog.slots_of(&claimed.connections),
         rate_limited: calls.rate_limits(),
-        emits,
-        ..claimed.finish(outcome.clone(), started_at, now)
     };
-    let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
+    let depth = claimed.event_depth + 1;
+    let built = || shared.catalog.emits(emits.take(), depth);
+    let (outcome, finish) = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
+    let lease_until = claimed.delivery.lease.as_ref().map_or(ended_at, |l| l.until);
     let mut claimed = claimed;
     claimed.payload = String::new();
     let finished = Finished {

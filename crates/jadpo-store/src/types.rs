@@ -50,6 +50,16 @@ impl Routes {
     pub fn limits(&self) -> &BTreeMap<String, Limits> {
         &self.limits
     }
+
+    /// The concurrency-limited ones among `connections`: a run holds a slot
+    /// on each, given back with its finish.
+    pub fn slots_of(&self, connections: &[String]) -> Vec<String> {
+        connections
+            .iter()
+            .filter(|c| self.limits.get(*c).is_some_and(|l| l.concurrency.is_some()))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The record of a delivery whose subscriber is no longer in the app: a

@@ -210,15 +210,6 @@ impl MemoryStore {
         plan.report
     }
 
-    /// The breaker check repeated just before a claimed delivery runs: the
-    /// connection whose breaker opened since the claim, if any.
-    pub fn held_before_run(&self, id: DeliveryId, connections: &[String], now: Timestamp) -> Option<String> {
-        connections
-            .iter()
-            .find(|c| self.breakers.get(*c).is_some_and(|b| !b.lets_run(id, now)))
-            .cloned()
-    }
-
     /// A claimed delivery found, just before its run, behind a breaker that
     /// opened after the claim: held, its attempt given back.
     pub fn hold_claimed(
