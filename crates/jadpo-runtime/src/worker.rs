@@ -338,9 +338,10 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     let emits = crate::run::EmitLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
     let ctx = RunContext {
-        kind: crate::run::RunKind::Delivery,
-        delivery: id,
-        attempt: claimed.delivery.attempts,
+        kind: crate::run::RunKind::Delivery {
+            id,
+            attempt: claimed.delivery.attempts,
+        },
         subscriber: claimed.delivery.subscriber.clone(),
         event_name: claimed.event_name.clone(),
         event_public_id: claimed.event_public_id.clone(),

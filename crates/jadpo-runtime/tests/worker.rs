@@ -93,7 +93,7 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
     let exec = FnExecutor(move |ctx: RunContext| {
         let n = {
             let mut t = seen.lock().unwrap();
-            let n = t.entry(ctx.delivery.0).or_default();
+            let n = t.entry(ctx.delivery().unwrap().0).or_default();
             *n += 1;
             *n
         };
@@ -390,7 +390,7 @@ async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let (g, seen) = (gate.clone(), runs.clone());
     let exec = move |ctx: RunContext| {
-        seen.lock().unwrap().push(ctx.delivery);
+        seen.lock().unwrap().push(ctx.delivery().unwrap());
         let g = g.clone();
         async move {
             g.acquire().await.unwrap().forget();
