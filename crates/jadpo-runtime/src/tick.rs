@@ -13,6 +13,23 @@ use tokio::sync::watch;
 
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
+/// What the tick does beyond its sweep, set apart from the workers' settings:
+/// only the tick reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TickConfig {
+    /// Finished deliveries older than this are pruned, with their events
+    /// and attempts; `None` keeps everything.
+    pub retention: Option<Duration>,
+}
+
+impl Default for TickConfig {
+    fn default() -> Self {
+        TickConfig {
+            retention: Some(Duration::from_secs(30 * 86_400)),
+        }
+    }
+}
+
 /// How often the tick prunes, in engine time, and how many deliveries one
 /// prune deletes at most: retention never holds the store for long.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -37,7 +54,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             shared.minutes.flush(&**store, clock.now()).await;
         }
         let now = clock.now();
-        if let Some(retention) = shared.config.retention.filter(|_| now >= next_prune) {
+        if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune) {
             next_prune = now.plus(PRUNE_EVERY);
             prune(
                 &**store,

@@ -41,9 +41,6 @@ pub struct WorkerConfig {
     /// starts well inside its lease (see `local_queue.rs`); 0 claims only
     /// what the free slots can start.
     pub local_queue: usize,
-    /// Finished deliveries older than this are pruned by the tick, with their
-    /// events and attempts; `None` keeps everything.
-    pub retention: Option<Duration>,
 }
 
 impl Default for WorkerConfig {
@@ -55,7 +52,6 @@ impl Default for WorkerConfig {
             lease_margin: Duration::from_secs(30),
             finish_batch: 1_000,
             local_queue: 1_000,
-            retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }
@@ -73,6 +69,7 @@ pub(crate) struct Shared<S, E> {
     pub clock: SharedClock,
     pub catalog: Arc<Catalog>,
     pub config: WorkerConfig,
+    pub tick: crate::tick::TickConfig,
     /// Breakers as this process last saw them, for the check just before
     /// each run.
     pub breakers: Arc<BreakerCache>,

@@ -2,7 +2,7 @@
 //! No test sleeps through a backoff: time jumps.
 
 use jadpo_core::{BreakerPolicy, Budget, DeliveryState, Failure, FailureKind, Timestamp};
-use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, WorkerConfig};
+use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, TickConfig, WorkerConfig};
 use jadpo_store::{DeliveryFilter, NewEvent, Route, SharedMemoryStore, Store};
 use std::collections::HashMap;
 use std::future::Future;
@@ -339,11 +339,9 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
             Ok(())
         }
     });
-    let config = WorkerConfig {
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config()).tick(TickConfig {
         retention: Some(Duration::from_secs(3600)),
-        ..config()
-    };
-    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config);
+    });
     let running = engine.start();
     engine.emit(&events(3)).await.unwrap();
     eventually("two succeeded, one waiting to retry", || async {
