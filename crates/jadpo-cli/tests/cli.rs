@@ -626,20 +626,15 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
         let batch: Vec<_> = claimed
             .iter()
             .map(|c| jadpo_store::Finish {
-                emits: Default::default(),
-                id: c.delivery.id,
-                token: c.token(),
-                outcome: jadpo_core::Outcome::Failed(jadpo_core::FailureRecord::new(
-                    "x.defect",
-                    jadpo_core::FailureKind::InternalFault,
-                )),
-                calls: vec![],
-                probe_for: vec![],
-                slots: Vec::new(),
-                rate_limited: Vec::new(),
-                started_at: now,
-                now,
                 claimed: None,
+                ..c.finish(
+                    jadpo_core::Outcome::Failed(jadpo_core::FailureRecord::new(
+                        "x.defect",
+                        jadpo_core::FailureKind::InternalFault,
+                    )),
+                    now,
+                    now,
+                )
             })
             .collect();
         store.finish_batch(&batch).await.unwrap();

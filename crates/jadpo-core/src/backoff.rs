@@ -37,6 +37,25 @@ impl Backoff {
         floor: Duration::ZERO,
     };
 
+    /// After a store fault (unreachable, failed before commit): 100 ms
+    /// doubling to 5 s, so a store coming back is not met by every
+    /// process's retries at once, and is found again within seconds. The
+    /// floor keeps a loop that keeps failing from spinning.
+    pub const STORE: Backoff = Backoff {
+        base: Duration::from_millis(100),
+        cap: Duration::from_secs(5),
+        floor: Duration::from_millis(50),
+    };
+
+    /// Before redoing a transaction another process's write conflicted
+    /// with: both are alive and the store is fine, so milliseconds are
+    /// enough for two that keep colliding on one row to drift apart.
+    pub const CONFLICT: Backoff = Backoff {
+        base: Duration::from_millis(2),
+        cap: Duration::from_millis(64),
+        floor: Duration::ZERO,
+    };
+
     /// The ceiling of the wait after `attempts` tries (1 for the first).
     ///
     /// `attempts` of 0 is treated as 1. Never overflows: the doubling stops
@@ -108,6 +127,24 @@ mod tests {
         assert_eq!(Backoff::CALL.ceiling(2), Duration::from_millis(200));
         assert_eq!(Backoff::CALL.ceiling(3), Duration::from_millis(400));
         assert_eq!(Backoff::CALL.ceiling(40), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn store_waits_double_from_100ms_to_5s_and_never_spin() {
+        assert_eq!(Backoff::STORE.ceiling(1), Duration::from_millis(100));
+        assert_eq!(Backoff::STORE.ceiling(6), Duration::from_millis(3_200));
+        assert_eq!(Backoff::STORE.ceiling(7), Duration::from_secs(5));
+        let mut rng = ChaCha8Rng::seed_from_u64(13);
+        for attempts in [1, 3, 100] {
+            let w = Backoff::STORE.draw(attempts, None, &mut rng);
+            assert!(w >= Duration::from_millis(50) && w <= Duration::from_secs(5), "{w:?}");
+        }
+    }
+
+    #[test]
+    fn conflicts_wait_milliseconds() {
+        assert_eq!(Backoff::CONFLICT.ceiling(1), Duration::from_millis(2));
+        assert_eq!(Backoff::CONFLICT.ceiling(16), Duration::from_millis(64));
     }
 
     #[test]

@@ -11,12 +11,10 @@
 
 use crate::clock::SharedClock;
 use crate::log;
-use jadpo_core::{AttemptEnd, Breaker, CallVerdict, Outcome, Timestamp, Transition};
+use jadpo_core::{AttemptEnd, Backoff, Breaker, CallVerdict, Outcome, Timestamp, Transition};
 use jadpo_store::{Claimed, Finish, FinishReport, Store, StoreError};
-use rand::Rng;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 /// A run's outcome on its way to the store.
@@ -52,10 +50,7 @@ impl BreakerCache {
     /// The first of `connections` whose breaker does not let `id` run now.
     pub fn holding(&self, connections: &[String], id: jadpo_core::DeliveryId, now: Timestamp) -> Option<String> {
         let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        connections
-            .iter()
-            .find(|c| cache.get(*c).is_some_and(|b| !b.lets_run(id, now)))
-            .cloned()
+        jadpo_store::step::holding(connections, id, now, |c| cache.get(c))
     }
 }
 
@@ -144,7 +139,8 @@ impl<S: Store> Completer<S> {
     }
 
     async fn write(&self, batch: &mut Vec<Finished>) {
-        let mut wait = Duration::from_millis(50);
+        // Writes failed in a row.
+        let mut faults = 0u32;
         loop {
             let finishes: Vec<Finish> = batch.iter().map(|f| f.finish.clone()).collect();
             match self.store.finish_batch(&finishes).await {
@@ -156,7 +152,7 @@ impl<S: Store> Completer<S> {
                     let mut tally = crate::minutes::Tally::default();
                     for (f, result) in batch.drain(..).zip(results) {
                         if let Ok(report) = &result {
-                            tally.finished(f.finish.now, &f.outcome, &f.finish.calls, &report.transitions);
+                            tally.finished(f.finish.ended_at, &f.outcome, &f.finish.calls, &report.transitions);
                         }
                         self.written(f, result);
                     }
@@ -180,9 +176,9 @@ impl<S: Store> Completer<S> {
                         return;
                     }
                     tracing::warn!(deliveries = batch.len(), error = %e, "delivery.finish_retry");
-                    let jitter = Duration::from_millis(rand::rng().random_range(0..50));
-                    tokio::time::sleep(wait + jitter).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
+                    faults = faults.saturating_add(1);
+                    let wait = Backoff::STORE.draw(faults, None, &mut rand::rng());
+                    tokio::time::sleep(wait).await;
                 }
             }
         }

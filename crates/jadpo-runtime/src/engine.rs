@@ -3,7 +3,7 @@
 use crate::alerts::{self, AlertRoute};
 use crate::clock::SharedClock;
 use crate::run::{Catalog, Executor, RunContext};
-use crate::tick;
+use crate::tick::{self, TickConfig};
 use crate::wake;
 use crate::worker::{self, Shared, WorkerConfig};
 use jadpo_core::{AttemptEnd, Failure};
@@ -59,6 +59,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 clock,
                 catalog: Arc::new(catalog),
                 config,
+                tick: Default::default(),
                 breakers: Default::default(),
                 pending: Default::default(),
                 wake: Arc::new(Notify::new()),
@@ -75,6 +76,15 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
         Arc::get_mut(&mut self.shared)
             .expect("alerts are routed before the engine is shared")
             .alert_route = Some(route);
+        self
+    }
+
+    /// Sets what the tick does beyond its sweep (retention). Only before
+    /// the engine is cloned or started.
+    pub fn tick(mut self, config: TickConfig) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("the tick is set before the engine is shared")
+            .tick = config;
         self
     }
 

@@ -89,7 +89,7 @@ impl ConnectionHandle {
             // under `--time-scale`.
             timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
         };
-        let counts = self.ctx.kind == RunKind::Delivery && !self.connections.is_double(connection);
+        let counts = matches!(self.ctx.kind, RunKind::Delivery { .. }) && !self.connections.is_double(connection);
         if counts {
             self.ctx.calls.started(connection);
         }
@@ -257,7 +257,7 @@ impl AppExecutor {
 
     fn target(&self, ctx: &RunContext) -> Result<&Run, Failure> {
         let run = match ctx.kind {
-            RunKind::Delivery => self.app.subscribers.get(&ctx.subscriber).map(|s| &s.run),
+            RunKind::Delivery { .. } => self.app.subscribers.get(&ctx.subscriber).map(|s| &s.run),
             RunKind::Schedule => self.app.schedules.get(&ctx.subscriber).map(|s| &s.run),
             RunKind::Route => self.app.routes.get(&ctx.subscriber).map(|r| &r.run),
         };
@@ -416,7 +416,7 @@ impl Executor for AppExecutor {
 /// event: its name and start time, then the call.
 pub(crate) fn message_id(ctx: &RunContext, n: u32) -> String {
     match ctx.kind {
-        RunKind::Delivery => format!("msg_{}_{}_{n}", ctx.event_public_id.replace('-', ""), ctx.delivery.0),
+        RunKind::Delivery { id, .. } => format!("msg_{}_{}_{n}", ctx.event_public_id.replace('-', ""), id.0),
         RunKind::Schedule => format!("msg_{}_{}_{n}", ctx.subscriber, ctx.started_at.as_millis()),
         // A route's request is its caller's to repeat: each run is new.
         RunKind::Route => format!(
@@ -435,9 +435,10 @@ mod tests {
 
     fn ctx(event: &str, delivery: i64, attempt: u32) -> RunContext {
         RunContext {
-            kind: RunKind::Delivery,
-            delivery: DeliveryId(delivery),
-            attempt,
+            kind: RunKind::Delivery {
+                id: DeliveryId(delivery),
+                attempt,
+            },
             subscriber: "s".into(),
             event_name: "E".into(),
             event_public_id: event.into(),

@@ -7,15 +7,21 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Whether a run is a subscriber's delivery or a schedule's run.
+/// What a run is for: a subscriber's delivery, a schedule's run or a
+/// route's request. Only a delivery has an id and attempts, so only its
+/// variant carries them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
-    Delivery,
-    /// A schedule has no event: `payload` is null, `delivery` is 0.
+    Delivery {
+        id: DeliveryId,
+        /// This attempt's number, 1 for the first.
+        attempt: u32,
+    },
+    /// A schedule has no event: `payload` is null.
     Schedule,
     /// A route's request (`/app/...`): `payload` is its input, `path` its
-    /// path parameters, `subscriber` the route's name, `delivery` 0. Its
-    /// calls never count for a breaker; Jadpo never retries it.
+    /// path parameters, `subscriber` the route's name. Its calls never
+    /// count for a breaker; Jadpo never retries it.
     Route,
 }
 
@@ -56,10 +62,7 @@ impl EmitLog {
 #[derive(Clone, Debug)]
 pub struct RunContext {
     pub kind: RunKind,
-    pub delivery: DeliveryId,
-    /// This attempt's number, 1 for the first.
-    pub attempt: u32,
-    /// The subscriber's name, or the schedule's.
+    /// The subscriber's name, the schedule's or the route's.
     pub subscriber: String,
     pub event_name: String,
     /// The event's public id, unique across stores (empty for a schedule's
@@ -78,6 +81,16 @@ pub struct RunContext {
     pub depth: u32,
     /// The events its `emit` statements made.
     pub emits: EmitLog,
+}
+
+impl RunContext {
+    /// The delivery it runs, if it runs one.
+    pub fn delivery(&self) -> Option<DeliveryId> {
+        match self.kind {
+            RunKind::Delivery { id, .. } => Some(id),
+            RunKind::Schedule | RunKind::Route => None,
+        }
+    }
 }
 
 /// Runs the action of a claimed delivery. `Ok` is success; an `Err` carries
@@ -248,16 +261,6 @@ impl Catalog {
                 })
                 .collect(),
         }
-    }
-
-    /// The concurrency-limited ones among `connections`: a run holds a slot
-    /// on each, given back with its finish.
-    pub fn slots_of(&self, connections: &[String]) -> Vec<String> {
-        connections
-            .iter()
-            .filter(|c| self.routes.limits().get(*c).is_some_and(|l| l.concurrency.is_some()))
-            .cloned()
-            .collect()
     }
 
     pub fn timeout(&self, subscriber: &str) -> Duration {

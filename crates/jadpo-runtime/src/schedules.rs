@@ -8,7 +8,7 @@
 use crate::run::{CallLog, EmitLog, Executor, RunContext, RunKind};
 use crate::worker::{execute, Shared};
 use jadpo_core::schedule::ScheduleAlert;
-use jadpo_core::{AttemptEnd, DeliveryId, Timestamp};
+use jadpo_core::{AttemptEnd, Timestamp};
 use jadpo_lang::Trigger;
 use jadpo_store::ScheduleStore;
 use std::time::Duration;
@@ -106,8 +106,6 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
             let emits = EmitLog::default();
             let ctx = RunContext {
                 kind: RunKind::Schedule,
-                delivery: DeliveryId(0),
-                attempt: 1,
                 subscriber: spec.name.clone(),
                 event_name: String::new(),
                 event_public_id: String::new(),

@@ -5,13 +5,30 @@ use crate::log;
 use crate::run::Executor;
 use crate::schedules;
 use crate::worker::Shared;
-use jadpo_core::Timestamp;
+use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::{ScheduleStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
 pub const INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the tick does beyond its sweep, set apart from the workers' settings:
+/// only the tick reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TickConfig {
+    /// Finished deliveries older than this are pruned, with their events
+    /// and attempts; `None` keeps everything.
+    pub retention: Option<Duration>,
+}
+
+impl Default for TickConfig {
+    fn default() -> Self {
+        TickConfig {
+            retention: Some(Duration::from_secs(30 * 86_400)),
+        }
+    }
+}
 
 /// How often the tick prunes, in engine time, and how many deliveries one
 /// prune deletes at most: retention never holds the store for long.
@@ -28,6 +45,8 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
     // Schedules' runs under way: a stop waits for them (each within its
     // time limit), as it does for deliveries, so none is left half-written.
     let mut runs = tokio::task::JoinSet::new();
+    // Sweeps failed in a row: the next waits at least a store's backoff.
+    let mut store_faults = 0u32;
     while !*shutdown.borrow() {
         while runs.try_join_next().is_some() {}
         if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
@@ -35,7 +54,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             shared.minutes.flush(&**store, clock.now()).await;
         }
         let now = clock.now();
-        if let Some(retention) = shared.config.retention.filter(|_| now >= next_prune) {
+        if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune) {
             next_prune = now.plus(PRUNE_EVERY);
             prune(
                 &**store,
@@ -45,6 +64,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
         }
         match store.sweep(now, wake_lease).await {
             Ok(report) => {
+                store_faults = 0;
                 for alert in &report.alerts {
                     log::alert(alert);
                 }
@@ -61,12 +81,20 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
                     wake.notify_one();
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "tick.store_unavailable"),
+            Err(e) => {
+                tracing::warn!(error = %e, "tick.store_unavailable");
+                store_faults = store_faults.saturating_add(1);
+            }
         }
         schedules::start_due(&shared, &mut runs).await;
         // Under a scaled clock a second of engine time may be a millisecond
-        // of real time: never sweep more often than every 20 ms of real time.
-        let floor = tokio::time::sleep(Duration::from_millis(20));
+        // of real time: never sweep more often than every 20 ms of real time,
+        // nor than the store's backoff while it fails.
+        let floor = match store_faults {
+            0 => Duration::from_millis(20),
+            n => Backoff::STORE.draw(n, None, &mut rand::rng()),
+        };
+        let floor = tokio::time::sleep(floor);
         tokio::select! {
             _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
             _ = shutdown.changed() => {}

@@ -15,8 +15,8 @@ use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use jadpo_core::{attempt, AttemptEnd, Failure, Timestamp};
-use jadpo_store::{ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
+use jadpo_core::{AttemptEnd, Backoff, Failure, Timestamp};
+use jadpo_store::{step, ClaimReport, ClaimRequest, Claimed, Store, StoreError};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,9 +41,6 @@ pub struct WorkerConfig {
     /// starts well inside its lease (see `local_queue.rs`); 0 claims only
     /// what the free slots can start.
     pub local_queue: usize,
-    /// Finished deliveries older than this are pruned by the tick, with their
-    /// events and attempts; `None` keeps everything.
-    pub retention: Option<Duration>,
 }
 
 impl Default for WorkerConfig {
@@ -55,7 +52,6 @@ impl Default for WorkerConfig {
             lease_margin: Duration::from_secs(30),
             finish_batch: 1_000,
             local_queue: 1_000,
-            retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }
@@ -73,6 +69,7 @@ pub(crate) struct Shared<S, E> {
     pub clock: SharedClock,
     pub catalog: Arc<Catalog>,
     pub config: WorkerConfig,
+    pub tick: crate::tick::TickConfig,
     /// Breakers as this process last saw them, for the check just before
     /// each run.
     pub breakers: Arc<BreakerCache>,
@@ -130,7 +127,8 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let mut idle = Idle::default();
     // The store failed: claim again after this real time.
     let mut backoff_until: Option<tokio::time::Instant> = None;
-    let mut store_backoff = Duration::from_millis(100);
+    // Claims failed in a row.
+    let mut store_faults = 0u32;
     loop {
         let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
@@ -212,7 +210,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 in_flight -= limit;
                 match report {
                     Ok(Claim { report, look_again }) => {
-                        store_backoff = Duration::from_millis(100);
+                        store_faults = 0;
                         accept(&shared, report, &mut queue);
                         idle.claim_ended(ticket, look_again);
                     }
@@ -220,9 +218,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                         // A fault before anything committed: nothing was
                         // claimed. Runs already queued go on; claim again
                         // after a backoff.
-                        tracing::warn!(error = %e, wait_ms = store_backoff.as_millis() as u64, "store.unavailable");
-                        backoff_until = Some(tokio::time::Instant::now() + store_backoff);
-                        store_backoff = (store_backoff * 2).min(Duration::from_secs(5));
+                        store_faults = store_faults.saturating_add(1);
+                        let wait = Backoff::STORE.draw(store_faults, None, &mut rand::rng());
+                        tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "store.unavailable");
+                        backoff_until = Some(tokio::time::Instant::now() + wait);
                     }
                 }
             }
@@ -336,9 +335,10 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     let emits = crate::run::EmitLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
     let ctx = RunContext {
-        kind: crate::run::RunKind::Delivery,
-        delivery: id,
-        attempt: claimed.delivery.attempts,
+        kind: crate::run::RunKind::Delivery {
+            id,
+            attempt: claimed.delivery.attempts,
+        },
         subscriber: claimed.delivery.subscriber.clone(),
         event_name: claimed.event_name.clone(),
         event_public_id: claimed.event_public_id.clone(),
@@ -351,21 +351,18 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
         emits: emits.clone(),
     };
     let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
-    let now = shared.clock.now();
-    let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, now, &mut rand::rng());
-    // What a failed run emitted is dropped with it.
-    let emits = match end {
-        jadpo_core::AttemptEnd::Succeeded => shared.catalog.emits(emits.take(), claimed.event_depth + 1),
-        jadpo_core::AttemptEnd::Failed(_) => Default::default(),
-    };
-    let finish = Finish {
+    let ended_at = shared.clock.now();
+    let ran = step::Ran {
+        end: &end,
+        started_at,
+        ended_at,
         calls: calls.verdicts(stopped),
-        slots: shared.catalog.slots_of(&claimed.connections),
         rate_limited: calls.rate_limits(),
-        emits,
-        ..claimed.finish(outcome.clone(), started_at, now)
     };
-    let lease_until = claimed.delivery.lease.as_ref().map_or(now, |l| l.until);
+    let depth = claimed.event_depth + 1;
+    let built = || shared.catalog.emits(emits.take(), depth);
+    let (outcome, finish) = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
+    let lease_until = claimed.delivery.lease.as_ref().map_or(ended_at, |l| l.until);
     let mut claimed = claimed;
     claimed.payload = String::new();
     let finished = Finished {

@@ -83,7 +83,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
     let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
     let seen = runs.clone();
     let exec = FnExecutor(move |ctx: RunContext| {
-        *seen.lock().unwrap().entry(ctx.delivery.0).or_default() += 1;
+        *seen.lock().unwrap().entry(ctx.delivery().unwrap().0).or_default() += 1;
         async { Ok(()) }
     });
     let mut catalog = Catalog::new();

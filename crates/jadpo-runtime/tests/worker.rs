@@ -2,7 +2,7 @@
 //! No test sleeps through a backoff: time jumps.
 
 use jadpo_core::{BreakerPolicy, Budget, DeliveryState, Failure, FailureKind, Timestamp};
-use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, WorkerConfig};
+use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, TickConfig, WorkerConfig};
 use jadpo_store::{DeliveryFilter, NewEvent, Route, SharedMemoryStore, Store};
 use std::collections::HashMap;
 use std::future::Future;
@@ -93,7 +93,7 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
     let exec = FnExecutor(move |ctx: RunContext| {
         let n = {
             let mut t = seen.lock().unwrap();
-            let n = t.entry(ctx.delivery.0).or_default();
+            let n = t.entry(ctx.delivery().unwrap().0).or_default();
             *n += 1;
             *n
         };
@@ -339,11 +339,9 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
             Ok(())
         }
     });
-    let config = WorkerConfig {
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config()).tick(TickConfig {
         retention: Some(Duration::from_secs(3600)),
-        ..config()
-    };
-    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config);
+    });
     let running = engine.start();
     engine.emit(&events(3)).await.unwrap();
     eventually("two succeeded, one waiting to retry", || async {
@@ -390,7 +388,7 @@ async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let (g, seen) = (gate.clone(), runs.clone());
     let exec = move |ctx: RunContext| {
-        seen.lock().unwrap().push(ctx.delivery);
+        seen.lock().unwrap().push(ctx.delivery().unwrap());
         let g = g.clone();
         async move {
             g.acquire().await.unwrap().forget();

@@ -1,17 +1,19 @@
 //! The simulation's event loop: virtual time, workers, providers, the tick.
 //!
 //! Every piece of Jadpo that decides anything runs here for real: the
-//! core's rules inside the in-memory store. What is simulated is only what
+//! core's rules inside the in-memory store, and the worker's own step
+//! around each run (`jadpo_store::step`). What is simulated is only what
 //! surrounds it: time, providers, workers that get lost or paused, a store
 //! that cannot be reached. The run is a pure function of its config's seed.
 
+mod providers;
+
 use crate::check::Checker;
-use crate::config::{Behaviour, SimConfig, SimSubscriber};
+use crate::config::{SimConfig, SimSubscriber};
 use crate::stats::Stats;
-use jadpo_core::call::{classify, CallEnd};
-use jadpo_core::{attempt, AttemptEnd, CallVerdict, Failure, FailureKind, Timestamp};
+use jadpo_core::{AttemptEnd, Backoff, CallVerdict, Timestamp};
 use jadpo_store::memory::MemoryStore;
-use jadpo_store::{ClaimRequest, Claimed, Finish, NewEvent, Route, Routes, StoreError};
+use jadpo_store::{step, ClaimRequest, Claimed, NewEvent, Route, Routes, StoreError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -31,6 +33,8 @@ struct Worker {
     busy: usize,
     lost: bool,
     next_poll: Option<Timestamp>,
+    /// Claims that found the store down in a row, for its backoff.
+    store_faults: u32,
 }
 
 #[derive(Debug)]
@@ -39,6 +43,8 @@ struct Run {
     started_at: Timestamp,
     end: AttemptEnd,
     calls: Vec<(String, CallVerdict)>,
+    /// Writes of its outcome that found the store down, for their backoff.
+    store_faults: u32,
 }
 
 #[derive(Debug)]
@@ -131,6 +137,7 @@ impl Sim {
                     busy: 0,
                     lost: false,
                     next_poll: None,
+                    store_faults: 0,
                 })
                 .collect(),
             tick_at: None,
@@ -225,6 +232,7 @@ impl Sim {
                 w.lost = false;
                 w.busy = 0;
                 w.next_poll = None;
+                w.store_faults = 0;
                 self.schedule_poll(worker, self.now);
                 Ok(())
             }
@@ -311,10 +319,13 @@ impl Sim {
         if self.roll(self.cfg.faults.store_down) {
             // The store can't be reached: reconnect after a backoff.
             self.stats.store_faults += 1;
-            let wait = Duration::from_millis(self.rng.random_range(500..=5_000));
+            let faults = &mut self.workers[worker].store_faults;
+            *faults = faults.saturating_add(1);
+            let wait = Backoff::STORE.draw(*faults, None, &mut self.rng);
             self.schedule_poll(worker, self.now.plus(wait));
             return Ok(());
         }
+        self.workers[worker].store_faults = 0;
         let name = self.worker_name(worker);
         let lease = self.cfg.lease();
         for _ in 0..MAX_CLAIMS_PER_POLL {
@@ -371,7 +382,8 @@ impl Sim {
         if lease_until < self.now.plus(sub.timeout) {
             return Err(format!("delivery {id} would start with a lease shorter than its run"));
         }
-        if let Some(connection) = self.store.held_before_run(id, &claimed.connections, self.now) {
+        let held = step::holding(&claimed.connections, id, self.now, |c| self.store.breaker(c));
+        if let Some(connection) = held {
             self.store
                 .hold_claimed(id, token, &connection, self.now)
                 .map_err(|e| e.to_string())?;
@@ -387,6 +399,7 @@ impl Sim {
             started_at: self.now,
             end,
             calls,
+            store_faults: 0,
         };
         let generation = self.workers[worker].generation;
         if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
@@ -419,87 +432,6 @@ impl Sim {
         Ok(())
     }
 
-    /// The action's run: its calls, in order, until the first failure or the
-    /// run's time limit.
-    fn perform(
-        &mut self,
-        sub: &SimSubscriber,
-        claimed: &Claimed,
-    ) -> (AttemptEnd, Vec<(String, CallVerdict)>, Timestamp) {
-        let limit = self.now.plus(sub.timeout);
-        if self.roll(sub.defect) {
-            let f = if self.rng.random_bool(0.5) {
-                Failure::panicked()
-            } else {
-                Failure::new("run.overflow", FailureKind::Overflow)
-            };
-            return (AttemptEnd::Failed(f), vec![], self.now);
-        }
-        if self.rng.random_range(0..100) < sub.skip_calls {
-            return (AttemptEnd::Succeeded, vec![], self.now.plus(Duration::from_millis(1)));
-        }
-        let mut t = self.now;
-        let mut calls = Vec::new();
-        for c in &claimed.connections {
-            let behaviour = self.cfg.providers[c].at(t);
-            let (latency, call_end) = self.provider_answer(behaviour, t);
-            self.stats.call(c, behaviour, t);
-            if t.plus(latency) > limit {
-                // The run's limit stops it mid-call: nothing it did is kept.
-                calls.push((c.clone(), CallVerdict::Unavailable));
-                return (AttemptEnd::Failed(Failure::deadline_exceeded()), calls, limit);
-            }
-            t = t.plus(latency);
-            let (result, verdict) = classify(call_end);
-            calls.push((c.clone(), verdict));
-            if let Err(f) = result {
-                return (AttemptEnd::Failed(f), calls, t);
-            }
-        }
-        (AttemptEnd::Succeeded, calls, t.plus(Duration::from_millis(1)))
-    }
-
-    fn provider_answer(&mut self, b: Behaviour, t: Timestamp) -> (Duration, CallEnd) {
-        let status = |s: u16| CallEnd::Status {
-            status: s,
-            retry_after: None,
-        };
-        match b {
-            Behaviour::Up { latency } => (latency, status(200)),
-            Behaviour::Down { latency } => (latency, status(503)),
-            Behaviour::Refused => (Duration::ZERO, CallEnd::NeverLeft),
-            Behaviour::Slow { latency } => (latency, status(200)),
-            Behaviour::RateLimiting { retry_after } => (
-                Duration::from_millis(5),
-                CallEnd::Status {
-                    status: 429,
-                    retry_after: Some(retry_after),
-                },
-            ),
-            Behaviour::Flapping { period, latency } => {
-                let turn = t.as_millis() / i64::try_from(period.as_millis().max(1)).unwrap_or(i64::MAX);
-                (latency, status(if turn % 2 == 0 { 200 } else { 503 }))
-            }
-            Behaviour::Mixed {
-                down,
-                refuse,
-                unknown,
-                latency,
-            } => {
-                let r = self.rng.random_range(0..100u8);
-                if r < down {
-                    (latency, status(503))
-                } else if r < down.saturating_add(refuse) {
-                    (latency, status([400, 401, 404, 409, 422][self.rng.random_range(0..5)]))
-                } else if r < down.saturating_add(refuse).saturating_add(unknown) {
-                    (latency, CallEnd::TimedOut { idempotent: false })
-                } else {
-                    (latency, status(200))
-                }
-            }
-        }
-    }
-
     fn lose_worker(&mut self, worker: usize, at: Timestamp) {
         self.stats.workers_lost += 1;
         let w = &mut self.workers[worker];
@@ -512,44 +444,47 @@ impl Sim {
     }
 
     fn finish(&mut self, worker: usize, run: Run) -> Result<(), String> {
-        let Run {
-            claimed,
-            started_at,
-            end,
-            calls,
-        } = run;
         if self.roll(self.cfg.faults.store_down) {
             // Writing the outcome failed before commit: the worker
             // reconnects and writes it again.
             self.stats.store_faults += 1;
-            let at = self.now.plus(Duration::from_millis(self.rng.random_range(500..=5_000)));
+            let mut run = run;
+            run.store_faults = run.store_faults.saturating_add(1);
+            let at = self
+                .now
+                .plus(Backoff::STORE.draw(run.store_faults, None, &mut self.rng));
             let generation = self.workers[worker].generation;
             self.push(
                 at,
                 Event::Finish {
                     worker,
                     generation,
-                    run: Run {
-                        claimed,
-                        started_at,
-                        end,
-                        calls,
-                    },
+                    run,
                 },
             );
             return Ok(());
         }
-        let outcome = attempt::decide(&claimed.delivery, claimed.budget, &end, self.now, &mut self.rng);
-        let result = self.store.finish(&Finish {
-            calls: calls.clone(),
-            slots: claimed
-                .connections
-                .iter()
-                .filter(|c| self.cfg.limits.get(*c).is_some_and(|l| l.concurrency.is_some()))
-                .cloned()
-                .collect(),
-            ..claimed.finish(outcome.clone(), started_at, self.now)
-        });
+        let Run {
+            claimed,
+            started_at,
+            end,
+            calls,
+            ..
+        } = run;
+        // Decided when the write reaches the store: a write the store
+        // refused is decided again at its retry, where a worker's completer
+        // retries the finish it decided once.
+        let ran = step::Ran {
+            end: &end,
+            started_at,
+            ended_at: self.now,
+            calls,
+            // The scripted providers' 429s pause nothing here.
+            rate_limited: Vec::new(),
+        };
+        let no_emits = jadpo_store::Emits::default;
+        let (outcome, finish) = step::finish(&claimed, &self.routes, ran, no_emits, &mut self.rng);
+        let result = self.store.finish(&finish);
         self.workers[worker].busy -= 1;
         match result {
             Ok(report) => {

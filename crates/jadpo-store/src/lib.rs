@@ -11,6 +11,8 @@
 //!   ([`SharedMemoryStore`] behind the interface).
 //! - [`AnyStore`]: a SQLite or PostgreSQL store chosen at run time.
 //! - [`conformance`]: the scenarios every store must pass.
+//! - [`step`]: a claimed delivery's step around its run, shared by the
+//!   worker and the simulation.
 
 pub mod alerts;
 pub mod any;
@@ -21,6 +23,7 @@ pub mod memory;
 pub mod plan;
 pub mod postgres;
 pub mod sqlite;
+pub mod step;
 mod store;
 mod types;
 

@@ -160,9 +160,13 @@ pub fn of_finish(f: &crate::types::Finish) -> (Vec<Release<'_>>, Vec<Answer>) {
     let releases = if f.slots.is_empty() {
         Vec::new()
     } else {
-        vec![(f.id, Some(f.slots.as_slice()), f.now)]
+        vec![(f.id, Some(f.slots.as_slice()), f.ended_at)]
     };
-    let answers = f.rate_limited.iter().map(|(c, r)| (c.clone(), *r, f.now)).collect();
+    let answers = f
+        .rate_limited
+        .iter()
+        .map(|(c, r)| (c.clone(), *r, f.ended_at))
+        .collect();
     (releases, answers)
 }
 

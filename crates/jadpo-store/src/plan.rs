@@ -231,7 +231,7 @@ pub struct FinishPlan {
 
 /// Decides a finish. `d` is the row as read, its lease already checked.
 pub fn finish(d: &Delivery, breakers: &mut Breakers, f: &Finish, policy: &BreakerPolicy) -> FinishPlan {
-    let now = f.now;
+    let now = f.ended_at;
     let mut delivery = d.clone();
     attempt::apply(&mut delivery, &f.outcome, now);
     let mut release = Vec::new();

@@ -50,6 +50,16 @@ impl Routes {
     pub fn limits(&self) -> &BTreeMap<String, Limits> {
         &self.limits
     }
+
+    /// The concurrency-limited ones among `connections`: a run holds a slot
+    /// on each, given back with its finish.
+    pub fn slots_of(&self, connections: &[String]) -> Vec<String> {
+        connections
+            .iter()
+            .filter(|c| self.limits.get(*c).is_some_and(|l| l.concurrency.is_some()))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The record of a delivery whose subscriber is no longer in the app: a
@@ -148,7 +158,7 @@ impl Claimed {
             slots: Vec::new(),
             rate_limited: Vec::new(),
             started_at,
-            now: ended_at,
+            ended_at,
             claimed: Some(self.delivery.clone()),
             emits: Emits::default(),
         }
@@ -191,7 +201,9 @@ pub struct Finish {
     /// process pauses each until then, or halves its rate for a minute.
     pub rate_limited: Vec<(String, Option<Duration>)>,
     pub started_at: Timestamp,
-    pub now: Timestamp,
+    /// When the run ended: the attempt's end, the time of its emits and of
+    /// whatever its verdicts release or resolve.
+    pub ended_at: Timestamp,
     /// The delivery as its claim returned it (`Claimed::delivery`), if the
     /// caller has it: a store may plan the finish from it instead of
     /// reading the row, since while it runs under this lease only this

@@ -31,17 +31,9 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
     let r = s.claim(&ClaimRequest { limit: 5, ..req(at(0)) });
     for c in &r.claimed {
         s.finish(&Finish {
-            emits: Default::default(),
-            id: c.delivery.id,
-            token: c.token(),
-            outcome: retry_at("http.503", 30),
             calls: vec![("payments".into(), CallVerdict::Unavailable)],
-            probe_for: vec![],
-            slots: Vec::new(),
-            rate_limited: Vec::new(),
-            started_at: at(0),
-            now: at(0),
             claimed: None,
+            ..c.finish(retry_at("http.503", 30), at(0), at(0))
         })
         .unwrap();
     }

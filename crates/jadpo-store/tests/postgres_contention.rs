@@ -74,22 +74,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
                 if got.is_empty() {
                     break;
                 }
-                let batch: Vec<Finish> = got
-                    .iter()
-                    .map(|c| Finish {
-                        emits: Default::default(),
-                        id: c.delivery.id,
-                        token: c.token(),
-                        outcome: Outcome::Succeeded,
-                        calls: vec![],
-                        probe_for: vec![],
-                        slots: Vec::new(),
-                        rate_limited: Vec::new(),
-                        started_at: now,
-                        now,
-                        claimed: Some(c.delivery.clone()),
-                    })
-                    .collect();
+                let batch: Vec<Finish> = got.iter().map(|c| c.finish(Outcome::Succeeded, now, now)).collect();
                 for r in store.finish_batch(&batch).await.unwrap() {
                     r.unwrap();
                 }

@@ -204,19 +204,7 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
 
     let batch: Vec<Finish> = claimed
         .iter()
-        .map(|c| Finish {
-            emits: Default::default(),
-            id: c.delivery.id,
-            token: c.token(),
-            outcome: Outcome::Succeeded,
-            calls: vec![],
-            probe_for: vec![],
-            slots: Vec::new(),
-            rate_limited: Vec::new(),
-            started_at: at(1),
-            now: at(2),
-            claimed: Some(c.delivery.clone()),
-        })
+        .map(|c| c.finish(Outcome::Succeeded, at(1), at(2)))
         .collect();
     proxy.set(CUT_AT_COMMIT);
     is_unavailable(store.finish_batch(&batch).await);
@@ -272,7 +260,7 @@ async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_
                 slots: Vec::new(),
                 rate_limited: Vec::new(),
                 started_at: at(1),
-                now: at(1),
+                ended_at: at(1),
                 claimed: None,
             }])
             .await,

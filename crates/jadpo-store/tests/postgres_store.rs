@@ -40,19 +40,7 @@ async fn claim(s: &PgStore, worker: &str, now: i64, limit: usize) -> ClaimReport
 }
 
 fn finish_of(c: &jadpo_store::Claimed, outcome: Outcome, now: i64) -> Finish {
-    Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
-        calls: vec![],
-        probe_for: c.probe_for.clone(),
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(now),
-        now: at(now),
-        claimed: Some(c.delivery.clone()),
-    }
+    c.finish(outcome, at(now), at(now))
 }
 
 #[tokio::test]

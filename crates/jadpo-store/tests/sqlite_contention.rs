@@ -24,17 +24,9 @@ async fn open(path: &std::path::Path) -> SqliteStore {
 
 fn fin(c: &Claimed, outcome: Outcome, calls: &[(&str, CallVerdict)], now: i64) -> Finish {
     Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
         calls: calls.iter().map(|(c, v)| (c.to_string(), *v)).collect(),
-        probe_for: c.probe_for.clone(),
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(now),
-        now: at(now),
         claimed: None,
+        ..c.finish(outcome, at(now), at(now))
     }
 }
 

@@ -34,7 +34,7 @@ use jadpo_runtime::alerts::AlertRoute;
 use jadpo_runtime::connection::{Connections, Double, StartupError};
 use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::interpreter::{AppExecutor, RustAction};
-use jadpo_runtime::{Catalog, Engine, Running, SharedClock, SystemClock, WorkerConfig};
+use jadpo_runtime::{Catalog, Engine, Running, SharedClock, SystemClock, TickConfig, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::fmt;
 use std::path::Path;
@@ -140,6 +140,7 @@ pub struct Builder {
     env: EnvFn,
     clock: SharedClock,
     worker: WorkerConfig,
+    tick: TickConfig,
     doubles: Vec<(String, Double)>,
     actions: Vec<(String, RustAction)>,
 }
@@ -151,6 +152,7 @@ impl Default for Builder {
             env: Box::new(|k| std::env::var(k).ok()),
             clock: Arc::new(SystemClock),
             worker: WorkerConfig::default(),
+            tick: TickConfig::default(),
             doubles: Vec::new(),
             actions: Vec::new(),
         }
@@ -211,6 +213,13 @@ impl Builder {
         self
     }
 
+    /// What the tick does beyond its sweep: how long finished deliveries
+    /// are kept.
+    pub fn tick(mut self, config: TickConfig) -> Self {
+        self.tick = config;
+        self
+    }
+
     /// Replaces a connection with a fake or a recording (for your tests):
     /// its calls never reach a breaker.
     pub fn double(mut self, connection: &str, double: impl Into<Double>) -> Self {
@@ -259,6 +268,7 @@ impl Builder {
             alert_route,
             clock: self.clock,
             worker: self.worker,
+            tick: self.tick,
             schedules: true,
         })
     }
@@ -273,6 +283,7 @@ pub struct Ready {
     alert_route: Option<AlertRoute>,
     clock: SharedClock,
     worker: WorkerConfig,
+    tick: TickConfig,
     /// Whether this store's engine runs the app's schedules: one store of
     /// a process does, or each would run them once more.
     schedules: bool,
@@ -305,7 +316,8 @@ impl Ready {
             self.clock.clone(),
             catalog,
             self.worker,
-        );
+        )
+        .tick(self.tick);
         if let Some(route) = self.alert_route {
             engine = engine.route_alerts(route);
         }

@@ -6,7 +6,7 @@
 //! What it emits is written only when it succeeds, all in one transaction.
 
 use crate::{Jadpo, StoreError};
-use jadpo_core::{DeliveryId, Failure, FailureKind};
+use jadpo_core::{Failure, FailureKind};
 use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::run::{CallLog, EmitLog, RunContext, RunKind};
 use jadpo_store::{Emitted, ScheduleStore};
@@ -99,8 +99,6 @@ impl<S: ScheduleStore> Jadpo<S> {
         let emits = EmitLog::default();
         let ctx = RunContext {
             kind: RunKind::Route,
-            delivery: DeliveryId(0),
-            attempt: 1,
             subscriber: route.name.clone(),
             event_name: route.input.clone().unwrap_or_default(),
             // Each request is new (its caller's to repeat), so its calls'

@@ -597,20 +597,16 @@ route ping { get: "/ping"  run: ping()  timeout: 1s }
             for c in self.claim(5).await {
                 self.store
                     .finish(&Finish {
-                        emits: Default::default(),
-                        id: c.delivery.id,
-                        token: c.token(),
-                        outcome: Outcome::Retry {
-                            at: now.plus(Duration::from_secs(3_600)),
-                            failure: FailureRecord::new("http.503", FailureKind::Unavailable),
-                        },
                         calls: vec![("payments".into(), CallVerdict::Unavailable)],
-                        probe_for: vec![],
-                        slots: Vec::new(),
-                        rate_limited: Vec::new(),
-                        started_at: now,
-                        now,
                         claimed: None,
+                        ..c.finish(
+                            Outcome::Retry {
+                                at: now.plus(Duration::from_secs(3_600)),
+                                failure: FailureRecord::new("http.503", FailureKind::Unavailable),
+                            },
+                            now,
+                            now,
+                        )
                     })
                     .await
                     .unwrap();

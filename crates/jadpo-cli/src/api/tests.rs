@@ -130,17 +130,8 @@ impl Server {
         let c = &claimed[0];
         self.store
             .finish(&Finish {
-                emits: Default::default(),
-                id: c.delivery.id,
-                token: c.token(),
-                outcome,
-                calls: vec![],
-                probe_for: vec![],
-                slots: Vec::new(),
-                rate_limited: Vec::new(),
-                started_at: now,
-                now,
                 claimed: None,
+                ..c.finish(outcome, now, now)
             })
             .await
             .unwrap();

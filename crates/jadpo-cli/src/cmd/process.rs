@@ -44,9 +44,11 @@ pub fn ready(app: jadpo_lang::App, clock: jadpo_runtime::SharedClock, w: Workers
             name: super::dev::worker_name(w.mode),
             concurrency: w.concurrency as usize,
             poll: w.poll,
+            ..jadpo_runtime::WorkerConfig::default()
+        })
+        .tick(jadpo_runtime::TickConfig {
             retention: (w.retention_days > 0)
                 .then(|| std::time::Duration::from_secs(u64::from(w.retention_days) * 86_400)),
-            ..jadpo_runtime::WorkerConfig::default()
         })
         .ready()
         .map_err(operator::start_error)

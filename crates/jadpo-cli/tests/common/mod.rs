@@ -229,17 +229,9 @@ async fn finish_one<S: Store>(
     assert_eq!(report.claimed.len(), 1, "{report:?}");
     let c = &report.claimed[0];
     s.finish(&Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
         calls,
-        probe_for: c.probe_for.clone(),
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: now,
-        now,
         claimed: None,
+        ..c.finish(outcome, now, now)
     })
     .await
     .unwrap();
@@ -262,20 +254,16 @@ pub async fn seed<S: Store>(s: &S) -> Seeded {
     let mut retrying = Vec::new();
     for c in &report.claimed {
         s.finish(&Finish {
-            emits: Default::default(),
-            id: c.delivery.id,
-            token: c.token(),
-            outcome: Outcome::Retry {
-                at: now.plus(Duration::from_secs(3600)),
-                failure: unavailable.clone(),
-            },
             calls: vec![("payments".into(), CallVerdict::Unavailable)],
-            probe_for: vec![],
-            slots: Vec::new(),
-            rate_limited: Vec::new(),
-            started_at: now,
-            now,
             claimed: None,
+            ..c.finish(
+                Outcome::Retry {
+                    at: now.plus(Duration::from_secs(3600)),
+                    failure: unavailable.clone(),
+                },
+                now,
+                now,
+            )
         })
         .await
         .unwrap();

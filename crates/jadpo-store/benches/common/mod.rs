@@ -124,17 +124,8 @@ pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp
                 let finishes: Vec<Finish> = claimed
                     .iter()
                     .map(|c| Finish {
-                        emits: Default::default(),
-                        id: c.delivery.id,
-                        token: c.token(),
-                        outcome: Outcome::Succeeded,
-                        calls: vec![],
-                        probe_for: vec![],
-                        slots: Vec::new(),
-                        rate_limited: Vec::new(),
-                        started_at: now,
-                        now,
                         claimed: None,
+                        ..c.finish(Outcome::Succeeded, now, now)
                     })
                     .collect();
                 let results = store.finish_batch(&finishes).await.expect("finish");

@@ -116,17 +116,8 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     finish(s, &c, retry_at("http.503", 40), &[], 2).await.unwrap();
     let c = claim(s, 40, 1).await.claimed.remove(0);
     s.finish(&Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome: Outcome::Succeeded,
-        calls: vec![],
-        probe_for: vec![],
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(40),
-        now: at(43),
         claimed: None,
+        ..c.finish(Outcome::Succeeded, at(40), at(43))
     })
     .await
     .unwrap();
@@ -342,17 +333,8 @@ pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     let r = claim_as(s, "w2", 60, 3).await;
     assert_eq!(r.claimed.len(), 3);
     let fin = |c: &Claimed, outcome: Outcome| Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome,
-        calls: vec![],
-        probe_for: vec![],
-        slots: Vec::new(),
-        rate_limited: Vec::new(),
-        started_at: at(60),
-        now: at(61),
         claimed: None,
+        ..c.finish(outcome, at(60), at(61))
     };
     let batch = [
         fin(&r.claimed[0], Outcome::Succeeded),

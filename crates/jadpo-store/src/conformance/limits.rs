@@ -52,17 +52,8 @@ async fn claim_at<S: Store>(s: &S, routes: &Routes, worker: &str, now: Timestamp
 
 async fn finish_limited<S: Store>(s: &S, c: &Claimed, now: Timestamp) {
     s.finish(&Finish {
-        emits: Default::default(),
-        id: c.delivery.id,
-        token: c.token(),
-        outcome: Outcome::Succeeded,
-        calls: vec![],
-        probe_for: vec![],
         slots: vec!["limited".into()],
-        rate_limited: Vec::new(),
-        started_at: now,
-        now,
-        claimed: Some(c.delivery.clone()),
+        ..c.finish(Outcome::Succeeded, now, now)
     })
     .await
     .unwrap();
@@ -173,17 +164,9 @@ pub async fn a_429_pauses_the_connection_for_every_claimer<S: Store>(s: &S) {
     let first = claim_at(s, &routes(), "w1", at(0)).await.claimed;
     assert_eq!(first.len(), 3);
     s.finish(&Finish {
-        emits: Default::default(),
-        id: first[0].delivery.id,
-        token: first[0].token(),
-        outcome: retry_at("http.429", 40),
         calls: vec![("payments".into(), jadpo_core::CallVerdict::Unavailable)],
-        probe_for: vec![],
-        slots: vec![],
         rate_limited: vec![("payments".into(), Some(Duration::from_secs(30)))],
-        started_at: at(1),
-        now: at(1),
-        claimed: Some(first[0].delivery.clone()),
+        ..first[0].finish(retry_at("http.429", 40), at(1), at(1))
     })
     .await
     .unwrap();

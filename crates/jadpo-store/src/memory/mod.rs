@@ -210,15 +210,6 @@ impl MemoryStore {
         plan.report
     }
 
-    /// The breaker check repeated just before a claimed delivery runs: the
-    /// connection whose breaker opened since the claim, if any.
-    pub fn held_before_run(&self, id: DeliveryId, connections: &[String], now: Timestamp) -> Option<String> {
-        connections
-            .iter()
-            .find(|c| self.breakers.get(*c).is_some_and(|b| !b.lets_run(id, now)))
-            .cloned()
-    }
-
     /// A claimed delivery found, just before its run, behind a breaker that
     /// opened after the claim: held, its attempt given back.
     pub fn hold_claimed(
@@ -291,7 +282,7 @@ impl MemoryStore {
         let mut breakers = Breakers::new(self.breakers.values().cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);
         let emitted = if plan.handled && !f.emits.events.is_empty() {
-            self.emit(&f.emits.events, f.now)?
+            self.emit(&f.emits.events, f.ended_at)?
         } else {
             Vec::new()
         };
@@ -308,9 +299,10 @@ impl MemoryStore {
         self.write_breakers(plan.breakers);
         let mut released = 0;
         for c in &plan.release {
-            let n = self.release_all(c, f.now);
+            let n = self.release_all(c, f.ended_at);
             if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == c) {
-                self.alerts.push(AlertMessage::resolved(c, *since, f.now, n as u64));
+                self.alerts
+                    .push(AlertMessage::resolved(c, *since, f.ended_at, n as u64));
             }
             released += n;
         }

@@ -162,17 +162,17 @@ pub(crate) async fn finish_batch(
         };
         let p = plan::finish(d, &mut breakers, f, policy);
         if p.handled {
-            handled.entry(f.id).or_insert(f.now);
+            handled.entry(f.id).or_insert(f.ended_at);
             if !f.emits.events.is_empty() {
                 emits.push((i, f));
             }
         }
         for c in p.release {
             if !closed.iter().any(|(seen, _, _)| *seen == c) {
-                closed.push((c, f.now, i));
+                closed.push((c, f.ended_at, i));
             }
         }
-        resolved.extend(p.resolved.into_iter().map(|(c, since)| (c, since, f.now)));
+        resolved.extend(p.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
         attempts.push(p.attempt);
         changed.insert(f.id);
         *current.get_mut(&f.id).expect("checked above") = p.delivery;
@@ -198,7 +198,7 @@ pub(crate) async fn finish_batch(
     // After the fenced writes went through: a finish whose lease moved
     // aborts the whole method before any of its emits is written.
     for (i, f) in emits {
-        let emitted = emit_at_depth(tx, &f.emits, f.now).await?;
+        let emitted = emit_at_depth(tx, &f.emits, f.ended_at).await?;
         if let Ok(report) = &mut results[i] {
             report.emitted = emitted;
         }

@@ -20,7 +20,7 @@
 
 use super::{reason, Abort};
 use deadpool_postgres::Transaction;
-use jadpo_core::Timestamp;
+use jadpo_core::{Backoff, Timestamp};
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -55,10 +55,6 @@ const NEXT_DUE: &str = "
 SELECT (SELECT due_at FROM jadpo_deliveries WHERE state = 'due' ORDER BY due_at, id LIMIT 1),
        (SELECT lease_until FROM jadpo_deliveries WHERE state = 'running' ORDER BY lease_until, id LIMIT 1)";
 
-/// The first pause before reconnecting; it doubles up to the last.
-const RECONNECT_FIRST: Duration = Duration::from_millis(100);
-const RECONNECT_LAST: Duration = Duration::from_secs(5);
-
 /// A listening connection only receives, so a peer that vanished without
 /// closing it (a half-open TCP connection) would look alive forever: every
 /// `CHECK_EVERY` it sends an empty query, and one not answered within
@@ -87,19 +83,20 @@ pub(crate) async fn channel(tx: &Transaction<'_>) -> Result<String, Abort> {
 /// Listens on the schema's channel, waking `wake` for each notification,
 /// until dropped.
 pub(crate) async fn run(config: &tokio_postgres::Config, connect_timeout: Duration, wake: &Notify) {
-    let mut pause = RECONNECT_FIRST;
+    // Connections lost in a row, without a LISTEN in between.
+    let mut lost = 0u32;
     let mut reconnect = false;
     loop {
         let listened = AtomicBool::new(false);
         let why = session(config, connect_timeout, wake, reconnect, &listened).await;
         if listened.load(Ordering::Relaxed) {
-            pause = RECONNECT_FIRST;
+            lost = 0;
         }
+        lost = lost.saturating_add(1);
         reconnect = true;
-        let jitter = Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
-        tracing::warn!(error = %why, wait_ms = (pause + jitter).as_millis() as u64, "store.listen_lost");
-        tokio::time::sleep(pause + jitter).await;
-        pause = (pause * 2).min(RECONNECT_LAST);
+        let wait = Backoff::STORE.draw(lost, None, &mut rand::rng());
+        tracing::warn!(error = %why, wait_ms = wait.as_millis() as u64, "store.listen_lost");
+        tokio::time::sleep(wait).await;
     }
 }
 

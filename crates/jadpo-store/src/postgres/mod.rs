@@ -240,8 +240,9 @@ pub(crate) async fn explain_both(
 /// A short random pause before redoing a method, so two processes that
 /// keep colliding on one breaker drift apart.
 pub(crate) async fn pause_before_retry(tries: u32) {
-    let cap_ms = 1u64 << tries.min(6);
-    tokio::time::sleep(Duration::from_millis(rand::random_range(0..=cap_ms))).await;
+    // Drawn before the await: the thread's random source stays on this thread.
+    let wait = jadpo_core::Backoff::CONFLICT.draw(tries, None, &mut rand::rng());
+    tokio::time::sleep(wait).await;
 }
 
 impl PgStore {

@@ -102,9 +102,9 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     };
     let mut breakers = Breakers::new(rows);
     let plan = plan::finish(&d, &mut breakers, f, policy);
-    write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.now))?;
+    write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.ended_at))?;
     let emitted = if plan.handled && !f.emits.events.is_empty() {
-        emit_at_depth(c, &f.emits, f.now)?
+        emit_at_depth(c, &f.emits, f.ended_at)?
     } else {
         Vec::new()
     };
@@ -112,9 +112,9 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {
-        let n = rows::release_all(c, conn, f.now)?;
+        let n = rows::release_all(c, conn, f.ended_at)?;
         if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == conn) {
-            super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.now, n as u64)])?;
+            super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.ended_at, n as u64)])?;
         }
         released += n;
     }
