@@ -538,6 +538,7 @@ impl MemoryStore {
 
     /// Closes a breaker behind the store's back, as a release racing a hold
     /// in another process can leave it. For tests of the sweep.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn close_breaker_for_test(&mut self, connection: &str) {
         if let Some(b) = self.breakers.get_mut(connection) {
