@@ -25,8 +25,8 @@
 #[path = "support/crash.rs"]
 mod crash;
 
-use crash::{Client, Dev, Rng};
-use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
+use crash::{Client, Delivery, Dev, Rng};
+use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -271,7 +271,7 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
         ))
         .unwrap();
     assert_eq!(rows.len(), EVENTS);
-    let mut history: HashMap<i64, Vec<(i32, String)>> = HashMap::new();
+    let mut history: HashMap<i64, Vec<(i64, String)>> = HashMap::new();
     for r in rt
         .block_on(client.query(
             "SELECT delivery_id, attempt, state FROM jadpo_attempts ORDER BY delivery_id, id",
@@ -282,95 +282,42 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
         history
             .entry(r.get::<_, i64>(0))
             .or_default()
-            .push((r.get::<_, i32>(1), r.get::<_, String>(2)));
+            .push((i64::from(r.get::<_, i32>(1)), r.get::<_, String>(2)));
     }
+    // A plain run's success has no attempts row here: the delivery keeps
+    // its start, and its history ends with it.
+    let rows: Vec<Delivery> = rows
+        .iter()
+        .map(|r| {
+            let d = Delivery {
+                id: r.get(0),
+                event: crash::event_of(r.get(1)),
+                state: r.get(2),
+                attempts: i64::from(r.get::<_, i32>(3)),
+                lease_owner: r.get(4),
+                lease_until: r.get(5),
+                handled_at: r.get(6),
+                finished_at: r.get(7),
+            };
+            if r.get::<_, Option<i64>>(8).is_some() {
+                history
+                    .entry(d.id)
+                    .or_default()
+                    .push((d.attempts, "succeeded".to_owned()));
+            }
+            d
+        })
+        .collect();
 
-    // The provider's calls, by event (the idempotency key is the event's id).
     let requests = provider.requests();
-    let mut calls: HashMap<String, (u32, u32)> = HashMap::new();
-    for r in &requests {
-        let key = r.header("idempotency-key").expect("every call has its key").to_owned();
-        let body_id = r.json().ok().and_then(|b| b["id"].as_str().map(str::to_owned));
-        assert_eq!(body_id.as_deref(), Some(key.as_str()), "the body is the event");
-        let entry = calls.entry(key).or_default();
-        entry.0 += 1;
-        if (200..300).contains(&r.status) {
-            entry.1 += 1;
-        }
-    }
-    let mut max_attempts = 0;
-    let mut retried = 0;
-    let mut lost = 0;
-    for r in &rows {
-        let id: i64 = r.get(0);
-        let payload: String = r.get(1);
-        let state: String = r.get(2);
-        let attempts: i32 = r.get(3);
-        let owner: Option<String> = r.get(4);
-        let lease_until: Option<i64> = r.get(5);
-        let handled_at: Option<i64> = r.get(6);
-        let finished_at: Option<i64> = r.get(7);
-        let success_started_at: Option<i64> = r.get(8);
-        let event_id = serde_json::from_str::<serde_json::Value>(&payload).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let what = format!("delivery {id} ({event_id}, seed {seed})");
-        assert_eq!(state, "succeeded", "{what}");
-        assert!(attempts >= 1, "{what}: succeeded with {attempts} attempts");
-        assert!(
-            owner.is_none() && lease_until.is_none(),
-            "{what}: a finished delivery keeps a lease"
-        );
-        assert!(
-            handled_at.is_some() && finished_at.is_some(),
-            "{what}: no handled record or finish time"
-        );
-        max_attempts = max_attempts.max(attempts);
-        if attempts > 1 {
-            retried += 1;
-        }
+    let calls = crash::calls_by_event(&requests);
+    let crash::Tally {
+        retried,
+        max_attempts,
+        lost,
+    } = crash::check_deliveries(rows, history, calls, seed);
 
-        // Its history: numbers strictly increasing, each within its count
-        // (an attempt lost with its process has no row: a gap), one success
-        // and nothing after it.
-        let mut entries: Vec<(i32, String)> = history.remove(&id).unwrap_or_default();
-        if success_started_at.is_some() {
-            entries.push((attempts, "succeeded".to_owned()));
-        }
-        assert!(
-            entries.windows(2).all(|w| w[0].0 < w[1].0),
-            "{what}: attempt numbers not strictly increasing: {entries:?}"
-        );
-        assert!(
-            entries.iter().all(|(n, _)| *n >= 1 && *n <= attempts),
-            "{what}: an attempt numbered outside 1..={attempts}: {entries:?}"
-        );
-        lost += i64::from(attempts) - entries.len() as i64;
-        let successes = entries.iter().filter(|(_, s)| s == "succeeded").count();
-        assert_eq!(
-            successes, 1,
-            "{what}: {successes} successes in its history: {entries:?}"
-        );
-        assert_eq!(
-            entries.last(),
-            Some(&(attempts, "succeeded".to_owned())),
-            "{what}: the success is not its last attempt: {entries:?}"
-        );
-
-        // Its calls: at least one answered 2xx, none outside an attempt.
-        let (sent, answered) = calls.remove(&event_id).unwrap_or_default();
-        assert!(answered >= 1, "{what}: succeeded with no 2xx answer ({sent} calls)");
-        assert!(sent <= attempts as u32, "{what}: {sent} calls in {attempts} attempts");
-    }
-    assert!(history.is_empty(), "attempts of no delivery: {history:?}");
-    assert!(
-        calls.is_empty(),
-        "calls for no event: {:?}",
-        calls.keys().take(5).collect::<Vec<_>>()
-    );
-
-    let doubled = requests_doubled(&requests);
+    let doubled = crash::answered_twice(&requests);
     let bound = (kills + stops + 1) * WORKERS;
     eprintln!(
         "crash summary (seed {seed}): {} calls, {} answered 503, {retried} deliveries retried, \
@@ -387,15 +334,6 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
         "{doubled} deliveries answered 2xx more than once, more than {bound} (seed {seed}); faults:\n{}",
         faults.join("\n")
     );
-}
-
-/// Deliveries (one per event) whose calls were answered `2xx` twice or more.
-fn requests_doubled(requests: &[Recorded]) -> usize {
-    let mut ok: HashMap<&str, u32> = HashMap::new();
-    for r in requests.iter().filter(|r| (200..300).contains(&r.status)) {
-        *ok.entry(r.header("idempotency-key").unwrap()).or_default() += 1;
-    }
-    ok.values().filter(|n| **n >= 2).count()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,7 +23,7 @@
 #[path = "support/crash.rs"]
 mod crash;
 
-use crash::{Client, Dev, Rng};
+use crash::{Client, Delivery, Dev, Rng};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::sqlite::rusqlite;
 use std::collections::HashMap;
@@ -31,18 +31,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A delivery as read back: id, its event's payload, state, attempts,
-/// lease owner, lease end, handled at, finished at.
-type Row = (
-    i64,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
 const APP: &str = r#"
 event Paid { id: string }
 connection pay { base_url: "PAY_URL" }
@@ -197,17 +185,9 @@ fn one_process_killed_five_times_delivers_everything_and_keeps_its_file_whole() 
             history.entry(delivery).or_default().push((attempt, state));
         }
     }
-    let mut calls: HashMap<String, (i64, i64)> = HashMap::new();
     let requests = provider.requests();
-    for r in &requests {
-        let key = r.header("idempotency-key").expect("every call has its key").to_owned();
-        let entry = calls.entry(key).or_default();
-        entry.0 += 1;
-        if (200..300).contains(&r.status) {
-            entry.1 += 1;
-        }
-    }
-    let doubled = calls.values().filter(|(_, ok)| *ok >= 2).count();
+    let calls = crash::calls_by_event(&requests);
+    let doubled = crash::answered_twice(&requests);
     // Each delivery answered 2xx twice, by the kill that lost its first
     // answer: the first kill after that answer arrived.
     let mut first_ok: HashMap<&str, Instant> = HashMap::new();
@@ -228,74 +208,28 @@ fn one_process_killed_five_times_delivers_everything_and_keeps_its_file_whole() 
              FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id ORDER BY d.id",
         )
         .unwrap();
-    let rows: Vec<Row> = stmt
+    let rows: Vec<Delivery> = stmt
         .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-            ))
+            Ok(Delivery {
+                id: r.get(0)?,
+                event: crash::event_of(&r.get::<_, String>(1)?),
+                state: r.get(2)?,
+                attempts: r.get(3)?,
+                lease_owner: r.get(4)?,
+                lease_until: r.get(5)?,
+                handled_at: r.get(6)?,
+                finished_at: r.get(7)?,
+            })
         })
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(rows.len(), EVENTS);
-    let (mut retried, mut max_attempts, mut lost) = (0, 0, 0);
-    for (id, payload, state, attempts, owner, lease_until, handled_at, finished_at) in rows {
-        let event_id = serde_json::from_str::<serde_json::Value>(&payload).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let what = format!("delivery {id} ({event_id}, seed {seed})");
-        assert_eq!(state, "succeeded", "{what}");
-        assert!(attempts >= 1, "{what}: succeeded with {attempts} attempts");
-        assert!(
-            owner.is_none() && lease_until.is_none(),
-            "{what}: a finished delivery keeps a lease"
-        );
-        assert!(
-            handled_at.is_some() && finished_at.is_some(),
-            "{what}: no handled record or finish time"
-        );
-        max_attempts = max_attempts.max(attempts);
-        if attempts > 1 {
-            retried += 1;
-        }
-        let entries = history.remove(&id).unwrap_or_default();
-        assert!(
-            entries.windows(2).all(|w| w[0].0 < w[1].0),
-            "{what}: attempt numbers not strictly increasing: {entries:?}"
-        );
-        assert!(
-            entries.iter().all(|(n, _)| *n >= 1 && *n <= attempts),
-            "{what}: an attempt numbered outside 1..={attempts}: {entries:?}"
-        );
-        lost += attempts - entries.len() as i64;
-        let successes = entries.iter().filter(|(_, s)| s == "succeeded").count();
-        assert_eq!(
-            successes, 1,
-            "{what}: {successes} successes in its history: {entries:?}"
-        );
-        assert_eq!(
-            entries.last(),
-            Some(&(attempts, "succeeded".to_owned())),
-            "{what}: the success is not its last attempt: {entries:?}"
-        );
-        let (sent, answered) = calls.remove(&event_id).unwrap_or_default();
-        assert!(answered >= 1, "{what}: succeeded with no 2xx answer ({sent} calls)");
-        assert!(sent <= attempts, "{what}: {sent} calls in {attempts} attempts");
-    }
-    assert!(history.is_empty(), "attempts of no delivery: {history:?}");
-    assert!(
-        calls.is_empty(),
-        "calls for no event: {:?}",
-        calls.keys().take(5).collect::<Vec<_>>()
-    );
+    let crash::Tally {
+        retried,
+        max_attempts,
+        lost,
+    } = crash::check_deliveries(rows, history, calls, seed);
 
     // At a kill, up to `WORKERS` calls are running; and since a run's slot
     // is free again once its outcome is queued for the completer, before

@@ -17,7 +17,6 @@ use crate::failure::{Disposition, FailureKind, FailureRecord};
 use crate::schedule::ScheduleAlert;
 use crate::time::Timestamp;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The most sends of one message.
@@ -38,8 +37,7 @@ pub const SEND_BACKOFF: Backoff = Backoff {
 pub const EXPIRED: &str = "alert.expired";
 
 /// A raised alert, or the message that its outage ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AlertKind {
     Raised,
     Resolved,
@@ -63,7 +61,7 @@ impl AlertKind {
 /// What one alert message says: what the store keeps and what is sent.
 /// It holds names, times, counts and a failure's code and kind, never a
 /// payload or a failure's fields.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlertMessage {
     /// `connection_unavailable` or `schedule_failing`.
     pub alert: String,
@@ -142,8 +140,7 @@ impl AlertMessage {
 }
 
 /// Where a message's send stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SendState {
     /// Never tried: no process routes alerts, or none has reached it yet.
     Unsent,
@@ -166,7 +163,7 @@ impl SendState {
 }
 
 /// A message's sends as the store keeps them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sends {
     /// Sends claimed so far; also the fence of the latest claim.
     pub attempts: u32,

@@ -14,13 +14,12 @@
 
 use crate::delivery::DeliveryId;
 use crate::time::{Timestamp, MINUTE};
-use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
 /// When a breaker opens and how long it pauses; `DEFAULT` is what
 /// docs/retries.md promises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerPolicy {
     /// Unavailable attempts in a row that open the breaker.
     pub threshold: u32,
@@ -48,8 +47,7 @@ impl Default for BreakerPolicy {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BreakerState {
     Closed,
     Open,
@@ -80,7 +78,7 @@ impl fmt::Display for BreakerState {
 }
 
 /// The delivery out as the probe, and until when it holds that place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probe {
     pub delivery: DeliveryId,
     /// The end of its claim's lease (or of the sweep's wake-up): past it,
@@ -107,15 +105,14 @@ pub enum Transition {
 
 /// How the last call of an attempt through a connection ended, for the
 /// breaker: the provider answered (refusals included), or it did not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CallVerdict {
     Answered,
     Unavailable,
 }
 
 /// `jadpo_circuit_breakers`' row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Breaker {
     pub connection: String,
     pub state: BreakerState,
@@ -132,7 +129,7 @@ pub struct Breaker {
 }
 
 /// The alert raised once per outage.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Alert {
     pub connection: String,
     pub since: Timestamp,

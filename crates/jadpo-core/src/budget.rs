@@ -1,12 +1,11 @@
 //! How many tries a delivery gets, and for how long.
 
 use crate::time::{Timestamp, DAY};
-use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
 /// `retry: { attempts: N, within: D }`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
     attempts: u32,
     within: Duration,

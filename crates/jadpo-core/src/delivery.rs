@@ -10,14 +10,12 @@ use std::time::Duration;
 #[serde(transparent)]
 pub struct DeliveryId(pub i64);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventId(pub i64);
 
 /// Issued fresh by every claim. Every write after a claim names the token it
 /// was claimed with, so a worker whose lease was taken over changes nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LeaseToken(pub i64);
 
 impl fmt::Display for DeliveryId {
@@ -32,8 +30,7 @@ impl fmt::Display for EventId {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DeliveryState {
     /// Waiting for `due_at`.
     Due,
@@ -86,7 +83,7 @@ impl fmt::Display for DeliveryState {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
     pub owner: String,
     pub token: LeaseToken,
@@ -94,7 +91,7 @@ pub struct Lease {
 }
 
 /// Why and since when a delivery is held.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
     pub connection: String,
     pub since: Timestamp,
@@ -104,14 +101,14 @@ pub struct Held {
 /// limit had no room (docs/decisions.md, "Connection limits"). Not an
 /// attempt and not a hold; cleared by the next claim that decides anything
 /// else.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiting {
     pub connection: String,
     pub reason: crate::limit::WaitFor,
 }
 
 /// A delivery's record: a row of `jadpo_deliveries` (docs/system-tables.md).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
     pub id: DeliveryId,
     pub event_id: EventId,
@@ -129,7 +126,6 @@ pub struct Delivery {
     pub held: Option<Held>,
     /// Set only while it is `due` after a claim found no room on a limited
     /// connection.
-    #[serde(default)]
     pub waiting: Option<Waiting>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,

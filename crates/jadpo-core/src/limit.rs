@@ -32,7 +32,7 @@ pub const SLOT_RECHECK: Duration = Duration::from_millis(250);
 const SLOT_RECHECK_MIN: Duration = Duration::from_millis(5);
 
 /// A sustained rate: `n` calls every `per`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rate {
     pub n: u32,
     pub per: Duration,
@@ -105,7 +105,7 @@ impl Rate {
 }
 
 /// A connection's limits, from its `rate:` and `concurrency:`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
     pub rate: Option<Rate>,
     /// The most calls in flight at once.
@@ -141,8 +141,7 @@ pub enum Take {
 
 /// What a delivery that may not start yet waits for on a connection; what
 /// `jadpo deliveries` shows beside its due time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitFor {
     /// Its `rate:` bucket is empty until the next token.
     Token,
@@ -168,7 +167,9 @@ impl WaitFor {
     }
 }
 
-/// A connection's limit state (`jadpo_connection_limits`).
+/// A connection's limit state (`jadpo_connection_limits`). The stores keep
+/// it as one JSON column: its fields' names, and [`Slot`]'s, are that
+/// column's format.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitState {
     pub connection: String,

@@ -8,13 +8,12 @@
 use crate::delivery::{Lease, LeaseToken};
 use crate::failure::FailureRecord;
 use crate::time::Timestamp;
-use serde::{Deserialize, Serialize};
 
 /// Failed runs in a row that raise the schedule's alert.
 pub const ALERT_AFTER: u32 = 3;
 
 /// `jadpo_schedules`' row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleState {
     pub name: String,
     pub next_due: Timestamp,
@@ -28,7 +27,7 @@ pub struct ScheduleState {
 }
 
 /// The alert a schedule raises after failing runs in a row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleAlert {
     pub schedule: String,
     pub failures: u32,

@@ -44,14 +44,6 @@ impl Script {
             .map(|(_, b)| *b)
             .expect("a script has at least one behaviour")
     }
-
-    /// The time from which the provider stays up for good, if it does.
-    pub fn up_for_good_from(&self) -> Option<Timestamp> {
-        match self.0.last() {
-            Some((from, Behaviour::Up { .. })) => Some(*from),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

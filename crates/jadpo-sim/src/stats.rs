@@ -14,9 +14,6 @@ pub struct ProviderCalls {
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub calls: BTreeMap<String, ProviderCalls>,
-    pub attempts_finished: u64,
-    pub retries_scheduled: u64,
-    pub first_success: Option<Timestamp>,
     pub last_success: Option<Timestamp>,
     pub alerts: Vec<(Timestamp, Alert)>,
     pub transitions: Vec<(Timestamp, String, Transition)>,
@@ -39,18 +36,8 @@ impl Stats {
     }
 
     pub(crate) fn finished(&mut self, outcome: &Outcome, now: Timestamp) {
-        self.attempts_finished += 1;
-        match outcome {
-            Outcome::Succeeded => {
-                self.first_success.get_or_insert(now);
-                self.last_success = Some(now);
-            }
-            Outcome::Retry { .. } => self.retries_scheduled += 1,
-            _ => {}
+        if *outcome == Outcome::Succeeded {
+            self.last_success = Some(now);
         }
-    }
-
-    pub fn total_calls(&self) -> u64 {
-        self.calls.values().map(|c| c.total).sum()
     }
 }

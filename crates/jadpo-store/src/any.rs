@@ -1,6 +1,17 @@
 //! [`AnyStore`]: a SQLite or a PostgreSQL store, chosen at run time.
+//!
+//! Each variant exists only with its database's feature (`sqlite`,
+//! `postgres`), so an embedder builds only the driver it uses; a URL naming
+//! a store left out of the build is refused by [`AnyStore::open`] with the
+//! feature to turn on.
 
+// Built with neither database, the enum has no variants: every method is
+// unreachable and its arguments go unused.
+#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused))]
+
+#[cfg(feature = "postgres")]
 use crate::postgres::PgStore;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
 use crate::types::*;
 use crate::{ScheduleStore, Store};
@@ -20,26 +31,65 @@ use tokio::sync::Notify;
 /// shares the store's pool, as cloning the store itself does.
 #[derive(Clone, Debug)]
 pub enum AnyStore {
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
+    #[cfg(feature = "postgres")]
     Postgres(PgStore),
 }
 
 impl AnyStore {
     /// `"sqlite"` or `"postgres"`.
     pub fn kind(&self) -> &'static str {
-        match self {
+        match *self {
+            #[cfg(feature = "sqlite")]
             AnyStore::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
             AnyStore::Postgres(_) => "postgres",
         }
     }
+
+    /// Opens (and migrates) the store `url` names: `sqlite:PATH` or
+    /// `postgres://...` (`postgresql://` too). A scheme whose store this
+    /// build left out is `InvalidUrl` naming the feature, so the mistake is
+    /// told apart from an unreachable store.
+    pub async fn open(url: &str) -> Result<AnyStore, StoreError> {
+        let url = url.trim();
+        if url.starts_with("sqlite:") {
+            #[cfg(feature = "sqlite")]
+            return SqliteStore::open(url).await.map(AnyStore::Sqlite);
+            #[cfg(not(feature = "sqlite"))]
+            return Err(left_out(url, "SQLite", "sqlite"));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return PgStore::open(url).await.map(AnyStore::Postgres);
+            #[cfg(not(feature = "postgres"))]
+            return Err(left_out(url, "PostgreSQL", "postgres"));
+        }
+        Err(StoreError::InvalidUrl(format!(
+            "store URL {url:?}: a store URL is sqlite:PATH or postgres://USER@HOST/DATABASE"
+        )))
+    }
 }
 
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn left_out(url: &str, database: &str, feature: &str) -> StoreError {
+    // Only the scheme: the rest may hold a password.
+    let scheme = url.split(':').next().unwrap_or_default();
+    StoreError::InvalidUrl(format!(
+        "a {scheme}: URL names a {database} store, which this build of jadpo-store leaves out; \
+         build it with the `{feature}` feature"
+    ))
+}
+
+#[cfg(feature = "sqlite")]
 impl From<SqliteStore> for AnyStore {
     fn from(store: SqliteStore) -> AnyStore {
         AnyStore::Sqlite(store)
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<PgStore> for AnyStore {
     fn from(store: PgStore) -> AnyStore {
         AnyStore::Postgres(store)
@@ -50,9 +100,11 @@ impl From<PgStore> for AnyStore {
 /// `self` holds, awaited.
 macro_rules! delegate {
     ($this:expr, $s:ident => $call:expr) => {
-        match $this {
-            AnyStore::Sqlite($s) => $call.await,
-            AnyStore::Postgres($s) => $call.await,
+        match *$this {
+            #[cfg(feature = "sqlite")]
+            AnyStore::Sqlite(ref $s) => $call.await,
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(ref $s) => $call.await,
         }
     };
 }
@@ -196,5 +248,29 @@ impl ScheduleStore for AnyStore {
 
     async fn schedules(&self) -> Result<Vec<ScheduleState>, StoreError> {
         delegate!(self, s => s.schedules())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_url_of_no_known_store_is_invalid_not_unavailable() {
+        for url in ["mysql://h/db", "a.db", ""] {
+            assert!(
+                matches!(AnyStore::open(url).await, Err(StoreError::InvalidUrl(_))),
+                "{url}"
+            );
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn a_store_left_out_of_the_build_names_its_feature_and_no_password() {
+        let Err(StoreError::InvalidUrl(why)) = AnyStore::open("postgres://u:secret@h/db").await else {
+            panic!("opened a store this build has no driver for");
+        };
+        assert!(why.contains("`postgres` feature") && !why.contains("secret"), "{why}");
     }
 }

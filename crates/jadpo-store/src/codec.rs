@@ -77,6 +77,7 @@ pub(crate) fn failure_of(code: Option<String>, kind: Option<String>) -> Result<O
 }
 
 /// A count column (attempts, an attempt's number): never negative.
+#[cfg(feature = "sqlite")]
 pub(crate) fn count_of(column: &'static str, n: i64) -> Result<u32, Corrupt> {
     count(column, n)
 }
@@ -161,6 +162,7 @@ impl DeliveryRow {
 
     /// The row of `d`; `token` is the row's stored token, kept when `d`
     /// holds no lease.
+    #[cfg(any(feature = "sqlite", test))]
     pub fn encode(d: &Delivery, token: i64) -> DeliveryRow {
         DeliveryRow {
             id: d.id.0,

@@ -10,18 +10,27 @@
 //! - [`memory`]: in-process, for the simulation and tests
 //!   ([`SharedMemoryStore`] behind the interface).
 //! - [`AnyStore`]: a SQLite or PostgreSQL store chosen at run time.
-//! - [`conformance`]: the scenarios every store must pass.
+//! - [`conformance`]: the scenarios every store must pass (feature
+//!   `testing`).
 //! - [`step`]: a claimed delivery's step around its run, shared by the
 //!   worker and the simulation.
+//!
+//! Features: `sqlite` and `postgres` (both by default) build each
+//! database's store and driver; `testing` adds what tests of other crates
+//! share (the conformance suite, `postgres::testing`).
 
 pub mod alerts;
 pub mod any;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod limits;
 pub mod memory;
 pub mod plan;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod step;
 mod store;

@@ -15,13 +15,16 @@ use tokio::sync::Notify;
 /// events one `emit` writes, or deliveries one retry touches: a
 /// transaction's size stays bounded. A larger request is a bug in the
 /// caller, asserted, not split silently.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub const MAX_BATCH: usize = 10_000;
 
 /// How many times a method is redone when another process changed a row it
 /// read (a breaker, a limit), before it gives up as unavailable.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const MAX_TRIES: u32 = 16;
 
 /// Why a store's transaction did not commit; `E` is its database's error.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug)]
 pub(crate) enum Abort<E> {
     /// A conditional write found another version: another process won.
@@ -32,6 +35,7 @@ pub(crate) enum Abort<E> {
     Db(E),
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl<E> From<StoreError> for Abort<E> {
     fn from(e: StoreError) -> Abort<E> {
         Abort::Store(e)

@@ -19,6 +19,10 @@
 //! exists if and only if your transaction commits), check the payload with
 //! [`Jadpo::prepare`] and write it with the store's own function, such as
 //! `jadpo_store::sqlite::emit_in` on your `rusqlite` transaction.
+//!
+//! The features `sqlite` and `postgres` (both on by default) choose which
+//! stores, and which database drivers, are built: turn off the defaults
+//! and keep the one you use to compile only its driver.
 
 pub use jadpo_core as core;
 pub use jadpo_lang as lang;

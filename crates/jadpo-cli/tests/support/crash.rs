@@ -1,11 +1,14 @@
 //! What the crash tests share (`crash_postgres.rs`, `crash_sqlite.rs`):
 //! `jadpo dev` as a process that can be killed, stopped, continued and
 //! started again on its port, its log in a file; a keep-alive HTTP client
-//! for its API; and a small seeded random source whose seed is printed, for
-//! replay with `JADPO_CRASH_SEED`.
+//! for its API; a small seeded random source whose seed is printed, for
+//! replay with `JADPO_CRASH_SEED`; and the checks of the rows and calls
+//! left at the end, the same whichever database kept them.
 
 #![allow(dead_code)]
 
+use jadpo_runtime::provider::Recorded;
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -372,4 +375,127 @@ impl Client {
         }
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
+}
+
+/// A delivery as read back once every process stopped.
+#[derive(Debug)]
+pub struct Delivery {
+    pub id: i64,
+    /// Its event's `id`, which its calls carry as their idempotency key.
+    pub event: String,
+    pub state: String,
+    pub attempts: i64,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub handled_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// The `id` in an event's payload.
+pub fn event_of(payload: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(payload).unwrap()["id"]
+        .as_str()
+        .expect("the payload has its id")
+        .to_owned()
+}
+
+/// The provider's calls by event (the idempotency key is the event's id):
+/// how many were sent and how many answered `2xx`.
+pub fn calls_by_event(requests: &[Recorded]) -> HashMap<String, (i64, i64)> {
+    let mut calls: HashMap<String, (i64, i64)> = HashMap::new();
+    for r in requests {
+        let key = r.header("idempotency-key").expect("every call has its key").to_owned();
+        let body_id = r.json().ok().and_then(|b| b["id"].as_str().map(str::to_owned));
+        assert_eq!(body_id.as_deref(), Some(key.as_str()), "the body is the event");
+        let entry = calls.entry(key).or_default();
+        entry.0 += 1;
+        if (200..300).contains(&r.status) {
+            entry.1 += 1;
+        }
+    }
+    calls
+}
+
+/// Deliveries (one per event) whose calls were answered `2xx` twice or more.
+pub fn answered_twice(requests: &[Recorded]) -> usize {
+    let mut ok: HashMap<&str, u32> = HashMap::new();
+    for r in requests.iter().filter(|r| (200..300).contains(&r.status)) {
+        *ok.entry(r.header("idempotency-key").unwrap()).or_default() += 1;
+    }
+    ok.values().filter(|n| **n >= 2).count()
+}
+
+/// What the run left, for its summary line.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Deliveries attempted more than once.
+    pub retried: usize,
+    pub max_attempts: i64,
+    /// Attempts with no row: lost with their process, no outcome written.
+    pub lost: i64,
+}
+
+/// Every delivery succeeded and holds no lease; its `history` (attempt
+/// number and state, in the order written, its success included) has
+/// numbers strictly increasing within its count of attempts and one
+/// success, last: no outcome was written under a stale lease. Its event
+/// was answered `2xx` at least once, and called no more often than it had
+/// attempts. Every attempt and every call belongs to a delivery.
+pub fn check_deliveries(
+    rows: Vec<Delivery>,
+    mut history: HashMap<i64, Vec<(i64, String)>>,
+    mut calls: HashMap<String, (i64, i64)>,
+    seed: u64,
+) -> Tally {
+    let mut tally = Tally::default();
+    for d in rows {
+        let (id, attempts) = (d.id, d.attempts);
+        let what = format!("delivery {id} ({}, seed {seed})", d.event);
+        assert_eq!(d.state, "succeeded", "{what}");
+        assert!(attempts >= 1, "{what}: succeeded with {attempts} attempts");
+        assert!(
+            d.lease_owner.is_none() && d.lease_until.is_none(),
+            "{what}: a finished delivery keeps a lease"
+        );
+        assert!(
+            d.handled_at.is_some() && d.finished_at.is_some(),
+            "{what}: no handled record or finish time"
+        );
+        tally.max_attempts = tally.max_attempts.max(attempts);
+        if attempts > 1 {
+            tally.retried += 1;
+        }
+
+        let entries = history.remove(&id).unwrap_or_default();
+        assert!(
+            entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "{what}: attempt numbers not strictly increasing: {entries:?}"
+        );
+        assert!(
+            entries.iter().all(|(n, _)| *n >= 1 && *n <= attempts),
+            "{what}: an attempt numbered outside 1..={attempts}: {entries:?}"
+        );
+        tally.lost += attempts - entries.len() as i64;
+        let successes = entries.iter().filter(|(_, s)| s == "succeeded").count();
+        assert_eq!(
+            successes, 1,
+            "{what}: {successes} successes in its history: {entries:?}"
+        );
+        assert_eq!(
+            entries.last(),
+            Some(&(attempts, "succeeded".to_owned())),
+            "{what}: the success is not its last attempt: {entries:?}"
+        );
+
+        let (sent, answered) = calls.remove(&d.event).unwrap_or_default();
+        assert!(answered >= 1, "{what}: succeeded with no 2xx answer ({sent} calls)");
+        assert!(sent <= attempts, "{what}: {sent} calls in {attempts} attempts");
+    }
+    assert!(history.is_empty(), "attempts of no delivery: {history:?}");
+    assert!(
+        calls.is_empty(),
+        "calls for no event: {:?}",
+        calls.keys().take(5).collect::<Vec<_>>()
+    );
+    tally
 }

@@ -51,8 +51,9 @@ pub struct MemoryStore {
     last_token: i64,
     schedules: BTreeMap<String, ScheduleState>,
     /// Deliveries changed since the last `take_changed`, for a checker
-    /// that looks only at what a step touched.
-    changed: Vec<DeliveryId>,
+    /// that looks only at what a step touched. A set of kept deliveries: a
+    /// store nobody asks (behind the traits) must not grow without bound.
+    changed: BTreeSet<DeliveryId>,
 }
 
 impl MemoryStore {
@@ -75,7 +76,7 @@ impl MemoryStore {
             minutes: BTreeMap::new(),
             limits: BTreeMap::new(),
             last_token: 0,
-            changed: Vec::new(),
+            changed: BTreeSet::new(),
             schedules: BTreeMap::new(),
         }
     }
@@ -143,7 +144,7 @@ impl MemoryStore {
                 let id = DeliveryId(self.last_delivery);
                 self.deliveries.insert(id, Delivery::new(id, event_id, s.clone(), now));
                 self.index(id);
-                self.changed.push(id);
+                self.changed.insert(id);
                 id
             })
             .collect();
@@ -441,10 +442,7 @@ impl MemoryStore {
 
     /// The deliveries changed since the last call, each once.
     pub fn take_changed(&mut self) -> Vec<DeliveryId> {
-        let mut changed = std::mem::take(&mut self.changed);
-        changed.sort_unstable();
-        changed.dedup();
-        changed
+        std::mem::take(&mut self.changed).into_iter().collect()
     }
 
     /// The earliest time anything becomes claimable, for a simulation that
@@ -472,6 +470,7 @@ impl MemoryStore {
         }
         let gone: HashSet<DeliveryId> = old.iter().copied().collect();
         self.attempts.retain(|a| !gone.contains(&a.delivery));
+        self.changed.retain(|id| !gone.contains(id));
         let live: HashSet<EventId> = self.deliveries.values().map(|d| d.event_id).collect();
         self.events.retain(|id, e| live.contains(id) || e.emitted_at >= before);
         let events = &self.events;
@@ -530,6 +529,7 @@ impl MemoryStore {
 
     /// Closes a breaker behind the store's back, as a release racing a hold
     /// in another process can leave it. For tests of the sweep.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn close_breaker_for_test(&mut self, connection: &str) {
         if let Some(b) = self.breakers.get_mut(connection) {
@@ -584,7 +584,7 @@ impl MemoryStore {
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
         self.unindex(id);
         self.deliveries.insert(id, d);
-        self.changed.push(id);
+        self.changed.insert(id);
         self.index(id);
     }
 

@@ -15,7 +15,8 @@
 //! - `minutes`: the per-minute summary the console's charts read.
 //! - `listen`: the notifications that wake idle workers in every process,
 //!   and the next due time an idle worker sleeps until.
-//! - [`testing`]: a fresh store in a schema of its own, for tests.
+//! - `testing` (feature `testing`): a fresh store in a schema of its own,
+//!   for tests.
 //! - [`scratch`]: a schema made and dropped for a one-off run (`jadpo bench`).
 //!
 //! Why READ COMMITTED is enough: every row a method changes is locked first
@@ -64,6 +65,7 @@ mod schedules;
 pub mod schema;
 pub mod scratch;
 mod sweep;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod writes;
 
@@ -318,6 +320,7 @@ impl PgStore {
     }
 
     /// Keeps `guard` alive as long as any clone of this store.
+    #[cfg(feature = "testing")]
     pub(crate) fn with_guard(self, guard: Arc<dyn Send + Sync>) -> PgStore {
         let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("a fresh store has no clones"));
         PgStore {

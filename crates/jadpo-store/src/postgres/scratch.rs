@@ -64,7 +64,8 @@ pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
         .map_err(failed)
 }
 
-/// Whether the schema `name` exists.
+/// Whether the schema `name` exists: for tests that a run dropped it.
+#[cfg(feature = "testing")]
 pub async fn schema_exists(url: &str, name: &str) -> Result<bool, StoreError> {
     let admin = PgStore::lazy(url, Options::default())?;
     let client = admin.connection().await?;
