@@ -14,22 +14,9 @@
 #[path = "../tests/support/serve.rs"]
 mod serve;
 
-use jadpo_runtime::provider::TestProvider;
 use jadpo_store::postgres::testing::TestSchema;
-use serve::Serve;
-use std::net::TcpListener;
+use serve::Pair;
 use std::time::{Duration, Instant};
-
-const APP: &str = r#"
-event Ping { id: string }
-event Block { id: string }
-connection echo { base_url: "PROVIDER" }
-connection blackhole { base_url: "BLACKHOLE"  timeout: 15m }
-action forward(id: string) { call echo.post("/ping/{id}", body: event) }
-action hang(id: string) { call blackhole.post("/hang/{id}", body: event) }
-subscriber forward_ping { on: Ping  run: forward(event.id) }
-subscriber hang_block { on: Block  run: hang(event.id)  timeout: 15m }
-"#;
 
 fn main() {
     let samples: usize = std::env::var("JADPO_BENCH_SAMPLES")
@@ -41,19 +28,8 @@ fn main() {
         eprintln!("wakeup: skipped, PostgreSQL is unreachable");
         return;
     };
-    let provider = rt.block_on(TestProvider::start());
-    let blackhole = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let app = APP
-        .replace("PROVIDER", &provider.url())
-        .replace("BLACKHOLE", &format!("http://{}", blackhole.local_addr().unwrap()));
-    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let url = serve::url(&schema);
-
-    let a = Serve::start(dir.path(), &url, &["--workers", "1", "--poll", "10m"]);
-    assert_eq!(a.http("POST", "/events/Block", Some(r#"{"id":"b"}"#)).0, 202);
-    let hung = serve::accept_within(&blackhole, Duration::from_secs(30));
-    let b = Serve::start(dir.path(), &url, &["--workers", "16", "--poll", "10m"]);
+    let pair = Pair::start(&rt, &schema, "15m", 16, "10m");
+    let (provider, a, b) = (&pair.provider, &pair.a, &pair.b);
 
     let mut latencies = Vec::with_capacity(samples);
     let mut emits = Vec::with_capacity(samples);
@@ -78,10 +54,7 @@ fn main() {
         };
         latencies.push(arrived.duration_since(sent));
     }
-    drop(hung);
-    drop(blackhole);
-    let (_, logs_b) = b.terminate();
-    let (_, logs_a) = a.terminate();
+    let ((_, logs_a), (_, logs_b)) = pair.stop();
     let succeeded = |logs: &str| logs.matches("\"delivery.succeeded\"").count();
     assert_eq!(succeeded(&logs_b), samples, "B ran every ping");
     assert_eq!(succeeded(&logs_a), 0, "A's only worker was busy throughout");

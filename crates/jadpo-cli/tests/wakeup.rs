@@ -7,25 +7,10 @@
 #[path = "support/serve.rs"]
 mod serve;
 
-use jadpo_runtime::provider::TestProvider;
 use jadpo_store::postgres::testing::TestSchema;
-use serve::Serve;
-use std::net::TcpListener;
+use serve::Pair;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// `Ping` is delivered to the provider; `Block` to a port that accepts and
-/// never answers, which keeps a worker busy as long as the test wants.
-const APP: &str = r#"
-event Ping { id: string }
-event Block { id: string }
-connection echo { base_url: "PROVIDER" }
-connection blackhole { base_url: "BLACKHOLE"  timeout: 5m }
-action forward(id: string) { call echo.post("/ping/{id}", body: event) }
-action hang(id: string) { call blackhole.post("/hang/{id}", body: event) }
-subscriber forward_ping { on: Ping  run: forward(event.id) }
-subscriber hang_block { on: Block  run: hang(event.id)  timeout: 5m }
-"#;
 
 /// Far longer than the test: only a wake-up starts anything in time.
 const POLL: &str = "10m";
@@ -38,21 +23,9 @@ fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {
     let Some(schema) = rt.block_on(TestSchema::create()) else {
         return;
     };
-    let provider = rt.block_on(TestProvider::start());
-    let blackhole = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let app = APP
-        .replace("PROVIDER", &provider.url())
-        .replace("BLACKHOLE", &format!("http://{}", blackhole.local_addr().unwrap()));
-    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let url = serve::url(&schema);
-
-    // A runs one delivery at a time, and that one hangs: from then on A
-    // cannot claim, so whatever starts is B's doing.
-    let a = Serve::start(dir.path(), &url, &["--workers", "1", "--poll", POLL]);
-    assert_eq!(a.http("POST", "/events/Block", Some(r#"{"id":"b"}"#)).0, 202);
-    let hung = serve::accept_within(&blackhole, Duration::from_secs(30));
-    let b = Serve::start(dir.path(), &url, &["--workers", "4", "--poll", POLL]);
+    // A's only worker hangs from the start: whatever starts is B's doing.
+    let pair = Pair::start(&rt, &schema, "5m", 4, POLL);
+    let (provider, a, b, url) = (&pair.provider, &pair.a, &pair.b, &pair.url);
 
     let mut sent = 0;
     let mut deliver = |how: &dyn Fn(&str), id: &str| {
@@ -82,9 +55,9 @@ fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {
     }
     let by_cli = |id: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_jadpo"))
-            .current_dir(dir.path())
+            .current_dir(pair.dir.path())
             .env_remove("JADPO_STORE")
-            .args(["emit", "Ping", &format!(r#"{{"id":"{id}"}}"#), "--store", &url])
+            .args(["emit", "Ping", &format!(r#"{{"id":"{id}"}}"#), "--store", url])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -92,11 +65,7 @@ fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {
     deliver(&by_cli, "cli");
     assert_eq!(provider.calls(), sent);
 
-    // The hanging call ends, so A can stop.
-    drop(hung);
-    drop(blackhole);
-    let (status_b, logs_b) = b.terminate();
-    let (status_a, logs_a) = a.terminate();
+    let ((status_a, logs_a), (status_b, logs_b)) = pair.stop();
     assert!(status_a.success() && status_b.success(), "{logs_a}\n{logs_b}");
     let succeeded = |logs: &str| {
         logs.lines()

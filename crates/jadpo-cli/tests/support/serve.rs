@@ -199,3 +199,68 @@ pub fn accept_within(listener: &TcpListener, limit: Duration) -> TcpStream {
         }
     }
 }
+
+/// `Ping` is delivered to the provider; `Block` to a port that accepts and
+/// never answers, which keeps a worker busy as long as the caller wants.
+const PAIR_APP: &str = r#"
+event Ping { id: string }
+event Block { id: string }
+connection echo { base_url: "PROVIDER" }
+connection blackhole { base_url: "BLACKHOLE"  timeout: HANG }
+action forward(id: string) { call echo.post("/ping/{id}", body: event) }
+action hang(id: string) { call blackhole.post("/hang/{id}", body: event) }
+subscriber forward_ping { on: Ping  run: forward(event.id) }
+subscriber hang_block { on: Block  run: hang(event.id)  timeout: HANG }
+"#;
+
+/// Two `jadpo serve` processes on one schema, both polling every `poll`:
+/// A runs one delivery at a time and that one hangs, so from then on A
+/// cannot claim and whatever starts is B's doing. For the wake-up test and
+/// the wake-up benchmark.
+pub struct Pair {
+    pub provider: jadpo_runtime::provider::TestProvider,
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub a: Serve,
+    pub b: Serve,
+    blackhole: TcpListener,
+    hung: TcpStream,
+}
+
+impl Pair {
+    /// `hang` is how long A's hanging call may last (an app file duration).
+    pub fn start(rt: &tokio::runtime::Runtime, schema: &TestSchema, hang: &str, b_workers: usize, poll: &str) -> Pair {
+        let provider = rt.block_on(jadpo_runtime::provider::TestProvider::start());
+        let blackhole = TcpListener::bind("127.0.0.1:0").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let app = PAIR_APP
+            .replace("PROVIDER", &provider.url())
+            .replace("BLACKHOLE", &format!("http://{}", blackhole.local_addr().unwrap()))
+            .replace("HANG", hang);
+        std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+        let url = url(schema);
+        let a = Serve::start(dir.path(), &url, &["--workers", "1", "--poll", poll]);
+        assert_eq!(a.http("POST", "/events/Block", Some(r#"{"id":"b"}"#)).0, 202);
+        let hung = accept_within(&blackhole, Duration::from_secs(30));
+        let b = Serve::start(dir.path(), &url, &["--workers", &b_workers.to_string(), "--poll", poll]);
+        Pair {
+            provider,
+            dir,
+            url,
+            a,
+            b,
+            blackhole,
+            hung,
+        }
+    }
+
+    /// Ends the hanging call, so A can stop, then stops B and A: their exit
+    /// statuses and logs.
+    pub fn stop(self) -> ((ExitStatus, String), (ExitStatus, String)) {
+        drop(self.hung);
+        drop(self.blackhole);
+        let b = self.b.terminate();
+        let a = self.a.terminate();
+        (a, b)
+    }
+}
