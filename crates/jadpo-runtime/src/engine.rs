@@ -1,17 +1,76 @@
-//! The engine: a store, an executor and a clock, running workers and the tick.
+//! The engine: its shared state (a store, an executor, a clock, the app's
+//! catalog, what this process has seen of the breakers) and its settings
+//! (`WorkerConfig`, `TickConfig`), running workers and the tick.
 
 use crate::alerts::{self, AlertRoute};
 use crate::clock::SharedClock;
+use crate::completer::{BreakerCache, PendingVerdicts};
 use crate::run::{Catalog, Executor, RunContext};
 use crate::tick::{self, TickConfig};
 use crate::wake;
-use crate::worker::{self, Shared, WorkerConfig};
+use crate::worker;
 use jadpo_core::{AttemptEnd, Failure};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Names this process's leases.
+    pub name: String,
+    /// Deliveries run at once.
+    pub concurrency: usize,
+    /// How long an idle worker waits before looking again, in engine time.
+    pub poll: Duration,
+    /// Added to the longest run's limit to make a lease, in real time: the
+    /// time to write the outcome.
+    pub lease_margin: Duration,
+    /// The most finishes written in one transaction.
+    pub finish_batch: usize,
+    /// The most claimed deliveries held waiting for a slot, ahead of the
+    /// free ones. The worker holds fewer when runs are slow, so that each
+    /// starts well inside its lease (see `local_queue.rs`); 0 claims only
+    /// what the free slots can start.
+    pub local_queue: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            name: format!("jadpo-{}", std::process::id()),
+            concurrency: 16,
+            poll: Duration::from_secs(1),
+            lease_margin: Duration::from_secs(30),
+            finish_batch: 1_000,
+            local_queue: 1_000,
+        }
+    }
+}
+
+/// Shared between the claim loop and the run tasks.
+pub(crate) struct Shared<S, E> {
+    pub store: Arc<S>,
+    pub executor: Arc<E>,
+    pub clock: SharedClock,
+    pub catalog: Arc<Catalog>,
+    pub config: WorkerConfig,
+    pub tick: crate::tick::TickConfig,
+    /// Breakers as this process last saw them, for the check just before
+    /// each run.
+    pub breakers: Arc<BreakerCache>,
+    /// Unavailable verdicts on their way to the store.
+    pub pending: Arc<PendingVerdicts>,
+    /// Woken when something may have become due (see `wake.rs`).
+    pub wake: Arc<Notify>,
+    /// Where alert messages are sent, if the app routes them.
+    pub alert_route: Option<crate::alerts::AlertRoute>,
+    /// Woken when an alert message may be due for a send.
+    pub alert_wake: Arc<Notify>,
+    /// This process's counts for the per-minute summary (`minutes.rs`).
+    pub minutes: Arc<crate::minutes::Minutes>,
+}
 
 pub struct Engine<S: ScheduleStore, E: Executor> {
     shared: Arc<Shared<S, E>>,
@@ -106,7 +165,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// nothing is claimed or recorded here, and what `ctx.calls` and
     /// `ctx.emits` gather is the caller's to use or drop.
     pub async fn execute(&self, ctx: RunContext, limit: Duration) -> Result<(), Failure> {
-        match worker::execute(&*self.shared.executor, ctx, limit).await.0 {
+        match crate::run::execute(&*self.shared.executor, ctx, limit).await.0 {
             AttemptEnd::Succeeded => Ok(()),
             AttemptEnd::Failed(f) => Err(f),
         }

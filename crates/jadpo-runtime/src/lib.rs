@@ -28,8 +28,8 @@ mod wake;
 mod worker;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SharedClock, SystemClock};
+pub use engine::WorkerConfig;
 pub use engine::{Engine, Running};
 pub use log::rfc3339;
 pub use run::{CallLog, Catalog, Executor, FnExecutor, RunContext, RunKind, ScheduleSpec};
 pub use tick::TickConfig;
-pub use worker::WorkerConfig;

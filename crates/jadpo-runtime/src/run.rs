@@ -1,9 +1,13 @@
-//! What runs a delivery's action: the [`Executor`] the workers call, and the
+//! What runs a delivery's action: the [`Executor`] the workers call,
+//! `execute` (one run under its time limit, a panic a defect), and the
 //! record of the calls an attempt made, for the breakers.
 
+use futures::FutureExt;
+use jadpo_core::AttemptEnd;
 use jadpo_core::{CallVerdict, DeliveryId, Failure, Timestamp};
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -277,6 +281,20 @@ impl Catalog {
             .copied()
             .max()
             .unwrap_or(jadpo_lang::app::DEFAULT_TIMEOUT)
+    }
+}
+
+/// Runs an action under its time limit. A panic is a defect, never a
+/// crashed worker; a run past its limit is `deadline_exceeded`, and `true`
+/// says it was stopped mid-run.
+pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: Duration) -> (AttemptEnd, bool) {
+    let run = AssertUnwindSafe(executor.run(ctx)).catch_unwind();
+    match tokio::time::timeout(limit, run).await {
+        Ok(Ok(Ok(()))) => (AttemptEnd::Succeeded, false),
+        Ok(Ok(Err(failure))) => (AttemptEnd::Failed(failure), false),
+        Ok(Err(_panic)) => (AttemptEnd::Failed(Failure::panicked()), false),
+        // Dropping the run's future is what stops it: nothing it did is kept.
+        Err(_elapsed) => (AttemptEnd::Failed(Failure::deadline_exceeded()), true),
     }
 }
 

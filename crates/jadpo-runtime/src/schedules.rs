@@ -5,8 +5,9 @@
 //! Missed times are not run in a burst: after a pause (the process was
 //! down), a schedule runs once and then keeps its rhythm.
 
+use crate::engine::Shared;
+use crate::run::execute;
 use crate::run::{CallLog, EmitLog, Executor, RunContext, RunKind};
-use crate::worker::{execute, Shared};
 use jadpo_core::schedule::ScheduleAlert;
 use jadpo_core::{AttemptEnd, Timestamp};
 use jadpo_lang::Trigger;

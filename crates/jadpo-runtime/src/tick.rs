@@ -1,10 +1,10 @@
 //! The tick: a periodic sweep, every second on every process. Safe on many
 //! at once: each breaker change in it is conditional on the version read.
 
+use crate::engine::Shared;
 use crate::log;
 use crate::run::Executor;
 use crate::schedules;
-use crate::worker::Shared;
 use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::{ScheduleStore, Store};
 use std::sync::Arc;

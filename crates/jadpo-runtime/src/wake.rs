@@ -13,7 +13,7 @@
 //!   sends none (SQLite).
 
 use crate::clock::SharedClock;
-use crate::worker::Shared;
+use crate::engine::Shared;
 use jadpo_core::Timestamp;
 use jadpo_store::Store;
 use std::sync::Arc;

@@ -6,84 +6,27 @@
 //! starts at once; finished runs go to a completer that writes them in
 //! batches (`finish_batch`), one transaction for many.
 
-use crate::clock::SharedClock;
-use crate::completer::{BreakerCache, Completer, Finished, PendingVerdicts};
+use crate::completer::{Completer, Finished};
+use crate::engine::Shared;
 use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
-use crate::run::{CallLog, Catalog, Executor, RunContext};
+use crate::run::{execute, CallLog, Executor, RunContext};
 use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
-use jadpo_core::{AttemptEnd, Backoff, Failure, Timestamp};
+use futures::StreamExt;
+use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::{step, ClaimReport, ClaimRequest, Claimed, Store, StoreError};
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
-
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    /// Names this process's leases.
-    pub name: String,
-    /// Deliveries run at once.
-    pub concurrency: usize,
-    /// How long an idle worker waits before looking again, in engine time.
-    pub poll: Duration,
-    /// Added to the longest run's limit to make a lease, in real time: the
-    /// time to write the outcome.
-    pub lease_margin: Duration,
-    /// The most finishes written in one transaction.
-    pub finish_batch: usize,
-    /// The most claimed deliveries held waiting for a slot, ahead of the
-    /// free ones. The worker holds fewer when runs are slow, so that each
-    /// starts well inside its lease (see `local_queue.rs`); 0 claims only
-    /// what the free slots can start.
-    pub local_queue: usize,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            name: format!("jadpo-{}", std::process::id()),
-            concurrency: 16,
-            poll: Duration::from_secs(1),
-            lease_margin: Duration::from_secs(30),
-            finish_batch: 1_000,
-            local_queue: 1_000,
-        }
-    }
-}
 
 /// The most deliveries one process runs at once: an explicit bound.
 pub const MAX_CONCURRENCY: usize = 10_000;
 
 /// The most deliveries one process holds claimed ahead of its slots.
 pub const MAX_LOCAL_QUEUE: usize = 10_000;
-
-/// Shared between the claim loop and the run tasks.
-pub(crate) struct Shared<S, E> {
-    pub store: Arc<S>,
-    pub executor: Arc<E>,
-    pub clock: SharedClock,
-    pub catalog: Arc<Catalog>,
-    pub config: WorkerConfig,
-    pub tick: crate::tick::TickConfig,
-    /// Breakers as this process last saw them, for the check just before
-    /// each run.
-    pub breakers: Arc<BreakerCache>,
-    /// Unavailable verdicts on their way to the store.
-    pub pending: Arc<PendingVerdicts>,
-    /// Woken when something may have become due (see `wake.rs`).
-    pub wake: Arc<Notify>,
-    /// Where alert messages are sent, if the app routes them.
-    pub alert_route: Option<crate::alerts::AlertRoute>,
-    /// Woken when an alert message may be due for a send.
-    pub alert_wake: Arc<Notify>,
-    /// This process's counts for the per-minute summary (`minutes.rs`).
-    pub minutes: Arc<crate::minutes::Minutes>,
-}
 
 /// Runs the claim loop until `shutdown` turns true, then gives back what it
 /// claimed ahead, lets running deliveries finish (each within its limit),
@@ -377,19 +320,5 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     // slows new starts, never a run under way.
     if let Err(unsent) = finish_tx.send(finished).await {
         shared.pending.settled(&unsent.0.finish.calls);
-    }
-}
-
-/// Runs an action under its time limit. A panic is a defect, never a
-/// crashed worker; a run past its limit is `deadline_exceeded`, and `true`
-/// says it was stopped mid-run.
-pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: Duration) -> (AttemptEnd, bool) {
-    let run = AssertUnwindSafe(executor.run(ctx)).catch_unwind();
-    match tokio::time::timeout(limit, run).await {
-        Ok(Ok(Ok(()))) => (AttemptEnd::Succeeded, false),
-        Ok(Ok(Err(failure))) => (AttemptEnd::Failed(failure), false),
-        Ok(Err(_panic)) => (AttemptEnd::Failed(Failure::panicked()), false),
-        // Dropping the run's future is what stops it: nothing it did is kept.
-        Err(_elapsed) => (AttemptEnd::Failed(Failure::deadline_exceeded()), true),
     }
 }
