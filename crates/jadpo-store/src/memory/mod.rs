@@ -7,6 +7,8 @@
 //! delivery ever made, so the simulation runs the 5,000-delivery outage
 //! scenario quickly.
 
+mod read;
+mod schedules;
 mod shared;
 pub use shared::SharedMemoryStore;
 
@@ -17,8 +19,7 @@ use crate::types::*;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
 use jadpo_core::limit::LimitState;
-use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
-use jadpo_core::FailureRecord;
+use jadpo_core::schedule::ScheduleState;
 use jadpo_core::{claim, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -364,82 +365,6 @@ impl MemoryStore {
         retried
     }
 
-    pub fn delivery(&self, id: DeliveryId) -> Option<&Delivery> {
-        self.deliveries.get(&id)
-    }
-
-    /// Every delivery, oldest first.
-    pub fn deliveries(&self) -> impl DoubleEndedIterator<Item = &Delivery> {
-        self.deliveries.values()
-    }
-
-    pub fn delivery_count(&self) -> usize {
-        self.deliveries.len()
-    }
-
-    /// Newest first, as `jadpo deliveries` lists them.
-    pub fn list(&self, filter: &DeliveryFilter) -> Vec<Delivery> {
-        let older = match filter.before {
-            Some(b) => self.deliveries.range(..b),
-            None => self.deliveries.range(..),
-        };
-        let it = older.rev().map(|(_, d)| d).filter(|d| filter.matches(d)).cloned();
-        match filter.limit {
-            Some(n) => it.take(n).collect(),
-            None => it.collect(),
-        }
-    }
-
-    pub fn breakers(&self) -> impl Iterator<Item = &Breaker> {
-        self.breakers.values()
-    }
-
-    pub fn breaker(&self, connection: &str) -> Option<&Breaker> {
-        self.breakers.get(connection)
-    }
-
-    pub fn held_count(&self, connection: &str) -> usize {
-        self.held.get(connection).map_or(0, |h| h.len())
-    }
-
-    pub fn alerts(&self) -> &AlertBook {
-        &self.alerts
-    }
-
-    pub fn add_minutes(&mut self, counts: &[MinuteCount], forget_before: Timestamp) {
-        for c in counts {
-            *self.minutes.entry((minute_of(c.minute), c.series.clone())).or_default() += c.n;
-        }
-        self.minutes.retain(|(m, _), _| *m >= minute_of(forget_before));
-    }
-
-    pub fn minutes(&self, since: Timestamp) -> Vec<MinuteCount> {
-        self.minutes
-            .range((minute_of(since), String::new())..)
-            .map(|((minute, series), n)| MinuteCount {
-                minute: *minute,
-                series: series.clone(),
-                n: *n,
-            })
-            .collect()
-    }
-
-    pub fn alerts_mut(&mut self) -> &mut AlertBook {
-        &mut self.alerts
-    }
-
-    pub fn attempts(&self, id: DeliveryId) -> Vec<AttemptRecord> {
-        self.attempts.iter().filter(|a| a.delivery == id).cloned().collect()
-    }
-
-    pub fn event(&self, id: EventId) -> Option<&EventRecord> {
-        self.events.get(&id)
-    }
-
-    pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
-        self.handled.contains(&(subscriber.to_owned(), event))
-    }
-
     /// The deliveries changed since the last call, each once.
     pub fn take_changed(&mut self) -> Vec<DeliveryId> {
         std::mem::take(&mut self.changed).into_iter().collect()
@@ -479,52 +404,6 @@ impl MemoryStore {
         self.keys.retain(|_, id| events.contains_key(id));
         self.alerts.prune(before, batch);
         old.len()
-    }
-
-    pub fn claim_schedules(
-        &mut self,
-        schedules: &[(String, Timestamp)],
-        worker: &str,
-        now: Timestamp,
-        lease: Duration,
-    ) -> Vec<ScheduleClaim> {
-        let mut claims = Vec::new();
-        for (name, first_due) in schedules {
-            let state = self
-                .schedules
-                .entry(name.clone())
-                .or_insert_with(|| ScheduleState::new(name.clone(), *first_due));
-            if let Some(c) = state.claim(worker, now, now.plus(lease)) {
-                *state = c.state.clone();
-                if let Some(a) = &c.alert {
-                    self.alerts.push(AlertMessage::schedule_failing(a, now));
-                }
-                claims.push(c);
-            }
-        }
-        claims
-    }
-
-    pub fn finish_schedule(
-        &mut self,
-        name: &str,
-        token: LeaseToken,
-        failure: Option<FailureRecord>,
-        next_due: Timestamp,
-        now: Timestamp,
-    ) -> Result<Option<ScheduleAlert>, StoreError> {
-        let lost = || StoreError::ScheduleLeaseLost(name.to_owned());
-        let state = self.schedules.get_mut(name).ok_or_else(lost)?;
-        let (next, alert) = state.finish(token, failure, next_due).ok_or_else(lost)?;
-        *state = next;
-        if let Some(a) = &alert {
-            self.alerts.push(AlertMessage::schedule_failing(a, now));
-        }
-        Ok(alert)
-    }
-
-    pub fn schedules(&self) -> impl Iterator<Item = &ScheduleState> {
-        self.schedules.values()
     }
 
     /// Closes a breaker behind the store's back, as a release racing a hold

@@ -1,0 +1,58 @@
+//! Schedules in the in-memory store: claimed under a lease, finished
+//! fenced on it, one alert per failing streak, as the drivers'
+//! `schedules.rs` do.
+
+use super::MemoryStore;
+use crate::types::*;
+use jadpo_core::alert::AlertMessage;
+use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
+use jadpo_core::{FailureRecord, LeaseToken, Timestamp};
+use std::time::Duration;
+
+impl MemoryStore {
+    pub fn claim_schedules(
+        &mut self,
+        schedules: &[(String, Timestamp)],
+        worker: &str,
+        now: Timestamp,
+        lease: Duration,
+    ) -> Vec<ScheduleClaim> {
+        let mut claims = Vec::new();
+        for (name, first_due) in schedules {
+            let state = self
+                .schedules
+                .entry(name.clone())
+                .or_insert_with(|| ScheduleState::new(name.clone(), *first_due));
+            if let Some(c) = state.claim(worker, now, now.plus(lease)) {
+                *state = c.state.clone();
+                if let Some(a) = &c.alert {
+                    self.alerts.push(AlertMessage::schedule_failing(a, now));
+                }
+                claims.push(c);
+            }
+        }
+        claims
+    }
+
+    pub fn finish_schedule(
+        &mut self,
+        name: &str,
+        token: LeaseToken,
+        failure: Option<FailureRecord>,
+        next_due: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<ScheduleAlert>, StoreError> {
+        let lost = || StoreError::ScheduleLeaseLost(name.to_owned());
+        let state = self.schedules.get_mut(name).ok_or_else(lost)?;
+        let (next, alert) = state.finish(token, failure, next_due).ok_or_else(lost)?;
+        *state = next;
+        if let Some(a) = &alert {
+            self.alerts.push(AlertMessage::schedule_failing(a, now));
+        }
+        Ok(alert)
+    }
+
+    pub fn schedules(&self) -> impl Iterator<Item = &ScheduleState> {
+        self.schedules.values()
+    }
+}
