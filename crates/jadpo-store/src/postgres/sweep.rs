@@ -24,7 +24,6 @@ CROSS JOIN LATERAL (
     WHERE state = 'held' AND held_connection = c.held_connection
     ORDER BY held_since, id LIMIT 1) AS l";
 
-
 pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Abort> {
     let (all, summary) = tokio::try_join!(tx.prepare_cached(ALL_BREAKERS), tx.prepare_cached(HELD_SUMMARY))?;
     let (read, summary) = tokio::try_join!(tx.query(&all, &[]), tx.query(&summary, &[]))?;
