@@ -37,6 +37,17 @@ pub const PRUNE_BATCH: usize = 1_000;
 /// The most prune batches in one tick.
 const PRUNE_BATCHES: usize = 10;
 
+/// The least real time before the next sweep: 20 ms while the store
+/// answers (a scaled clock's second may be a millisecond), a store's backoff
+/// after `faults` failed sweeps in a row, so a failing store is not asked
+/// again every second by every process.
+fn sweep_floor(faults: u32, rng: &mut impl rand::Rng) -> Duration {
+    match faults {
+        0 => Duration::from_millis(20),
+        n => Backoff::STORE.draw(n, None, rng),
+    }
+}
+
 pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
     let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
@@ -90,11 +101,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
         // Under a scaled clock a second of engine time may be a millisecond
         // of real time: never sweep more often than every 20 ms of real time,
         // nor than the store's backoff while it fails.
-        let floor = match store_faults {
-            0 => Duration::from_millis(20),
-            n => Backoff::STORE.draw(n, None, &mut rand::rng()),
-        };
-        let floor = tokio::time::sleep(floor);
+        let floor = tokio::time::sleep(sweep_floor(store_faults, &mut rand::rng()));
         tokio::select! {
             _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
             _ = shutdown.changed() => {}
@@ -124,5 +131,24 @@ async fn prune<S: Store>(store: &S, before: Timestamp) {
     }
     if total > 0 {
         tracing::info!(pruned = total, before = %crate::rfc3339(before), "retention.pruned");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn a_failing_store_is_swept_no_sooner_than_its_backoff() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        assert_eq!(sweep_floor(0, &mut rng), Duration::from_millis(20));
+        for faults in 1..=10 {
+            for _ in 0..100 {
+                let wait = sweep_floor(faults, &mut rng);
+                assert!(wait >= Duration::from_millis(50), "{faults}: {wait:?}");
+                assert!(wait <= Backoff::STORE.ceiling(faults), "{faults}: {wait:?}");
+            }
+        }
     }
 }
