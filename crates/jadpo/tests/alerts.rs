@@ -89,9 +89,12 @@ async fn an_outage_sends_one_alert_and_one_resolved_message_signed_and_retried()
     clock.advance(Duration::from_secs(1));
     let first = eventually("the alert's first send", async || alerts_at(&ops).first().cloned()).await;
     assert_eq!(first.status, 503);
+    // The claim counts the attempt before the call is made, so the state
+    // reads `retrying` while the first send is in flight: wait for its
+    // outcome, not just the state.
     let kept = eventually("the failed send is kept for a retry", async || {
         let a = store.alerts(10).await.unwrap().remove(0);
-        (a.sends.state() == SendState::Retrying).then_some(a)
+        (a.sends.state() == SendState::Retrying && a.sends.last_error.is_some()).then_some(a)
     })
     .await;
     assert_eq!(kept.sends.last_error.as_deref(), Some("http.503"));
