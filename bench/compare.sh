@@ -10,6 +10,7 @@
 # server both use. Needs cargo, node and npm (graphile-worker 0.18.0 is
 # installed from bench/peers/graphile/package-lock.json on first use).
 # Prints one line per run and the medians; nothing is written anywhere.
+# Uses psql for a CHECKPOINT before each run (see below).
 set -euo pipefail
 
 N="${N:-50000}"
@@ -44,12 +45,24 @@ echo "N=$N C=$C runs=$RUNS on $(echo "$DATABASE_URL" | sed -E 's#//([^:@/]+):[^@
 printf '%-4s %-16s %14s %14s %10s %10s\n' run system "enqueue/s" "work/s" "p50 ms" "p99 ms"
 g_work=()
 j_work=()
+# Each run starts right after a checkpoint, as pgbench starts after a
+# vacuum: otherwise the server's own checkpoints (every few runs, from the
+# WAL the runs write) land inside one run or another at random, and the
+# full-page images and writes that follow one cost that run up to a fifth
+# of its throughput. Needs a role that may run CHECKPOINT; without one the
+# runs go on, noisier.
+checkpoint() {
+    psql "$DATABASE_URL" -qc CHECKPOINT >/dev/null 2>&1 || echo "(CHECKPOINT failed: runs are noisier)" >&2
+}
+
 for run in $(seq 1 "$RUNS"); do
+    checkpoint
     g="$(cd "$peer" && node graphile_perf.js "$N" "$C")"
     g_enqueue="$(echo "$g" | field enqueue_per_s)"
     g_work+=("$(echo "$g" | field work_per_s)")
     printf '%-4s %-16s %14s %14s %10s %10s\n' "$run" graphile-worker "$g_enqueue" "${g_work[-1]}" - -
 
+    checkpoint
     j="$("$jadpo" bench --store "$DATABASE_URL" --events "$N" --concurrency "$C" --json)"
     j_emit="$(echo "$j" | field emit_per_s)"
     j_work+=("$(echo "$j" | field drain_per_s)")
