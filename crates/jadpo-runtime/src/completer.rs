@@ -11,19 +11,17 @@
 
 use crate::clock::SharedClock;
 use crate::log;
-use jadpo_core::{AttemptEnd, Backoff, Breaker, CallVerdict, Outcome, Timestamp, Transition};
-use jadpo_store::{Claimed, Finish, FinishReport, Store, StoreError};
+use jadpo_core::{Backoff, Breaker, CallVerdict, Outcome, Timestamp, Transition};
+use jadpo_store::{Finish, FinishReport, Store, StoreError};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify};
 
-/// A run's outcome on its way to the store.
+/// A run's outcome on its way to the store. Its log line names the
+/// delivery as claimed, which `finish.claimed` carries.
 pub(crate) struct Finished {
     pub finish: Finish,
-    /// The delivery as claimed, for the log line (its payload dropped).
-    pub claimed: Claimed,
     pub outcome: Outcome,
-    pub end: AttemptEnd,
     /// Past this engine time the lease is gone and writing is pointless.
     pub lease_until: Timestamp,
 }
@@ -111,6 +109,31 @@ impl PendingVerdicts {
     }
 }
 
+/// Outcomes being written: the finishes as the store takes them, and
+/// beside each its outcome and the end of its lease.
+#[derive(Default)]
+struct Batch {
+    finishes: Vec<Finish>,
+    outcomes: Vec<(Outcome, Timestamp)>,
+}
+
+impl Batch {
+    /// Keeps the outcomes `keep` says to, in order.
+    fn keep(&mut self, mut keep: impl FnMut(&Finish, Timestamp) -> bool) {
+        let kept: Vec<bool> = self
+            .finishes
+            .iter()
+            .zip(&self.outcomes)
+            .map(|(f, (_, until))| keep(f, *until))
+            .collect();
+        // `retain` visits each element once, in order.
+        let mut verdicts = kept.iter();
+        self.finishes.retain(|_| verdicts.next() == Some(&true));
+        let mut verdicts = kept.iter();
+        self.outcomes.retain(|_| verdicts.next() == Some(&true));
+    }
+}
+
 pub(crate) struct Completer<S> {
     pub store: Arc<S>,
     pub clock: SharedClock,
@@ -129,32 +152,43 @@ pub(crate) struct Completer<S> {
 impl<S: Store> Completer<S> {
     /// Runs until every sender is gone and everything received is written
     /// or abandoned.
-    pub async fn run(self, mut rx: mpsc::Receiver<Finished>) {
+    pub async fn run(self, mut rx: mpsc::Receiver<Box<Finished>>) {
         let limit = self.batch.max(1);
-        let mut batch = Vec::with_capacity(limit);
-        while rx.recv_many(&mut batch, limit).await > 0 {
+        let mut received = Vec::with_capacity(limit);
+        let mut batch = Batch::default();
+        while rx.recv_many(&mut received, limit).await > 0 {
+            for f in received.drain(..) {
+                let Finished {
+                    finish,
+                    outcome,
+                    lease_until,
+                } = *f;
+                batch.finishes.push(finish);
+                batch.outcomes.push((outcome, lease_until));
+            }
             self.write(&mut batch).await;
-            batch.clear();
         }
     }
 
-    async fn write(&self, batch: &mut Vec<Finished>) {
+    /// Writes the batch, leaving it empty.
+    async fn write(&self, batch: &mut Batch) {
         // Writes failed in a row.
         let mut faults = 0u32;
         loop {
-            let finishes: Vec<Finish> = batch.iter().map(|f| f.finish.clone()).collect();
-            match self.store.finish_batch(&finishes).await {
+            match self.store.finish_batch(&batch.finishes).await {
                 Ok(results) => {
                     // A retry written here may be due before the time an
                     // idle claim loop planned to look again (it asked the
                     // store before this commit): wake it to ask again.
-                    let retries = batch.iter().any(|f| matches!(f.outcome, Outcome::Retry { .. }));
+                    let retries = batch.outcomes.iter().any(|(o, _)| matches!(o, Outcome::Retry { .. }));
                     let mut tally = crate::minutes::Tally::default();
-                    for (f, result) in batch.drain(..).zip(results) {
+                    for ((f, (outcome, _)), result) in
+                        batch.finishes.drain(..).zip(batch.outcomes.drain(..)).zip(results)
+                    {
                         if let Ok(report) = &result {
-                            tally.finished(f.finish.ended_at, &f.outcome, &f.finish.calls, &report.transitions);
+                            tally.finished(f.ended_at, &outcome, &f.calls, &report.transitions);
                         }
-                        self.written(f, result);
+                        self.written(&f, &outcome, result);
                     }
                     self.minutes.add(tally);
                     if retries {
@@ -164,18 +198,18 @@ impl<S: Store> Completer<S> {
                 }
                 Err(e) => {
                     let now = self.clock.now();
-                    batch.retain(|f| {
-                        let keep = now < f.lease_until;
+                    batch.keep(|f, lease_until| {
+                        let keep = now < lease_until;
                         if !keep {
-                            tracing::warn!(delivery = f.finish.id.0, error = %e, "delivery.finish_abandoned");
-                            self.pending.settled(&f.finish.calls);
+                            tracing::warn!(delivery = f.id.0, error = %e, "delivery.finish_abandoned");
+                            self.pending.settled(&f.calls);
                         }
                         keep
                     });
-                    if batch.is_empty() {
+                    if batch.finishes.is_empty() {
                         return;
                     }
-                    tracing::warn!(deliveries = batch.len(), error = %e, "delivery.finish_retry");
+                    tracing::warn!(deliveries = batch.finishes.len(), error = %e, "delivery.finish_retry");
                     faults = faults.saturating_add(1);
                     let wait = Backoff::STORE.draw(faults, None, &mut rand::rng());
                     tokio::time::sleep(wait).await;
@@ -184,13 +218,13 @@ impl<S: Store> Completer<S> {
         }
     }
 
-    fn written(&self, f: Finished, result: Result<FinishReport, StoreError>) {
+    fn written(&self, f: &Finish, outcome: &Outcome, result: Result<FinishReport, StoreError>) {
         // The breakers as written go into the cache before the waiting runs
         // are told, so they check against them.
         if let Ok(report) = &result {
             self.breakers.merge(report.breakers.iter().cloned());
         }
-        self.pending.settled(&f.finish.calls);
+        self.pending.settled(&f.calls);
         match result {
             Ok(report) => {
                 if report.released > 0 {
@@ -199,12 +233,13 @@ impl<S: Store> Completer<S> {
                 if report.transitions.iter().any(|(_, t)| *t == Transition::Closed) {
                     self.alert_wake.notify_one();
                 }
-                log::finished(&f.claimed, &f.outcome, &f.end, &report);
+                log::finished(f, outcome, &report);
             }
             Err(StoreError::LeaseLost(_)) => {
-                tracing::warn!(delivery = f.finish.id.0, subscriber = %f.claimed.delivery.subscriber, "delivery.lease_lost");
+                let subscriber = log::subscriber(f);
+                tracing::warn!(delivery = f.id.0, subscriber, "delivery.lease_lost");
             }
-            Err(e) => tracing::warn!(delivery = f.finish.id.0, error = %e, "delivery.finish_abandoned"),
+            Err(e) => tracing::warn!(delivery = f.id.0, error = %e, "delivery.finish_abandoned"),
         }
     }
 }

@@ -6,8 +6,8 @@
 //! `delivery.alert`); the command line prints them as readable lines under
 //! `jadpo dev` and as one JSON object per line under `jadpo serve`.
 
-use jadpo_core::{Alert, AttemptEnd, Outcome, Timestamp, Transition};
-use jadpo_store::{ClaimReport, Claimed, FinishReport};
+use jadpo_core::{Alert, Outcome, Timestamp, Transition};
+use jadpo_store::{ClaimReport, Claimed, Finish, FinishReport};
 
 /// RFC 3339, for humans and JSON alike.
 pub fn rfc3339(t: Timestamp) -> String {
@@ -44,10 +44,16 @@ pub fn held(c: &Claimed, connection: &str) {
     tracing::info!(delivery = c.delivery.id.0, subscriber = %c.delivery.subscriber, connection, "delivery.held");
 }
 
-pub fn finished(c: &Claimed, outcome: &Outcome, _end: &AttemptEnd, report: &FinishReport) {
-    let id = c.delivery.id.0;
-    let subscriber = c.delivery.subscriber.as_str();
-    let attempt = c.delivery.attempts;
+/// The subscriber of a finish's delivery, as claimed (empty for a finish
+/// built without its claim).
+pub fn subscriber(f: &Finish) -> &str {
+    f.claimed.as_ref().map_or("", |d| d.subscriber.as_str())
+}
+
+pub fn finished(f: &Finish, outcome: &Outcome, report: &FinishReport) {
+    let id = f.id.0;
+    let subscriber = subscriber(f);
+    let attempt = f.claimed.as_ref().map_or(0, |d| d.attempts);
     match outcome {
         Outcome::Succeeded => {
             tracing::info!(delivery = id, subscriber, attempt, "delivery.succeeded")

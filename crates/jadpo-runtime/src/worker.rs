@@ -41,7 +41,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
     assert!(config.local_queue <= MAX_LOCAL_QUEUE);
     let slots = Arc::new(Semaphore::new(config.concurrency));
-    let (finish_tx, finish_rx) = mpsc::channel::<Finished>(config.finish_batch.max(1) + config.concurrency);
+    let (finish_tx, finish_rx) = mpsc::channel::<Box<Finished>>(config.finish_batch.max(1) + config.concurrency);
     let completer = tokio::spawn(
         Completer {
             store: shared.store.clone(),
@@ -257,7 +257,11 @@ fn give_back<S: Store, E>(
     }))
 }
 
-async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed, finish_tx: &mpsc::Sender<Finished>) {
+async fn run_one<S: Store, E: Executor>(
+    shared: &Shared<S, E>,
+    claimed: Claimed,
+    finish_tx: &mpsc::Sender<Box<Finished>>,
+) {
     let id = claimed.delivery.id;
     let token = claimed.token();
     if !claimed.connections.is_empty() {
@@ -306,15 +310,14 @@ async fn run_one<S: Store, E: Executor>(shared: &Shared<S, E>, claimed: Claimed,
     let built = || shared.catalog.emits(emits.take(), depth);
     let (outcome, finish) = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
     let lease_until = claimed.delivery.lease.as_ref().map_or(ended_at, |l| l.until);
-    let mut claimed = claimed;
-    claimed.payload = String::new();
-    let finished = Finished {
+    drop(claimed);
+    // Boxed: the outcome passes through the channel and the completer's
+    // batch, and a pointer moves where half a kilobyte would be copied.
+    let finished = Box::new(Finished {
         finish,
-        claimed,
         outcome,
-        end,
         lease_until,
-    };
+    });
     shared.pending.sent(&finished.finish.calls);
     // Waits only while the completer is a full batch behind: a slow store
     // slows new starts, never a run under way.

@@ -9,6 +9,7 @@ use crate::types::*;
 use deadpool_postgres::Transaction;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 /// Locks the rows to be written (a hold or give-back just before a run, an
@@ -94,11 +95,12 @@ pub(crate) async fn finish_batch(
     policy: &BreakerPolicy,
     trust_claimed: bool,
 ) -> Result<Vec<Result<FinishReport, StoreError>>, Abort> {
-    let mut carried: HashMap<DeliveryId, (Delivery, i64)> = HashMap::new();
+    // Rows as read, or as carried by their finishes: borrowed, not copied.
+    let mut carried: HashMap<DeliveryId, (Cow<'_, Delivery>, i64)> = HashMap::new();
     if trust_claimed {
         for f in batch {
             if let Some(d) = as_claimed(f) {
-                carried.entry(f.id).or_insert_with(|| (d.clone(), f.token.0));
+                carried.entry(f.id).or_insert((Cow::Borrowed(d), f.token.0));
             }
         }
     }
@@ -127,7 +129,7 @@ pub(crate) async fn finish_batch(
             rows_by_id(tx, READ_BY_ID, &ids).await
         }
     };
-    let (mut found, read) = if connections.is_empty() {
+    let (found, read) = if connections.is_empty() {
         (read_rows.await?, Vec::new())
     } else {
         let stmt = tx.prepare_cached(BREAKERS_BY_CONNECTION).await?;
@@ -135,11 +137,12 @@ pub(crate) async fn finish_batch(
             Ok::<_, Abort>(tx.query(&stmt, &[&connections]).await?)
         })?
     };
-    found.extend(carried);
+    carried.extend(found.into_iter().map(|(id, (d, token))| (id, (Cow::Owned(d), token))));
     // Each row as read, and as planned so far: a batch may finish one
     // delivery twice (a late duplicate is refused by the lease check).
-    let read_rows = found;
-    let mut current: HashMap<DeliveryId, Delivery> = read_rows.iter().map(|(id, (d, _))| (*id, d.clone())).collect();
+    let read_rows = carried;
+    let mut current: HashMap<DeliveryId, Delivery> =
+        read_rows.iter().map(|(id, (d, _))| (*id, d.as_ref().clone())).collect();
     let mut breakers = Breakers::new(rows::breakers(&read)?);
     let mut results = Vec::with_capacity(batch.len());
     let mut attempts = Vec::new();
