@@ -50,6 +50,24 @@ pub async fn claim_takes_due_deliveries_oldest_first_up_to_the_limit<S: Store>(s
     assert!(claim(s, 10, 5).await.claimed.is_empty(), "nothing is claimed twice");
 }
 
+/// Lost leases and due deliveries are one queue, by time: a lease that ran
+/// out at 60 comes between a delivery due at 30 and one due at 70.
+pub async fn a_claim_takes_lost_leases_and_due_deliveries_together_by_time<S: Store>(s: &S) {
+    let lost = emit(s, "log", 1, 0).await[0];
+    assert_eq!(claim_as(s, "killed", 0, 1).await.claimed.len(), 1);
+    let early = emit(s, "log", 1, 30).await[0];
+    let late = emit(s, "log", 1, 70).await[0];
+    let r = claim(s, 100, 2).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        vec![early, lost],
+        "due at 30, then the lease that ended at 60; the one due at 70 waits"
+    );
+    assert_eq!(r.lease_expired, vec![lost]);
+    let r = claim(s, 100, 10).await;
+    assert_eq!(r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), vec![late]);
+}
+
 pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(s: &S) {
     emit(s, "log", 1, 0).await;
     let first = claim_as(s, "w1", 0, 1).await.claimed.remove(0);

@@ -157,6 +157,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             emit_writes_events_and_due_deliveries,
             claim_takes_due_deliveries_oldest_first_up_to_the_limit,
+            a_claim_takes_lost_leases_and_due_deliveries_together_by_time,
             a_late_worker_whose_lease_was_taken_over_changes_nothing,
             a_spent_budget_fails_at_the_claim_without_counting_an_attempt,
             never_tried_in_time_fails_as_deadline_exceeded,

@@ -24,7 +24,11 @@ use std::collections::HashMap;
 ///
 /// When both queues have rows, up to twice `limit` rows are locked and the
 /// later half left unwritten until commit; lost leases are rare, so this is
-/// the price of claiming exactly what the in-memory store would.
+/// the price of claiming exactly what the in-memory store would. The two
+/// queues are merged by time here, not by the server: each comes in its
+/// index's order, and a sort in the statement (over materialized rows, a
+/// third of the statement's time at 500 rows) would mostly sort rows
+/// already in order.
 const CLAIM: &str = concat!(
     "WITH due AS (
         SELECT ",
@@ -40,13 +44,9 @@ const CLAIM: &str = concat!(
         WHERE state = 'running' AND lease_until <= $1
         ORDER BY lease_until, id LIMIT $2
         FOR UPDATE SKIP LOCKED
-    ), picked AS (
-        SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS c
-        ORDER BY t, id LIMIT $2
     )
     SELECT p.*, e.name, e.payload, e.public_id, e.depth
-    FROM picked AS p JOIN jadpo_events AS e ON e.id = p.event_id
-    ORDER BY p.t, p.id"
+    FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS p JOIN jadpo_events AS e ON e.id = p.event_id"
 );
 
 /// The claim must walk its partial indexes in key order and stop at
@@ -54,8 +54,12 @@ const CLAIM: &str = concat!(
 /// burst of emits before autovacuum's analyze, or a server without
 /// autovacuum) it otherwise sorts every due row first, a second per claim at
 /// a million due. Without sorts, bitmap scans and sequential scans, the
-/// ordered index scans are the cheapest plan left. For this transaction only.
-const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off";
+/// ordered index scans are the cheapest plan left. With the plan's shape
+/// pinned, the statement's generic plan is that plan, so it is used from
+/// the first run on a connection: a custom plan costs a planning (0.3 ms
+/// and up, measured) on every claim until the server chooses the generic
+/// one itself, if it does. For this transaction only.
+const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// Every breaker, in the same round trip as the batch: one row per
 /// connection, a small set. Only the ones not closed change the claim, but
@@ -87,10 +91,21 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     if rows.is_empty() {
         return Ok(ClaimReport::default());
     }
-    // Each row as read, with its stored token.
-    let mut read: HashMap<DeliveryId, (jadpo_core::Delivery, i64)> = HashMap::with_capacity(rows.len());
-    let mut candidates = Vec::with_capacity(rows.len());
+    // Both queues merged by time (the column after the delivery's), then
+    // id, as the in-memory store takes them; past `limit`, rows stay as
+    // they are.
+    let mut keyed = Vec::with_capacity(rows.len());
     for row in &rows {
+        let t: i64 = row.try_get(DELIVERY_COLUMNS)?;
+        let id: i64 = row.try_get(0)?;
+        keyed.push((t, id, row));
+    }
+    keyed.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+    keyed.truncate(req.limit);
+    // Each row as read, with its stored token.
+    let mut read: HashMap<DeliveryId, (jadpo_core::Delivery, i64)> = HashMap::with_capacity(keyed.len());
+    let mut candidates = Vec::with_capacity(keyed.len());
+    for (_, _, row) in keyed {
         let (delivery, token) = rows::delivery(row)?;
         read.insert(delivery.id, (delivery.clone(), token));
         // Columns after the delivery's: t, handled, name, payload, public id.

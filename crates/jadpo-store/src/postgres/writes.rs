@@ -64,10 +64,11 @@ WHERE d.id = u.id AND CASE WHEN d.state = 'running' THEN d.lease_token = u.fence
 /// row up by the primary key. Left to its statistics, the planner may hash
 /// every delivery instead once the table is analyzed: seen on a finish of
 /// 1,000 rows at 100,000 deliveries, a sequential scan taking 37 ms of its
-/// 41. For the rest of the transaction only, sent in the write's own round
-/// trip.
+/// 41. Pinned so, the generic plan is the plan, used at once rather than
+/// planned again per write (see `claim::PIN_PLAN`). For the rest of the
+/// transaction only, sent in the write's own round trip.
 pub(crate) const PIN_JOINS: &str =
-    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off";
+    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// Rows written whole, as column arrays. A row pushed with a fence is
 /// written only if it is still running under that lease token.
