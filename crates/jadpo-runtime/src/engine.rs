@@ -32,7 +32,9 @@ pub struct WorkerConfig {
     /// The most claimed deliveries held waiting for a slot, ahead of the
     /// free ones. The worker holds fewer when runs are slow, so that each
     /// starts well inside its lease (see `local_queue.rs`); 0 claims only
-    /// what the free slots can start.
+    /// what the free slots can start. The default, 2,000, lets each of the
+    /// two claims in flight take a whole store batch (1,000) when runs are
+    /// short.
     pub local_queue: usize,
 }
 
@@ -44,7 +46,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_secs(1),
             lease_margin: Duration::from_secs(30),
             finish_batch: 1_000,
-            local_queue: 1_000,
+            local_queue: 2_000,
         }
     }
 }
