@@ -217,6 +217,21 @@ pub struct Finish {
     pub emits: Emits,
 }
 
+impl Finish {
+    /// The row this finish may be planned from without reading it: the
+    /// claim's own row, running under the finish's lease. While it runs
+    /// under that lease only this finish changes it, and every store's write
+    /// is fenced on the lease, so a row that moved after all fails the fence
+    /// and is then read.
+    pub fn claimed_row(&self) -> Option<&jadpo_core::Delivery> {
+        self.claimed.as_ref().filter(|d| {
+            d.id == self.id
+                && d.state == jadpo_core::DeliveryState::Running
+                && d.lease.as_ref().map(|l| l.token) == Some(self.token)
+        })
+    }
+}
+
 /// A run's emitted events, each with one delivery per subscriber, all at
 /// one chain depth (the run's event's depth plus one).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

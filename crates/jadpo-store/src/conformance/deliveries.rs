@@ -128,6 +128,31 @@ pub async fn never_tried_in_time_fails_as_deadline_exceeded<S: Store>(s: &S) {
     );
 }
 
+/// A batch may finish one delivery twice (an outcome sent again): the
+/// first is written, the second refused by the lease it no longer holds,
+/// and one attempt is recorded. Planned from the claimed row each carries,
+/// the second must not be written from it.
+pub async fn a_batch_that_finishes_one_delivery_twice_writes_the_first<S: Store>(s: &S) {
+    let id = emit(s, "log", 1, 0).await[0];
+    let c = claim(s, 0, 1).await.claimed.remove(0);
+    let results = s
+        .finish_batch(&[
+            c.finish(Outcome::Succeeded, at(1), at(2)),
+            c.finish(retry_at("http.503", 40), at(1), at(3)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert_eq!(results[1], Err(StoreError::LeaseLost(id)));
+    let d = get(s, id).await;
+    assert_eq!(
+        (d.state, d.finished_at, d.last_failure),
+        (DeliveryState::Succeeded, Some(at(2)), None)
+    );
+    assert_eq!(s.attempts(id).await.unwrap().len(), 1);
+}
+
 pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     let ids = emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 1).await.claimed.remove(0);

@@ -162,6 +162,7 @@ macro_rules! conformance_tests {
             a_spent_budget_fails_at_the_claim_without_counting_an_attempt,
             never_tried_in_time_fails_as_deadline_exceeded,
             attempts_are_recorded_with_code_and_kind,
+            a_batch_that_finishes_one_delivery_twice_writes_the_first,
             a_handled_record_makes_a_lost_run_succeeded_without_running_again,
             held_while_open_then_probe_then_release,
             the_first_claimed_after_the_pause_is_the_probe,

@@ -72,19 +72,6 @@ pub(crate) async fn lock(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<De
     rows_by_id(tx, LOCK_BY_ID, ids).await
 }
 
-/// The row a finish may be planned from without reading it: the claim's
-/// own row, running under the finish's lease. While it runs under that
-/// lease only this finish changes it, and the write is fenced on the lease,
-/// so a row that moved after all fails the fence and the batch is redone
-/// from reads.
-fn as_claimed(f: &Finish) -> Option<&Delivery> {
-    f.claimed.as_ref().filter(|d| {
-        d.id == f.id
-            && d.state == jadpo_core::DeliveryState::Running
-            && d.lease.as_ref().map(|l| l.token) == Some(f.token)
-    })
-}
-
 /// Finishes a batch in order, as the in-memory store would one by one: each
 /// fenced on its own lease, breakers updated finish after finish. With
 /// `trust_claimed`, a finish that carries its claim's row is planned from
@@ -99,7 +86,7 @@ pub(crate) async fn finish_batch(
     let mut carried: HashMap<DeliveryId, (Cow<'_, Delivery>, i64)> = HashMap::new();
     if trust_claimed {
         for f in batch {
-            if let Some(d) = as_claimed(f) {
+            if let Some(d) = f.claimed_row() {
                 carried.entry(f.id).or_insert((Cow::Borrowed(d), f.token.0));
             }
         }

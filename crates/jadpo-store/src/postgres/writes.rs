@@ -392,7 +392,8 @@ mod tests {
     #[test]
     fn any_other_change_is_written_as_a_full_row() {
         let t = Timestamp::from_millis;
-        let changes: [(&str, fn(&mut Delivery)); 10] = [
+        type Change = (&'static str, fn(&mut Delivery));
+        let changes: [Change; 10] = [
             ("id", |d| d.id = DeliveryId(8)),
             ("event", |d| d.event_id = EventId(4)),
             ("subscriber", |d| d.subscriber = "mail".into()),

@@ -84,10 +84,28 @@ pub(crate) fn finish_batch(
     Ok(out)
 }
 
+/// Planned from the claim's own row when the finish carries it
+/// (`Finish::claimed_row`), without reading the row: a tenth of the drain's
+/// time, measured. A write the fence refuses has changed nothing yet; the
+/// row is then read, which reports the lost lease.
 fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
+    if let Some(d) = f.claimed_row() {
+        if let Some(report) = finish_from(c, f, d, policy)? {
+            return Ok(report);
+        }
+    }
     let d = fenced(c, f.id, f.token)?;
-    let (releases, answers) = crate::limits::of_finish(f);
-    super::limits::settle(c, &releases, &answers)?;
+    finish_from(c, f, &d, policy)?.ok_or(Fault::Store(StoreError::LeaseLost(f.id)))
+}
+
+/// The finish planned from `d`, the row as it ran; `None`, having written
+/// nothing, when the row is no longer running under the finish's lease.
+fn finish_from(
+    c: &Connection,
+    f: &Finish,
+    d: &Delivery,
+    policy: &BreakerPolicy,
+) -> Result<Option<FinishReport>, Fault> {
     // Most finishes touch no breaker: read only the rows this one may move.
     let touched: Vec<&str> = f
         .calls
@@ -101,8 +119,12 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
         rows::breakers_of(c, touched)?
     };
     let mut breakers = Breakers::new(rows);
-    let plan = plan::finish(&d, &mut breakers, f, policy);
-    write_fenced(c, &plan.delivery, f.token, plan.handled.then_some(f.ended_at))?;
+    let plan = plan::finish(d, &mut breakers, f, policy);
+    if rows::update(c, &plan.delivery, Some(f.token), plan.handled.then_some(f.ended_at))? != 1 {
+        return Ok(None);
+    }
+    let (releases, answers) = crate::limits::of_finish(f);
+    super::limits::settle(c, &releases, &answers)?;
     let emitted = if plan.handled && !f.emits.events.is_empty() {
         emit_at_depth(c, &f.emits, f.ended_at)?
     } else {
@@ -118,12 +140,12 @@ fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishRe
         }
         released += n;
     }
-    Ok(FinishReport {
+    Ok(Some(FinishReport {
         transitions: plan.transitions,
         released,
         breakers: plan.breakers.into_iter().map(|w| w.breaker).collect(),
         emitted,
-    })
+    }))
 }
 
 /// A run's emits, in its finish's transaction, marked with their depth.
