@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify};
 
-/// A run's outcome on its way to the store. Its log line names the
-/// delivery as claimed, which `finish.claimed` carries.
-pub(crate) struct Finished {
-    pub finish: Finish,
-    pub outcome: Outcome,
-    /// Past this engine time the lease is gone and writing is pointless.
-    pub lease_until: Timestamp,
+/// Past this engine time a finish's lease is gone and writing it is
+/// pointless: the lease of the claim it carries (`Finish::claimed`).
+fn lease_until(f: &Finish) -> Timestamp {
+    f.claimed
+        .as_ref()
+        .and_then(|d| d.lease.as_ref())
+        .map_or(f.ended_at, |l| l.until)
 }
 
 /// Breakers as this process last saw them: from its claims and its own
@@ -109,31 +109,6 @@ impl PendingVerdicts {
     }
 }
 
-/// Outcomes being written: the finishes as the store takes them, and
-/// beside each its outcome and the end of its lease.
-#[derive(Default)]
-struct Batch {
-    finishes: Vec<Finish>,
-    outcomes: Vec<(Outcome, Timestamp)>,
-}
-
-impl Batch {
-    /// Keeps the outcomes `keep` says to, in order.
-    fn keep(&mut self, mut keep: impl FnMut(&Finish, Timestamp) -> bool) {
-        let kept: Vec<bool> = self
-            .finishes
-            .iter()
-            .zip(&self.outcomes)
-            .map(|(f, (_, until))| keep(f, *until))
-            .collect();
-        // `retain` visits each element once, in order.
-        let mut verdicts = kept.iter();
-        self.finishes.retain(|_| verdicts.next() == Some(&true));
-        let mut verdicts = kept.iter();
-        self.outcomes.retain(|_| verdicts.next() == Some(&true));
-    }
-}
-
 pub(crate) struct Completer<S> {
     pub store: Arc<S>,
     pub clock: SharedClock,
@@ -152,43 +127,35 @@ pub(crate) struct Completer<S> {
 impl<S: Store> Completer<S> {
     /// Runs until every sender is gone and everything received is written
     /// or abandoned.
-    pub async fn run(self, mut rx: mpsc::Receiver<Box<Finished>>) {
+    /// Each finish arrives boxed: it passes through the channel and the
+    /// batch, and a pointer moves where half a kilobyte would be copied.
+    pub async fn run(self, mut rx: mpsc::Receiver<Box<Finish>>) {
         let limit = self.batch.max(1);
         let mut received = Vec::with_capacity(limit);
-        let mut batch = Batch::default();
+        let mut batch = Vec::with_capacity(limit);
         while rx.recv_many(&mut received, limit).await > 0 {
-            for f in received.drain(..) {
-                let Finished {
-                    finish,
-                    outcome,
-                    lease_until,
-                } = *f;
-                batch.finishes.push(finish);
-                batch.outcomes.push((outcome, lease_until));
-            }
+            batch.extend(received.drain(..).map(|f| *f));
             self.write(&mut batch).await;
         }
     }
 
     /// Writes the batch, leaving it empty.
-    async fn write(&self, batch: &mut Batch) {
+    async fn write(&self, batch: &mut Vec<Finish>) {
         // Writes failed in a row.
         let mut faults = 0u32;
         loop {
-            match self.store.finish_batch(&batch.finishes).await {
+            match self.store.finish_batch(batch).await {
                 Ok(results) => {
                     // A retry written here may be due before the time an
                     // idle claim loop planned to look again (it asked the
                     // store before this commit): wake it to ask again.
-                    let retries = batch.outcomes.iter().any(|(o, _)| matches!(o, Outcome::Retry { .. }));
+                    let retries = batch.iter().any(|f| matches!(f.outcome, Outcome::Retry { .. }));
                     let mut tally = crate::minutes::Tally::default();
-                    for ((f, (outcome, _)), result) in
-                        batch.finishes.drain(..).zip(batch.outcomes.drain(..)).zip(results)
-                    {
+                    for (f, result) in batch.drain(..).zip(results) {
                         if let Ok(report) = &result {
-                            tally.finished(f.ended_at, &outcome, &f.calls, &report.transitions);
+                            tally.finished(f.ended_at, &f.outcome, &f.calls, &report.transitions);
                         }
-                        self.written(&f, &outcome, result);
+                        self.written(&f, result);
                     }
                     self.minutes.add(tally);
                     if retries {
@@ -198,18 +165,18 @@ impl<S: Store> Completer<S> {
                 }
                 Err(e) => {
                     let now = self.clock.now();
-                    batch.keep(|f, lease_until| {
-                        let keep = now < lease_until;
+                    batch.retain(|f| {
+                        let keep = now < lease_until(f);
                         if !keep {
                             tracing::warn!(delivery = f.id.0, error = %e, "delivery.finish_abandoned");
                             self.pending.settled(&f.calls);
                         }
                         keep
                     });
-                    if batch.finishes.is_empty() {
+                    if batch.is_empty() {
                         return;
                     }
-                    tracing::warn!(deliveries = batch.finishes.len(), error = %e, "delivery.finish_retry");
+                    tracing::warn!(deliveries = batch.len(), error = %e, "delivery.finish_retry");
                     faults = faults.saturating_add(1);
                     let wait = Backoff::STORE.draw(faults, None, &mut rand::rng());
                     tokio::time::sleep(wait).await;
@@ -218,7 +185,7 @@ impl<S: Store> Completer<S> {
         }
     }
 
-    fn written(&self, f: &Finish, outcome: &Outcome, result: Result<FinishReport, StoreError>) {
+    fn written(&self, f: &Finish, result: Result<FinishReport, StoreError>) {
         // The breakers as written go into the cache before the waiting runs
         // are told, so they check against them.
         if let Ok(report) = &result {
@@ -233,7 +200,7 @@ impl<S: Store> Completer<S> {
                 if report.transitions.iter().any(|(_, t)| *t == Transition::Closed) {
                     self.alert_wake.notify_one();
                 }
-                log::finished(f, outcome, &report);
+                log::finished(f, &report);
             }
             Err(StoreError::LeaseLost(_)) => {
                 let subscriber = log::subscriber(f);

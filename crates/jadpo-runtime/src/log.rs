@@ -50,11 +50,11 @@ pub fn subscriber(f: &Finish) -> &str {
     f.claimed.as_ref().map_or("", |d| d.subscriber.as_str())
 }
 
-pub fn finished(f: &Finish, outcome: &Outcome, report: &FinishReport) {
+pub fn finished(f: &Finish, report: &FinishReport) {
     let id = f.id.0;
     let subscriber = subscriber(f);
     let attempt = f.claimed.as_ref().map_or(0, |d| d.attempts);
-    match outcome {
+    match &f.outcome {
         Outcome::Succeeded => {
             tracing::info!(delivery = id, subscriber, attempt, "delivery.succeeded")
         }

@@ -6,7 +6,7 @@
 //! starts at once; finished runs go to a completer that writes them in
 //! batches (`finish_batch`), one transaction for many.
 
-use crate::completer::{Completer, Finished};
+use crate::completer::Completer;
 use crate::engine::Shared;
 use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use jadpo_core::{Backoff, Timestamp};
-use jadpo_store::{step, ClaimReport, ClaimRequest, Claimed, Store, StoreError};
+use jadpo_store::{step, ClaimReport, ClaimRequest, Claimed, Finish, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -41,7 +41,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
     assert!(config.local_queue <= MAX_LOCAL_QUEUE);
     let slots = Arc::new(Semaphore::new(config.concurrency));
-    let (finish_tx, finish_rx) = mpsc::channel::<Box<Finished>>(config.finish_batch.max(1) + config.concurrency);
+    let (finish_tx, finish_rx) = mpsc::channel::<Box<Finish>>(config.finish_batch.max(1) + config.concurrency);
     let completer = tokio::spawn(
         Completer {
             store: shared.store.clone(),
@@ -260,7 +260,7 @@ fn give_back<S: Store, E>(
 async fn run_one<S: Store, E: Executor>(
     shared: &Shared<S, E>,
     claimed: Claimed,
-    finish_tx: &mpsc::Sender<Box<Finished>>,
+    finish_tx: &mpsc::Sender<Box<Finish>>,
 ) {
     let id = claimed.delivery.id;
     let token = claimed.token();
@@ -308,20 +308,15 @@ async fn run_one<S: Store, E: Executor>(
     };
     let depth = claimed.event_depth + 1;
     let built = || shared.catalog.emits(emits.take(), depth);
-    let (outcome, finish) = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
-    let lease_until = claimed.delivery.lease.as_ref().map_or(ended_at, |l| l.until);
+    // The finish carries the outcome, and the claim's row for its log line
+    // and its lease's end.
+    let finish = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
     drop(claimed);
-    // Boxed: the outcome passes through the channel and the completer's
-    // batch, and a pointer moves where half a kilobyte would be copied.
-    let finished = Box::new(Finished {
-        finish,
-        outcome,
-        lease_until,
-    });
-    shared.pending.sent(&finished.finish.calls);
+    let finish = Box::new(finish);
+    shared.pending.sent(&finish.calls);
     // Waits only while the completer is a full batch behind: a slow store
     // slows new starts, never a run under way.
-    if let Err(unsent) = finish_tx.send(finished).await {
-        shared.pending.settled(&unsent.0.finish.calls);
+    if let Err(unsent) = finish_tx.send(finish).await {
+        shared.pending.settled(&unsent.0.calls);
     }
 }

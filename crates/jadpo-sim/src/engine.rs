@@ -483,14 +483,15 @@ impl Sim {
             rate_limited: Vec::new(),
         };
         let no_emits = jadpo_store::Emits::default;
-        let (outcome, finish) = step::finish(&claimed, &self.routes, ran, no_emits, &mut self.rng);
+        let finish = step::finish(&claimed, &self.routes, ran, no_emits, &mut self.rng);
+        let outcome = &finish.outcome;
         let result = self.store.finish(&finish);
         self.workers[worker].busy -= 1;
         match result {
             Ok(report) => {
                 self.checker
-                    .finished(&claimed, &outcome, &report, self.now, self.cfg.tick)?;
-                self.stats.finished(&outcome, self.now);
+                    .finished(&claimed, outcome, &report, self.now, self.cfg.tick)?;
+                self.stats.finished(outcome, self.now);
                 for (connection, t) in &report.transitions {
                     self.stats.transitions.push((self.now, connection.clone(), *t));
                 }

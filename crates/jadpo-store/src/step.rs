@@ -9,7 +9,7 @@
 //! the finish itself: it is on the worker's path for every delivery.
 
 use crate::{Claimed, Emits, Finish, Routes};
-use jadpo_core::{attempt, AttemptEnd, Breaker, CallVerdict, DeliveryId, Outcome, Timestamp};
+use jadpo_core::{attempt, AttemptEnd, Breaker, CallVerdict, DeliveryId, Timestamp};
 use rand::Rng;
 use std::time::Duration;
 
@@ -43,8 +43,8 @@ pub struct Ran<'a> {
     pub rate_limited: Vec<(String, Option<Duration>)>,
 }
 
-/// After a run: the core's outcome and the finish that writes it, fenced on
-/// the claim's lease, giving back the slots the claim took. `emits` is
+/// After a run: the finish that writes the core's outcome (`outcome`),
+/// fenced on the claim's lease, giving back the slots the claim took. `emits` is
 /// asked for only when the run succeeded: what a failed run emitted is
 /// dropped with it, and building it would be wasted.
 pub fn finish(
@@ -53,20 +53,19 @@ pub fn finish(
     ran: Ran<'_>,
     emits: impl FnOnce() -> Emits,
     rng: &mut impl Rng,
-) -> (Outcome, Finish) {
+) -> Finish {
     let outcome = attempt::decide(&claimed.delivery, claimed.budget, ran.end, ran.ended_at, rng);
     let emits = match ran.end {
         AttemptEnd::Succeeded => emits(),
         AttemptEnd::Failed(_) => Emits::default(),
     };
-    let finish = Finish {
+    Finish {
         calls: ran.calls,
         slots: routes.slots_of(&claimed.connections),
         rate_limited: ran.rate_limited,
         emits,
-        ..claimed.finish(outcome.clone(), ran.started_at, ran.ended_at)
-    };
-    (outcome, finish)
+        ..claimed.finish(outcome, ran.started_at, ran.ended_at)
+    }
 }
 
 #[cfg(test)]
@@ -74,7 +73,7 @@ mod tests {
     use super::*;
     use crate::Route;
     use jadpo_core::limit::Limits;
-    use jadpo_core::{BreakerPolicy, Budget, Delivery, EventId, Failure, Lease, LeaseToken};
+    use jadpo_core::{BreakerPolicy, Budget, Delivery, EventId, Failure, Lease, LeaseToken, Outcome};
     use rand::SeedableRng;
 
     fn at(ms: i64) -> Timestamp {
@@ -147,15 +146,15 @@ mod tests {
             calls: vec![("crm".into(), CallVerdict::Unavailable)],
             rate_limited: vec![],
         };
-        let (outcome, f) = finish(
+        let f = finish(
             &c,
             &routes,
             ran,
             || panic!("a failed run's emits are never built"),
             &mut rng,
         );
-        assert!(matches!(outcome, Outcome::Retry { .. }));
-        assert_eq!((f.outcome, f.started_at, f.ended_at), (outcome, at(1), at(2)));
+        assert!(matches!(f.outcome, Outcome::Retry { .. }));
+        assert_eq!((f.started_at, f.ended_at), (at(1), at(2)));
         assert_eq!(f.slots, vec!["mailer".to_string()]);
         assert_eq!(f.calls, vec![("crm".to_string(), CallVerdict::Unavailable)]);
         assert_eq!(f.claimed.as_ref(), Some(&c.delivery));
@@ -171,8 +170,8 @@ mod tests {
             depth: 1,
             events: vec![],
         };
-        let (outcome, f) = finish(&c, &routes, ran, emitted, &mut rng);
-        assert_eq!(outcome, Outcome::Succeeded);
+        let f = finish(&c, &routes, ran, emitted, &mut rng);
+        assert_eq!(f.outcome, Outcome::Succeeded);
         assert_eq!(f.emits.depth, 1);
     }
 }
