@@ -308,3 +308,18 @@ pub fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
             .collect(),
     )
 }
+
+/// The store's clock, for a command that reads times without a `Jadpo`:
+/// real time, or the scaled clock a `jadpo dev --time-scale` kept there.
+pub async fn store_clock<S: Store>(store: &S) -> Result<jadpo_runtime::SharedClock, crate::output::CliError> {
+    jadpo_runtime::clock::for_store(store, jadpo_core::clock::Wanted::Store)
+        .await
+        .map_err(|e| crate::output::CliError::environment(e.code(), e.to_string()))
+}
+
+/// `Some("scaled 600x since ...")` when `clock` is a store's scaled clock:
+/// what a view prints beside engine times, which then run ahead of the wall
+/// clock.
+pub fn scaled_note(clock: &jadpo_runtime::SharedClock) -> Option<String> {
+    clock.anchor().map(|a| jadpo_runtime::clock::anchor_text(&a))
+}

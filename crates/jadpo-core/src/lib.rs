@@ -13,6 +13,8 @@
 //! - [`breaker`]: a connection's circuit breaker.
 //! - [`limit`]: a connection's rate and concurrency limits.
 //! - [`call`]: how an outside call ended, for the action and the breaker.
+//! - [`clock`]: which clock a start runs on: real time or the store's
+//!   scaled clock.
 //! - [`schedule`]: a schedule's due time, lease and alert.
 
 pub mod alert;
@@ -22,6 +24,7 @@ pub mod breaker;
 pub mod budget;
 pub mod call;
 pub mod claim;
+pub mod clock;
 pub mod delivery;
 pub mod failure;
 pub mod limit;

@@ -8,10 +8,14 @@
 //!
 //! - [`SystemClock`], in production.
 //! - [`ManualClock`], in tests: time moves only when the test says so.
-//! - [`ScaledClock`], for `jadpo dev --time-scale N`: N times faster.
+//! - [`ScaledClock`], for `jadpo dev --time-scale N`: N times faster, from
+//!   the anchor its store keeps, so every process and command on that store
+//!   reads the same engine time ([`for_store`]).
 
 use futures::future::BoxFuture;
+use jadpo_core::clock::{self, Anchor, Choice, Refusal, Wanted};
 use jadpo_core::Timestamp;
+use jadpo_store::{Store, StoreError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -28,6 +32,12 @@ pub trait Clock: Send + Sync + 'static {
     /// How much real time `engine` of engine time takes; the shortest
     /// real wait the tick and the workers' polls use.
     fn real_span(&self, engine: Duration) -> Duration;
+
+    /// The store's scaled clock this one runs on; `None` for real time (and
+    /// a test's manual clock). Views say "scaled" when it is `Some`.
+    fn anchor(&self) -> Option<Anchor> {
+        None
+    }
 }
 
 pub type SharedClock = Arc<dyn Clock>;
@@ -61,34 +71,43 @@ impl Clock for SystemClock {
     }
 }
 
-/// Engine time runs `scale` times faster than real time, counted from the
-/// start of the current UTC day, so that processes started the same day
-/// (several `jadpo dev --time-scale N` on one store) agree on engine time:
-/// counted from each one's own start, they would disagree by N times the
-/// gap between their starts, and one would take over the other's leases
-/// early.
+/// Engine time runs `scale` times faster than real time, as a function of
+/// real time given by an [`Anchor`] its store keeps: processes that read the
+/// same anchor agree on engine time however far apart they started (to the
+/// agreement of their machines' clocks, times the scale).
+///
+/// The wall clock is read once, at construction; from then on time moves
+/// with the monotonic clock, so a wall-clock step does not move engine time
+/// by `scale` times as much, backwards or forwards.
 #[derive(Clone, Debug)]
 pub struct ScaledClock {
-    scale: u32,
+    anchor: Anchor,
     start_engine: Timestamp,
     start_real: Instant,
 }
 
 impl ScaledClock {
-    /// `scale` of 1 is the system clock; 0 is taken as 1.
+    /// A clock `scale` times faster whose engine time starts now at real
+    /// time, for a store of its own (the demo's). `scale` of 0 is taken as 1.
     pub fn new(scale: u32) -> ScaledClock {
-        let scale = scale.max(1);
-        let real = system_now();
-        let day = Timestamp::from_millis(real.as_millis() - real.as_millis().rem_euclid(86_400_000));
+        ScaledClock::from_anchor(Anchor::first(scale.max(1), system_now()))
+    }
+
+    /// The clock a store's anchor gives.
+    pub fn from_anchor(anchor: Anchor) -> ScaledClock {
+        let anchor = Anchor {
+            scale: anchor.scale.max(1),
+            ..anchor
+        };
         ScaledClock {
-            scale,
-            start_engine: day.plus(real.since(day).saturating_mul(scale)),
+            anchor,
+            start_engine: anchor.engine_at(system_now()),
             start_real: Instant::now(),
         }
     }
 
     pub fn scale(&self) -> u32 {
-        self.scale
+        self.anchor.scale
     }
 }
 
@@ -103,12 +122,89 @@ impl Clock for ScaledClock {
     }
 
     fn engine_span(&self, real: Duration) -> Duration {
-        real.saturating_mul(self.scale)
+        real.saturating_mul(self.anchor.scale)
     }
 
     fn real_span(&self, engine: Duration) -> Duration {
-        engine / self.scale
+        engine / self.anchor.scale
     }
+
+    fn anchor(&self) -> Option<Anchor> {
+        Some(self.anchor)
+    }
+}
+
+/// Why a start could not have the clock it asked for.
+#[derive(Debug)]
+pub enum ClockError {
+    Refused(Refusal),
+    Store(StoreError),
+}
+
+impl ClockError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ClockError::Refused(r) => r.code(),
+            ClockError::Store(StoreError::Unavailable(_)) => "store.unavailable",
+            ClockError::Store(_) => "store.failed",
+        }
+    }
+}
+
+impl std::fmt::Display for ClockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockError::Refused(Refusal::ScaleMismatch { store, wanted }) => write!(
+                f,
+                "this store's clock runs {}x faster ({}); a process on it cannot run at {}: \
+                 start with `--time-scale {}` (or without it, to follow the store), or use a new store",
+                store.scale,
+                anchor_text(store),
+                if *wanted <= 1 {
+                    "real time".to_string()
+                } else {
+                    format!("{wanted}x")
+                },
+                store.scale,
+            ),
+            ClockError::Refused(Refusal::StoreScaled { store }) => write!(
+                f,
+                "this store's clock runs {}x faster ({}), and this process runs on real time only: \
+                 its rows hold engine times ahead of the wall clock; use a store that never ran \
+                 with --time-scale",
+                store.scale,
+                anchor_text(store),
+            ),
+            ClockError::Store(e) => write!(f, "cannot read the store's clock: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClockError {}
+
+/// `600x since 2026-12-02T04:16:24Z`: how views name a scaled clock.
+pub fn anchor_text(a: &Anchor) -> String {
+    let since = jiff::Timestamp::from_millisecond(a.real.as_millis())
+        .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
+        .unwrap_or_else(|_| a.real.to_string());
+    format!("scaled {}x since {since}", a.scale)
+}
+
+/// The clock a process or command runs on with `store`: real time, or the
+/// scaled clock the store keeps (kept now, when this is the first scaled
+/// start on it). See `jadpo_core::clock::choose` for every case.
+pub async fn for_store<S: Store>(store: &S, wanted: Wanted) -> Result<SharedClock, ClockError> {
+    let stored = store.clock_anchor().await.map_err(ClockError::Store)?;
+    let mut choice = clock::choose(wanted, stored, system_now()).map_err(ClockError::Refused)?;
+    if let Choice::Keep(anchor) = choice {
+        let kept = store.keep_clock_anchor(anchor).await.map_err(ClockError::Store)?;
+        choice = clock::choose(wanted, Some(kept), system_now()).map_err(ClockError::Refused)?;
+    }
+    Ok(match choice {
+        Choice::Real => Arc::new(SystemClock),
+        Choice::Scaled(anchor) => Arc::new(ScaledClock::from_anchor(anchor)),
+        Choice::Keep(_) => unreachable!("a kept anchor is chosen as Scaled"),
+    })
 }
 
 /// Time that moves only when told. Sleepers wake when [`ManualClock::advance`]
@@ -171,19 +267,59 @@ impl Clock for ManualClock {
 mod tests {
     use super::*;
 
-    /// Two processes started apart agree on engine time: both count from
-    /// the start of the day, not from their own start.
+    /// A clock made from a store's anchor reads engine time as the anchor
+    /// gives it, not from its own start: a process starting an hour after
+    /// the anchor was kept is 600 hours of engine time past it. (The exact
+    /// function is the core's, property-tested there; this bounds only what
+    /// real time cannot make flaky: at least the hour, at most a day more.)
     #[test]
-    fn scaled_clocks_made_apart_agree_on_engine_time() {
-        let first = ScaledClock::new(1_000);
-        std::thread::sleep(Duration::from_millis(50));
-        let second = ScaledClock::new(1_000);
-        let (a, b) = (first.now(), second.now());
-        let gap = if a > b { a.since(b) } else { b.since(a) };
-        // Counted from each one's start they would differ by 50 s of engine
-        // time; what is left is how far apart the two reads were.
-        assert!(gap < Duration::from_secs(5), "{gap:?}");
-        assert!(a > system_now(), "engine time runs ahead of the day");
+    fn a_clock_made_late_from_an_anchor_reads_the_anchors_engine_time() {
+        let hour_ago = system_now().minus(Duration::from_secs(3600));
+        let anchor = Anchor {
+            scale: 600,
+            real: hour_ago,
+            engine: Timestamp::from_millis(1_000),
+        };
+        let late = ScaledClock::from_anchor(anchor);
+        let engine = late.now().since(anchor.engine);
+        assert!(engine >= Duration::from_secs(600 * 3600), "{engine:?}");
+        assert!(engine < Duration::from_secs(600 * (3600 + 86_400)), "{engine:?}");
+        assert_eq!(late.anchor(), Some(anchor));
+        assert_eq!(SystemClock.anchor(), None);
+    }
+
+    /// Every start goes through the store: the first scaled start keeps its
+    /// anchor, later starts follow it or are refused, and nothing a refused
+    /// start asked for is written.
+    #[tokio::test]
+    async fn for_store_keeps_the_first_scaled_start_and_follows_it() {
+        use jadpo_store::memory::SharedMemoryStore;
+        let store = SharedMemoryStore::new(jadpo_core::BreakerPolicy::default());
+        let real = for_store(&store, Wanted::Store).await.unwrap();
+        assert_eq!(real.anchor(), None, "a new store runs on real time");
+        assert_eq!(
+            store.clock_anchor().await.unwrap(),
+            None,
+            "and following it keeps nothing"
+        );
+        let first = for_store(&store, Wanted::Scale(600)).await.unwrap();
+        let kept = store.clock_anchor().await.unwrap().expect("kept");
+        assert_eq!((first.anchor(), kept.scale), (Some(kept), 600));
+        let gap = system_now().since(first.now()).max(first.now().since(system_now()));
+        assert!(gap < Duration::from_secs(3600), "dates look like today's: {gap:?}");
+        for wanted in [Wanted::Store, Wanted::Scale(600)] {
+            assert_eq!(for_store(&store, wanted).await.unwrap().anchor(), Some(kept));
+        }
+        let e = for_store(&store, Wanted::Scale(60)).await.err().unwrap();
+        assert_eq!(e.code(), "clock.scale_mismatch");
+        assert!(e.to_string().contains("--time-scale 600"), "{e}");
+        let e = for_store(&store, Wanted::Real).await.err().unwrap();
+        assert_eq!(e.code(), "clock.store_scaled");
+        assert_eq!(
+            store.clock_anchor().await.unwrap(),
+            Some(kept),
+            "refusals write nothing"
+        );
     }
 
     #[tokio::test]

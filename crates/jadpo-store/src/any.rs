@@ -16,6 +16,7 @@ use crate::sqlite::SqliteStore;
 use crate::types::*;
 use crate::{ScheduleStore, Store};
 use jadpo_core::alert::SendDecision;
+use jadpo_core::clock::Anchor;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId, FailureRecord, LeaseToken, Timestamp};
 use std::collections::BTreeMap;
@@ -215,6 +216,26 @@ impl Store for AnyStore {
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         delegate!(self, s => s.next_due())
+    }
+
+    async fn start_session(&self, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        delegate!(self, s => s.start_session(hash, expires_at, now))
+    }
+
+    async fn session_alive(&self, hash: &str, now: Timestamp) -> Result<bool, StoreError> {
+        delegate!(self, s => s.session_alive(hash, now))
+    }
+
+    async fn end_session(&self, hash: &str) -> Result<(), StoreError> {
+        delegate!(self, s => s.end_session(hash))
+    }
+
+    async fn clock_anchor(&self) -> Result<Option<Anchor>, StoreError> {
+        delegate!(self, s => s.clock_anchor())
+    }
+
+    async fn keep_clock_anchor(&self, anchor: Anchor) -> Result<Anchor, StoreError> {
+        delegate!(self, s => s.keep_clock_anchor(anchor))
     }
 
     /// PostgreSQL listens for other processes' notifications; SQLite has

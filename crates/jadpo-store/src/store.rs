@@ -2,6 +2,7 @@
 
 use crate::types::*;
 use jadpo_core::alert::SendDecision;
+use jadpo_core::clock::Anchor;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::DeliveryState;
 use jadpo_core::{Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
@@ -187,6 +188,35 @@ pub trait Store: Send + Sync + 'static {
     /// delivery. Never a delivery that is not finished. Returns how many
     /// deliveries it deleted; call again until it returns less than `batch`.
     fn prune(&self, before: Timestamp, batch: usize) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// The store's scaled clock (`jadpo_clock`), if a process ever started
+    /// on it with a time scale: every process and command on the store
+    /// reads engine time from it (`jadpo_core::clock`).
+    fn clock_anchor(&self) -> impl Future<Output = Result<Option<Anchor>, StoreError>> + Send;
+
+    /// Keeps `anchor` as the store's clock unless it keeps one already, and
+    /// returns the one it keeps: of two processes starting at once, the
+    /// first to commit wins and the other reads the winner's. Never moves a
+    /// kept anchor.
+    fn keep_clock_anchor(&self, anchor: Anchor) -> impl Future<Output = Result<Anchor, StoreError>> + Send;
+
+    /// Keeps a console sign-in until `expires_at` (real time), by the hash
+    /// of its secret (a store's reader cannot sign in with what is kept),
+    /// and forgets sign-ins that expired by `now`.
+    fn start_session(
+        &self,
+        hash: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether the sign-in with this hash is kept and not expired at `now`:
+    /// every process serving the console asks the store, so a sign-out in
+    /// one is a sign-out in all.
+    fn session_alive(&self, hash: &str, now: Timestamp) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Forgets a sign-in (sign-out). Forgetting one not kept is no error.
+    fn end_session(&self, hash: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The earliest time a claim could find something: the earliest due
     /// time of a due delivery, or the earliest lease end of a running one.

@@ -405,6 +405,8 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_on;
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_for;
          ALTER TABLE jadpo_events DROP COLUMN depth;
+         DROP TABLE jadpo_clock;
+         DROP TABLE jadpo_console_sessions;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,
              handled_at BIGINT NOT NULL, PRIMARY KEY (subscriber, event_id)) WITHOUT ROWID;
          INSERT INTO jadpo_handled SELECT subscriber, event_id, 0 FROM jadpo_deliveries WHERE id = {};",

@@ -32,13 +32,15 @@ pub use jadpo_store as store;
 mod route;
 pub use route::{RouteError, RouteOutcome};
 
+use jadpo_core::clock::Wanted;
 use jadpo_core::DeliveryId;
 use jadpo_lang::App;
 use jadpo_runtime::alerts::AlertRoute;
+use jadpo_runtime::clock::ClockError;
 use jadpo_runtime::connection::{Connections, Double, StartupError};
 use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::interpreter::{AppExecutor, RustAction};
-use jadpo_runtime::{Catalog, Engine, Running, SharedClock, SystemClock, TickConfig, WorkerConfig};
+use jadpo_runtime::{Catalog, Engine, Running, SharedClock, TickConfig, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
 use std::fmt;
 use std::path::Path;
@@ -67,6 +69,10 @@ pub enum StartError {
     /// `action.register_invalid`
     Register(String),
     Store(StoreError),
+    /// `clock.scale_mismatch`, `clock.store_scaled`: the store keeps a
+    /// scaled clock this start cannot run on (docs/decisions.md, "One
+    /// scaled clock per store").
+    Clock(ClockError),
 }
 
 impl StartError {
@@ -80,6 +86,7 @@ impl StartError {
             StartError::Store(StoreError::Unavailable(_)) => "store.unavailable",
             StartError::Store(StoreError::InvalidUrl(_)) => "store.url_invalid",
             StartError::Store(_) => "store.failed",
+            StartError::Clock(e) => e.code(),
         }
     }
 }
@@ -109,6 +116,7 @@ impl fmt::Display for StartError {
             ),
             StartError::Register(why) => write!(f, "error[action.register_invalid]: {why}"),
             StartError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+            StartError::Clock(e) => write!(f, "error[{}]: {e}", self.code()),
         }
     }
 }
@@ -138,11 +146,18 @@ impl std::error::Error for EmitError {}
 
 type EnvFn = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Where engine time comes from: a clock given, or the store's.
+#[derive(Clone)]
+enum Time {
+    Given(SharedClock),
+    Store(Wanted),
+}
+
 /// Sets Jadpo up; [`Builder::build`] checks everything before anything runs.
 pub struct Builder {
     app: Option<App>,
     env: EnvFn,
-    clock: SharedClock,
+    time: Time,
     worker: WorkerConfig,
     tick: TickConfig,
     doubles: Vec<(String, Double)>,
@@ -154,7 +169,7 @@ impl Default for Builder {
         Builder {
             app: None,
             env: Box::new(|k| std::env::var(k).ok()),
-            clock: Arc::new(SystemClock),
+            time: Time::Store(Wanted::Store),
             worker: WorkerConfig::default(),
             tick: TickConfig::default(),
             doubles: Vec::new(),
@@ -207,8 +222,30 @@ impl Builder {
         self
     }
 
+    /// Runs on this clock (a test's manual clock), whatever the store
+    /// keeps. Without it, Jadpo runs on the store's clock: real time, or the
+    /// scaled clock a process started with a time scale kept in the store,
+    /// so every process and command on one store agrees on engine time.
     pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
+        self.time = Time::Given(clock);
+        self
+    }
+
+    /// Runs engine time (backoffs, pauses, budgets, schedules) `scale` times
+    /// faster, as `jadpo dev --time-scale` does. The first scaled start on a
+    /// store keeps the scale there, engine time starting at that real
+    /// instant; later starts at the same scale follow it, and a start at
+    /// another scale is refused (`clock.scale_mismatch`). A scale of 1 is
+    /// real time.
+    pub fn time_scale(mut self, scale: u32) -> Self {
+        self.time = Time::Store(Wanted::Scale(scale));
+        self
+    }
+
+    /// Runs on real time only: a store that keeps a scaled clock is refused
+    /// (`clock.store_scaled`), as `jadpo serve` does.
+    pub fn real_time(mut self) -> Self {
+        self.time = Time::Store(Wanted::Real);
         self
     }
 
@@ -270,7 +307,7 @@ impl Builder {
             app,
             executor,
             alert_route,
-            clock: self.clock,
+            time: self.time,
             worker: self.worker,
             tick: self.tick,
             schedules: true,
@@ -285,7 +322,7 @@ pub struct Ready {
     executor: AppExecutor,
     /// The app's `alerts` block, resolved.
     alert_route: Option<AlertRoute>,
-    clock: SharedClock,
+    time: Time,
     worker: WorkerConfig,
     tick: TickConfig,
     /// Whether this store's engine runs the app's schedules: one store of
@@ -309,6 +346,12 @@ impl Ready {
     /// Migrates the store. Nothing runs yet.
     pub async fn build<S: ScheduleStore>(self, store: S) -> Result<Jadpo<S>, StartError> {
         store.migrate().await.map_err(StartError::Store)?;
+        let clock = match self.time {
+            Time::Given(clock) => clock,
+            Time::Store(wanted) => jadpo_runtime::clock::for_store(&store, wanted)
+                .await
+                .map_err(StartError::Clock)?,
+        };
         let store = Arc::new(store);
         let mut catalog = Catalog::from_app(&self.app);
         if !self.schedules {
@@ -317,7 +360,7 @@ impl Ready {
         let mut engine = Engine::new(
             store.clone(),
             Arc::new(self.executor),
-            self.clock.clone(),
+            clock.clone(),
             catalog,
             self.worker,
         )
@@ -329,7 +372,7 @@ impl Ready {
             app: self.app,
             store,
             engine,
-            clock: self.clock,
+            clock,
         })
     }
 }

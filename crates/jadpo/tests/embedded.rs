@@ -216,3 +216,53 @@ subscriber receipts { on: PaymentReceived  run: send_receipt(event.email) }
         .unwrap();
     assert!(held.is_empty(), "eight 503s from a fake hold nothing");
 }
+
+/// The embedded API runs on its store's clock: `time_scale` keeps a scaled
+/// clock in the store at the first start; a later build without a clock
+/// follows it; another scale, or `real_time`, is refused with its code,
+/// before anything runs.
+#[tokio::test]
+async fn a_time_scale_is_kept_by_the_store_and_followed_by_later_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = builder()
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    assert_eq!(plain.clock().anchor(), None, "a new store runs on real time");
+    let scaled = builder()
+        .action("score", score())
+        .time_scale(600)
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let anchor = scaled.clock().anchor().expect("scaled");
+    assert_eq!(anchor.scale, 600);
+    let later = builder()
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    assert_eq!(later.clock().anchor(), Some(anchor), "follows the store's clock");
+    for b in [builder().time_scale(60), builder().real_time()] {
+        let e = b.action("score", score()).build(store(&dir).await).await.err().unwrap();
+        assert!(matches!(e, StartError::Clock(_)), "{e}");
+        assert!(e.to_string().contains("600x"), "{e}");
+    }
+    let e = builder()
+        .time_scale(60)
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "clock.scale_mismatch");
+    let e = builder()
+        .real_time()
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "clock.store_scaled");
+}

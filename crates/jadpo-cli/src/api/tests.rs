@@ -42,9 +42,26 @@ impl Server {
 
     /// As `start`, saying whether the server is bound to loopback only.
     pub async fn start_on(token: Option<&str>, loopback: bool) -> Server {
+        Server::start_with(token, loopback, None).await
+    }
+
+    /// As `start`, on a store that keeps a scaled clock at `scale`, as
+    /// after a `jadpo dev --time-scale` on it.
+    pub async fn start_scaled(token: Option<&str>, scale: u32) -> Server {
+        Server::start_with(token, true, Some(scale)).await
+    }
+
+    async fn start_with(token: Option<&str>, loopback: bool, scale: Option<u32>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
         let store = SqliteStore::open(&url).await.unwrap();
+        if let Some(scale) = scale {
+            let now = Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
+            store
+                .keep_clock_anchor(jadpo_core::clock::Anchor::first(scale, now))
+                .await
+                .unwrap();
+        }
         let app = jadpo::check_app("app.jadpo", APP).unwrap();
         let jadpo = crate::operator::jadpo(app, store.clone()).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

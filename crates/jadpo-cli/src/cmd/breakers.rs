@@ -38,13 +38,16 @@ pub fn run(args: Args) -> ExitCode {
 async fn show<S: Store>(store: &S, app: Option<&App>, json: bool) -> Result<ExitCode, CliError> {
     let list = views::breakers(store, app).await.map_err(CliError::store)?;
     if json {
-        let now = jadpo_runtime::Clock::now(&jadpo_runtime::SystemClock);
+        let now = views::store_clock(store).await?.now();
         let limits = views::limits(store, app, now).await.map_err(CliError::store)?;
         output::print_json(&views::breakers_with_limits_json(&list, &limits));
     } else if list.is_empty() {
         output::print("no breakers yet: no connection has been called, and no app file lists any\n");
     } else {
         output::print(&table(&list));
+        if let Some(note) = views::scaled_note(&views::store_clock(store).await?) {
+            eprintln!("note: times are this store's engine clock, {note}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

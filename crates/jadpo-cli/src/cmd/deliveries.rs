@@ -154,6 +154,9 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
     if found.len() == args.limit {
         eprintln!("(the newest {}; use --limit N for more)", args.limit);
     }
+    if let Some(note) = views::scaled_note(&views::store_clock(store).await?) {
+        eprintln!("note: times are this store's engine clock, {note}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -232,6 +235,7 @@ async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliE
         output::print_json(&views::delivery_detail_json(&d, event.as_deref(), &attempts));
         return Ok(ExitCode::SUCCESS);
     }
+    let scaled = views::scaled_note(&views::store_clock(store).await?);
     let mut out = format!("delivery {id}\n");
     let mut field = |name: &str, value: String| out.push_str(&format!("  {name:<13} {value}\n"));
     field(
@@ -254,6 +258,9 @@ async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliE
         field("held for", output::duration_short(d.held_for));
     }
     field("created", time_short(d.created_at));
+    if let Some(note) = scaled {
+        field("clock", format!("{note} (every time above is engine time)"));
+    }
     out.push('\n');
     if attempts.is_empty() {
         out.push_str("no attempts yet\n");

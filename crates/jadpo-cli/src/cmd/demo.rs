@@ -7,11 +7,10 @@ use jadpo::store::sqlite::{SqliteOptions, SqliteStore};
 use jadpo_core::{BreakerPolicy, BreakerState, DeliveryState};
 use jadpo_runtime::logfmt::{self, Format};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
-use jadpo_runtime::{Clock, ScaledClock, WorkerConfig};
+use jadpo_runtime::WorkerConfig;
 use jadpo_store::{DeliveryFilter, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -145,12 +144,11 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
     )
     .await
     .map_err(|e| format!("error[store.unavailable]: {e}"))?;
-    let clock = Arc::new(ScaledClock::new(args.time_scale));
     let jadpo = jadpo::builder()
         .app_source("app.jadpo", APP)
         .map_err(|e| e.to_string())?
         .env(move |k| (k == "PAYMENTS_URL").then(|| url.clone()))
-        .clock(clock.clone())
+        .time_scale(args.time_scale)
         .worker(WorkerConfig {
             name: format!("demo-{name}"),
             concurrency: args.workers as usize,
@@ -160,6 +158,9 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
         .await
         .map_err(|e| e.to_string())?;
     println!("== {name}: {}", db.display());
+    // The store keeps the scaled clock, so `jadpo deliveries --store` on the
+    // demo's file afterwards reads the same times the demo wrote.
+    let clock = jadpo.clock().clone();
     let running = jadpo.start();
     let start_engine = clock.now();
     let start_real = Instant::now();

@@ -4,12 +4,11 @@
 use crate::cmd::process::{self, Process};
 use crate::output;
 use crate::{operator, store_url};
+use jadpo_core::clock::Wanted;
 use jadpo_runtime::logfmt::{self, Format};
-use jadpo_runtime::{ScaledClock, SharedClock, SystemClock};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -27,10 +26,13 @@ pub struct Args {
     pub port: u16,
     /// Run every engine wait (backoffs, pauses, budgets, schedules) N times
     /// faster, to watch days of retries in minutes. A lease still covers its
-    /// run's real time limit. Processes started the same UTC day agree on
-    /// engine time.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub time_scale: u32,
+    /// run's real time limit. The first scaled start keeps the scale in the
+    /// store, engine time starting at that moment; every later process and
+    /// command on the store (emit, retry, the console) follows that clock,
+    /// and a start at another scale is refused (clock.scale_mismatch).
+    /// Without it, dev follows the store's clock.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub time_scale: Option<u32>,
     /// Finished deliveries are deleted after this many days (0 keeps them).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
     pub retention_days: u32,
@@ -54,32 +56,43 @@ pub fn run(args: Args) -> ExitCode {
         let summary = app.summary();
         let env = |k: &str| std::env::var(k).ok();
         let stores = store_url::stores_of(&app, &args.store, Some(store_url::DEFAULT_URL), &env)?;
-        let clock: SharedClock = if args.time_scale > 1 {
-            Arc::new(ScaledClock::new(args.time_scale))
-        } else {
-            Arc::new(SystemClock)
-        };
+        let time = args.time_scale.map_or(Wanted::Store, Wanted::Scale);
         let workers = process::Workers {
             mode: "dev",
             concurrency: args.workers,
             poll: args.poll,
             retention_days: args.retention_days,
         };
-        let ready = process::ready_each(&app, &stores, clock, &workers)?;
-        tracing::info!(
-            app = %args.app.display(),
-            summary = %summary,
-            store = %store_url::describe(&stores),
-            api = %format!("http://127.0.0.1:{}", args.port),
-            console = %format!("http://127.0.0.1:{}/ui", args.port),
-            time_scale = args.time_scale,
-            "dev.started"
-        );
+        let ready = process::ready_each(&app, &stores, time, &workers)?;
+        let store = store_url::describe(&stores);
+        let port = args.port;
+        let asked = args.time_scale;
+        let app_path = args.app.display().to_string();
+        let started = move |clocks: &process::Clocks| {
+            let clock = clocks.describe();
+            if asked.is_none() && clocks.any_scaled() {
+                tracing::warn!(
+                    clock = %clock,
+                    "dev.clock_scaled: no --time-scale given, and this store keeps a scaled clock from an \
+                     earlier start: engine time follows it (a new store runs on real time)"
+                );
+            }
+            tracing::info!(
+                app = %app_path,
+                summary = %summary,
+                store = %store,
+                api = %format!("http://127.0.0.1:{port}"),
+                console = %format!("http://127.0.0.1:{port}/ui"),
+                clock = %clock,
+                "dev.started"
+            );
+        };
         let token = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty());
         let p = Process {
             ready,
-            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             token,
+            started: Box::new(started),
         };
         process::run(p, &stores).await
     })

@@ -10,6 +10,7 @@ use crate::operator;
 use crate::output::CliError;
 use crate::store_url;
 use jadpo::Jadpo;
+use jadpo_core::clock::Wanted;
 use jadpo_store::AnyStore;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -21,6 +22,40 @@ pub struct Process {
     pub ready: Vec<(String, jadpo::Ready)>,
     pub addr: SocketAddr,
     pub token: Option<String>,
+    /// Logs `dev.started` or `serve.started` once every store is open and
+    /// its clock known (`clock` names it: `real time`, or `scaled 600x
+    /// since ...`), so a start that fails logs nothing.
+    pub started: Box<dyn FnOnce(&Clocks) + Send>,
+}
+
+/// Each store's clock, as a start found it.
+pub struct Clocks(pub Vec<(String, jadpo_runtime::SharedClock)>);
+
+impl Clocks {
+    /// Whether any store runs on a scaled clock.
+    pub fn any_scaled(&self) -> bool {
+        self.0.iter().any(|(_, c)| c.anchor().is_some())
+    }
+
+    /// `real time`, `scaled 600x since 2026-12-02T04:16:24Z`, or with several
+    /// stores whose clocks differ, each store's by name.
+    pub fn describe(&self) -> String {
+        let text = |c: &jadpo_runtime::SharedClock| {
+            c.anchor()
+                .map_or_else(|| "real time".to_owned(), |a| jadpo_runtime::clock::anchor_text(&a))
+        };
+        let texts: Vec<String> = self.0.iter().map(|(_, c)| text(c)).collect();
+        if texts.windows(2).all(|w| w[0] == w[1]) {
+            return texts.into_iter().next().unwrap_or_else(|| "real time".into());
+        }
+        let named: Vec<String> = self
+            .0
+            .iter()
+            .zip(texts)
+            .map(|((n, _), t)| format!("{n}: {t}"))
+            .collect();
+        named.join(", ")
+    }
 }
 
 /// How `dev` and `serve` run their workers.
@@ -36,10 +71,14 @@ pub struct Workers {
 
 /// Checks every setting of `app` before any store is opened or anything
 /// logged, so a start that fails leaves nothing behind.
-pub fn ready(app: jadpo_lang::App, clock: jadpo_runtime::SharedClock, w: Workers) -> Result<jadpo::Ready, CliError> {
-    jadpo::builder()
-        .app(app)
-        .clock(clock)
+pub fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<jadpo::Ready, CliError> {
+    let builder = jadpo::builder().app(app);
+    let builder = match time {
+        Wanted::Store => builder,
+        Wanted::Scale(n) => builder.time_scale(n),
+        Wanted::Real => builder.real_time(),
+    };
+    builder
         .worker(jadpo_runtime::WorkerConfig {
             name: super::dev::worker_name(w.mode),
             concurrency: w.concurrency as usize,
@@ -58,15 +97,12 @@ pub fn ready(app: jadpo_lang::App, clock: jadpo_runtime::SharedClock, w: Workers
 pub fn ready_each(
     app: &jadpo_lang::App,
     stores: &[store_url::Named],
-    clock: jadpo_runtime::SharedClock,
+    time: Wanted,
     w: &Workers,
 ) -> Result<Vec<(String, jadpo::Ready)>, CliError> {
     stores
         .iter()
-        .map(|s| {
-            let w = Workers { ..*w };
-            Ok((s.name.clone(), ready(app.clone(), clock.clone(), w)?))
-        })
+        .map(|s| Ok((s.name.clone(), ready(app.clone(), time, *w)?)))
         .collect()
 }
 
@@ -120,6 +156,8 @@ pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, Cl
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| p.addr.to_string());
+    let clocks = Clocks(jadpos.iter().map(|(n, j)| (n.clone(), j.clock().clone())).collect());
+    (p.started)(&clocks);
     tracing::info!(addr = %addr, "api.listening");
     let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);

@@ -5,12 +5,11 @@ use crate::cmd::dev::parse_poll;
 use crate::cmd::process::{self, Process};
 use crate::output::{self, CliError};
 use crate::{operator, store_url};
+use jadpo_core::clock::Wanted;
 use jadpo_runtime::logfmt::{self, Format};
-use jadpo_runtime::SystemClock;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -75,18 +74,24 @@ pub fn run(args: Args) -> ExitCode {
             poll: args.poll,
             retention_days: args.retention_days,
         };
-        let ready = process::ready_each(&app, &stores, Arc::new(SystemClock), &workers)?;
-        tracing::info!(
-            app = %args.app.display(),
-            summary = %summary,
-            store = %store_url::describe(&stores),
-            workers = args.workers,
-            "serve.started"
-        );
+        let ready = process::ready_each(&app, &stores, Wanted::Real, &workers)?;
+        let store = store_url::describe(&stores);
+        let app_path = args.app.display().to_string();
+        let workers = args.workers;
+        let started = move |_: &process::Clocks| {
+            tracing::info!(
+                app = %app_path,
+                summary = %summary,
+                store = %store,
+                workers = workers,
+                "serve.started"
+            );
+        };
         let p = Process {
             ready,
             addr: SocketAddr::new(args.bind, args.port),
             token: Some(token),
+            started: Box::new(started),
         };
         process::run(p, &stores).await
     })

@@ -67,6 +67,9 @@ pub(crate) struct Chrome {
     pub csrf: String,
     pub signed_in: bool,
     pub now: String,
+    /// `scaled 600x since ...` when the store's clock is scaled: every time
+    /// on the page is engine time, ahead of the wall clock.
+    pub scaled: Option<String>,
 }
 
 fn chrome<S: ScheduleStore>(c: &Shared<S>) -> Chrome {
@@ -74,6 +77,7 @@ fn chrome<S: ScheduleStore>(c: &Shared<S>) -> Chrome {
         csrf: c.csrf(),
         signed_in: c.token.is_some(),
         now: time_short(c.jadpo.clock().now()),
+        scaled: crate::views::scaled_note(c.jadpo.clock()),
     }
 }
 

@@ -196,6 +196,8 @@ macro_rules! conformance_tests {
             a_runs_emits_are_written_with_its_success_and_carry_its_depth,
             a_failed_run_emits_nothing,
             a_lost_runs_emits_are_written_once_by_its_rerun,
+            the_first_clock_anchor_kept_is_the_only_one,
+            a_console_session_lives_until_it_expires_or_ends,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

@@ -33,6 +33,42 @@ pub async fn next_due_is_the_first_due_time_or_lease_end<S: Store>(s: &S) {
     assert_eq!(s.next_due().await.unwrap(), None, "everything finished");
 }
 
+/// A store keeps one scaled clock: the first anchor kept wins, a later one
+/// (another process starting at another scale, or the same scale later)
+/// reads the first back and changes nothing, and the anchor survives a
+/// migration run again.
+pub async fn the_first_clock_anchor_kept_is_the_only_one<S: Store>(s: &S) {
+    use jadpo_core::clock::Anchor;
+    assert_eq!(s.clock_anchor().await.unwrap(), None, "a new store runs on real time");
+    let first = Anchor {
+        scale: 600,
+        real: at(1_000),
+        engine: at(2_000),
+    };
+    assert_eq!(s.keep_clock_anchor(first).await.unwrap(), first);
+    let later = Anchor::first(60, at(5_000));
+    assert_eq!(s.keep_clock_anchor(later).await.unwrap(), first, "never moved");
+    s.migrate().await.unwrap();
+    assert_eq!(s.clock_anchor().await.unwrap(), Some(first));
+}
+
+/// A console sign-in is alive until its expiry or its sign-out, for every
+/// reader of the store; a later sign-in forgets the expired ones.
+pub async fn a_console_session_lives_until_it_expires_or_ends<S: Store>(s: &S) {
+    assert!(!s.session_alive("a", at(0)).await.unwrap(), "never kept");
+    s.start_session("a", at(100), at(0)).await.unwrap();
+    s.start_session("b", at(50), at(0)).await.unwrap();
+    assert!(s.session_alive("a", at(99)).await.unwrap());
+    assert!(!s.session_alive("a", at(100)).await.unwrap(), "expired at its time");
+    assert!(s.session_alive("b", at(10)).await.unwrap());
+    s.end_session("b").await.unwrap();
+    assert!(!s.session_alive("b", at(10)).await.unwrap(), "signed out");
+    s.end_session("b").await.unwrap();
+    s.start_session("c", at(300), at(200)).await.unwrap();
+    assert!(!s.session_alive("a", at(0)).await.unwrap(), "forgotten once expired");
+    assert!(s.session_alive("c", at(200)).await.unwrap());
+}
+
 pub async fn the_per_minute_summary_adds_up_and_forgets_old_minutes<S: Store>(s: &S) {
     let count = |minute: i64, series: &str, n: u64| MinuteCount {
         minute: at(minute),

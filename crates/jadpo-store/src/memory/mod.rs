@@ -51,6 +51,10 @@ pub struct MemoryStore {
     limits: BTreeMap<String, LimitState>,
     last_token: i64,
     schedules: BTreeMap<String, ScheduleState>,
+    /// Console sign-ins: hash to expiry.
+    pub(crate) sessions: BTreeMap<String, Timestamp>,
+    /// The scaled clock a process kept, if any.
+    pub(crate) clock_anchor: Option<jadpo_core::clock::Anchor>,
     /// Deliveries changed since the last `take_changed`, for a checker
     /// that looks only at what a step touched. A set of kept deliveries: a
     /// store nobody asks (behind the traits) must not grow without bound.
@@ -79,6 +83,8 @@ impl MemoryStore {
             last_token: 0,
             changed: BTreeSet::new(),
             schedules: BTreeMap::new(),
+            clock_anchor: None,
+            sessions: BTreeMap::new(),
         }
     }
 

@@ -5,6 +5,7 @@ use super::MemoryStore;
 use crate::store::{ScheduleStore, Store};
 use crate::types::*;
 use jadpo_core::alert::SendDecision;
+use jadpo_core::clock::Anchor;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::DeliveryState;
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
@@ -134,6 +135,31 @@ impl Store for SharedMemoryStore {
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         Ok(self.with(|s| s.next_due()))
+    }
+
+    async fn start_session(&self, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        self.with(|s| {
+            s.sessions.retain(|_, until| *until > now);
+            s.sessions.insert(hash.to_owned(), expires_at);
+        });
+        Ok(())
+    }
+
+    async fn session_alive(&self, hash: &str, now: Timestamp) -> Result<bool, StoreError> {
+        Ok(self.with(|s| s.sessions.get(hash).is_some_and(|until| *until > now)))
+    }
+
+    async fn end_session(&self, hash: &str) -> Result<(), StoreError> {
+        self.with(|s| s.sessions.remove(hash));
+        Ok(())
+    }
+
+    async fn clock_anchor(&self) -> Result<Option<Anchor>, StoreError> {
+        Ok(self.with(|s| s.clock_anchor))
+    }
+
+    async fn keep_clock_anchor(&self, anchor: Anchor) -> Result<Anchor, StoreError> {
+        Ok(self.with(|s| *s.clock_anchor.get_or_insert(anchor)))
     }
 
     async fn counts(&self) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {

@@ -52,6 +52,7 @@
 // `jadpo bench` makes and drops) and `testing.rs` (a fresh schema per test).
 mod alerts;
 mod claim;
+mod clock;
 mod emit;
 mod finish;
 mod limits;
@@ -64,6 +65,7 @@ mod rows;
 mod schedules;
 pub mod schema;
 pub mod scratch;
+mod sessions;
 mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -73,6 +75,7 @@ use crate::types::*;
 use crate::{ScheduleStore, Store};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use jadpo_core::alert::SendDecision;
+use jadpo_core::clock::Anchor;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use std::fmt;
@@ -581,6 +584,26 @@ impl Store for PgStore {
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         in_transaction!(self, |tx| listen::next_due(&tx).await)
+    }
+
+    async fn start_session(&self, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| sessions::start(&tx, hash, expires_at, now).await)
+    }
+
+    async fn session_alive(&self, hash: &str, now: Timestamp) -> Result<bool, StoreError> {
+        in_transaction!(self, |tx| sessions::alive(&tx, hash, now).await)
+    }
+
+    async fn end_session(&self, hash: &str) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| sessions::end(&tx, hash).await)
+    }
+
+    async fn clock_anchor(&self) -> Result<Option<Anchor>, StoreError> {
+        in_transaction!(self, |tx| clock::anchor(&tx).await)
+    }
+
+    async fn keep_clock_anchor(&self, anchor: Anchor) -> Result<Anchor, StoreError> {
+        in_transaction!(self, |tx| clock::keep(&tx, anchor).await)
     }
 
     async fn listen(&self, wake: Arc<Notify>) {

@@ -9,7 +9,17 @@ use super::Abort;
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6), (7, V7)];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, V1),
+    (2, V2),
+    (3, V3),
+    (4, V4),
+    (5, V5),
+    (6, V6),
+    (7, V7),
+    (8, V8),
+    (9, V9),
+];
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -254,6 +264,29 @@ ALTER TABLE jadpo_handled SET (autovacuum_vacuum_insert_scale_factor = 0.05);
 ALTER TABLE jadpo_attempts SET (autovacuum_vacuum_insert_scale_factor = 0.05);
 ALTER TABLE jadpo_circuit_breakers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100);
 ALTER TABLE jadpo_schedules SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100);
+";
+
+/// The store's scaled clock: one row at most, written by the first process
+/// that started on the store with a time scale and never moved after
+/// (`jadpo_core::clock`).
+const V8: &str = "
+CREATE TABLE jadpo_clock (
+    id             INT     PRIMARY KEY CHECK (id = 1),
+    scale          INT     NOT NULL CHECK (scale >= 2),
+    anchor_real    BIGINT  NOT NULL,
+    anchor_engine  BIGINT  NOT NULL
+);
+";
+
+/// Console sign-ins, one row each, by the SHA-256 of the session's secret,
+/// until they expire or are signed out (docs/security.md).
+const V9: &str = "
+CREATE TABLE jadpo_console_sessions (
+    hash        TEXT    PRIMARY KEY,
+    created_at  BIGINT  NOT NULL,
+    expires_at  BIGINT  NOT NULL
+);
+CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at);
 ";
 
 /// Applies every migration not yet applied, in `tx`.

@@ -26,6 +26,7 @@
 // queued writer per process, readers on `spawn_blocking`.
 mod alerts;
 mod claim;
+mod clock;
 mod emit;
 mod finish;
 mod limits;
@@ -37,6 +38,7 @@ mod retry;
 mod rows;
 mod schedules;
 mod schema;
+mod sessions;
 mod sweep;
 
 pub use rusqlite;
@@ -45,6 +47,7 @@ pub use schema::LATEST as SCHEMA_VERSION;
 use crate::types::*;
 use crate::{ScheduleStore, Store};
 use jadpo_core::alert::SendDecision;
+use jadpo_core::clock::Anchor;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
 use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, EventId, FailureRecord, LeaseToken, Timestamp};
 use pool::{store_error, Pool};
@@ -351,6 +354,31 @@ impl Store for SqliteStore {
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
         self.pool.read(read::next_due).await
+    }
+
+    async fn start_session(&self, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        let hash = hash.to_owned();
+        self.pool
+            .write(move |tx| sessions::start(tx, &hash, expires_at, now))
+            .await
+    }
+
+    async fn session_alive(&self, hash: &str, now: Timestamp) -> Result<bool, StoreError> {
+        let hash = hash.to_owned();
+        self.pool.read(move |c| sessions::alive(c, &hash, now)).await
+    }
+
+    async fn end_session(&self, hash: &str) -> Result<(), StoreError> {
+        let hash = hash.to_owned();
+        self.pool.write(move |tx| sessions::end(tx, &hash)).await
+    }
+
+    async fn clock_anchor(&self) -> Result<Option<Anchor>, StoreError> {
+        self.pool.read(clock::anchor).await
+    }
+
+    async fn keep_clock_anchor(&self, anchor: Anchor) -> Result<Anchor, StoreError> {
+        self.pool.write(move |tx| clock::keep(tx, anchor)).await
     }
 }
 

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
 /// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -285,6 +285,29 @@ ALTER TABLE jadpo_deliveries ADD COLUMN waiting_on TEXT;
 ALTER TABLE jadpo_deliveries ADD COLUMN waiting_for TEXT;
 CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
 ALTER TABLE jadpo_events ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+";
+
+/// The store's scaled clock: one row at most, written by the first process
+/// that started on the store with a time scale and never moved after
+/// (`jadpo_core::clock`).
+const V11: &str = "
+CREATE TABLE jadpo_clock (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    scale          INTEGER NOT NULL CHECK (scale >= 2),
+    anchor_real    BIGINT  NOT NULL,
+    anchor_engine  BIGINT  NOT NULL
+);
+";
+
+/// Console sign-ins, one row each, by the SHA-256 of the session's secret,
+/// until they expire or are signed out (docs/security.md).
+const V12: &str = "
+CREATE TABLE jadpo_console_sessions (
+    hash        TEXT    PRIMARY KEY,
+    created_at  BIGINT  NOT NULL,
+    expires_at  BIGINT  NOT NULL
+);
+CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at);
 ";
 
 /// Applies every migration the file has not had, inside the caller's
