@@ -9,9 +9,13 @@
 //!
 //! **Sign-in.** With an API token (always for `serve`), `/ui/login` asks
 //! for it once and sets a session cookie: `HttpOnly`, `SameSite=Strict`,
-//! `Path=/ui`, and `Secure` unless the server is bound to loopback. The
-//! cookie holds an HMAC of the token, never the token. Without a cookie a
-//! page redirects to the sign-in; with a wrong one it is 401.
+//! `Path=/ui`, and `Secure` unless the server is bound to loopback. Each
+//! sign-in is a session of its own: the cookie holds a random secret, the
+//! store keeps its SHA-256 until it expires ([`SESSION_TTL`], real time) or
+//! is signed out, and every process serving the console asks the store, so
+//! a sign-out anywhere is a sign-out everywhere (docs/security.md). Without
+//! a cookie a page redirects to the sign-in; with a wrong, expired or
+//! signed-out one it is 401.
 //!
 //! **Forms that change anything** (retry, bulk retry, sign-out) carry a
 //! CSRF token, an HMAC of the token (or, without one, of a key made at
@@ -33,7 +37,7 @@ use axum::{Form, Router};
 use hmac::{Hmac, Mac};
 use jadpo::Jadpo;
 use jadpo_store::ScheduleStore;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -41,14 +45,18 @@ use subtle::ConstantTimeEq;
 /// The session cookie's name.
 pub const COOKIE: &str = "jadpo_console";
 
+/// How long a sign-in lasts, in real time: a working day, after which an
+/// operator signs in again.
+pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+
 /// What every console handler shares.
 pub(crate) struct Console<S: ScheduleStore> {
     pub jadpo: Jadpo<S>,
     /// The API token, when the server has one: then every page needs the
     /// session cookie it signs.
     pub token: Option<String>,
-    /// The key sessions and CSRF tokens are HMACs under: the token, or a
-    /// random key made at start.
+    /// The key CSRF tokens are HMACs under: the token, or a random key
+    /// made at start.
     key: Vec<u8>,
     /// Set `Secure` on the cookie: the server is not bound to loopback.
     pub secure: bool,
@@ -62,11 +70,6 @@ impl<S: ScheduleStore> Console<S> {
         mac.update(b"jadpo-console/");
         mac.update(purpose.as_bytes());
         mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// The session cookie's value for the token.
-    pub fn session(&self) -> String {
-        self.mac("session")
     }
 
     /// The token every form that changes something carries.
@@ -144,22 +147,48 @@ fn cookie_of<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// What the store keeps of a session's secret: its SHA-256, so whoever
+/// reads the store cannot sign in with it.
+pub(crate) fn session_hash(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A session's expiry is real time, whatever the engine's clock: it
+/// measures how long an operator's browser stays trusted.
+fn wall_now() -> jadpo_core::Timestamp {
+    jadpo_runtime::Clock::now(&jadpo_runtime::SystemClock)
+}
+
 /// Lets a request through when the server has no token, or its session
-/// cookie is the token's. No cookie: a page redirects to the sign-in (a
-/// post is 401); a wrong one: 401.
+/// cookie names a session the store keeps, unexpired. No cookie: a page
+/// redirects to the sign-in (a post is 401); a wrong, expired or
+/// signed-out one: 401.
 async fn signed_in<S: ScheduleStore>(State(c): State<Shared<S>>, request: Request, next: Next) -> Response {
     if c.token.is_none() {
         return next.run(request).await;
     }
-    match cookie_of(request.headers(), COOKIE) {
-        Some(v) if bool::from(v.as_bytes().ct_eq(c.session().as_bytes())) => next.run(request).await,
-        None if request.method() == Method::GET => Redirect::to("/ui/login").into_response(),
-        _ => pages::refuse(
-            StatusCode::UNAUTHORIZED,
-            "Sign in again",
-            "This page needs the server's API token: sign in at /ui/login.",
-        ),
+    let Some(secret) = cookie_of(request.headers(), COOKIE) else {
+        if request.method() == Method::GET {
+            return Redirect::to("/ui/login").into_response();
+        }
+        return sign_in_again();
+    };
+    match c.jadpo.store().session_alive(&session_hash(secret), wall_now()).await {
+        Ok(true) => next.run(request).await,
+        Ok(false) => sign_in_again(),
+        Err(e) => api_error(api::ApiError::store(e)),
     }
+}
+
+fn sign_in_again() -> Response {
+    pages::refuse(
+        StatusCode::UNAUTHORIZED,
+        "Sign in again",
+        "This page needs the server's API token: sign in at /ui/login.",
+    )
 }
 
 #[derive(Template)]
@@ -184,8 +213,21 @@ async fn login<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BT
         let error = Some("That is not the server's API token.".to_owned());
         return render(StatusCode::UNAUTHORIZED, &Login { error });
     }
+    let secret: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
+    let now = wall_now();
+    if let Err(e) = c
+        .jadpo
+        .store()
+        .start_session(&session_hash(&secret), now.plus(SESSION_TTL), now)
+        .await
+    {
+        return api_error(api::ApiError::store(e));
+    }
     let secure = if c.secure { "; Secure" } else { "" };
-    let cookie = format!("{COOKIE}={}; Path=/ui; HttpOnly; SameSite=Strict{secure}", c.session());
+    let cookie = format!(
+        "{COOKIE}={secret}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        SESSION_TTL.as_secs()
+    );
     let mut r = Redirect::to("/ui").into_response();
     r.headers_mut().insert(
         header::SET_COOKIE,
@@ -194,9 +236,18 @@ async fn login<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BT
     r
 }
 
-async fn logout<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BTreeMap<String, String>>) -> Response {
+async fn logout<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    headers: HeaderMap,
+    Form(form): Form<BTreeMap<String, String>>,
+) -> Response {
     if !c.csrf_ok(form.get("csrf")) {
         return pages::csrf_refused();
+    }
+    if let Some(secret) = cookie_of(&headers, COOKIE) {
+        if let Err(e) = c.jadpo.store().end_session(&session_hash(secret)).await {
+            return api_error(api::ApiError::store(e));
+        }
     }
     let secure = if c.secure { "; Secure" } else { "" };
     let cookie = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0{secure}");

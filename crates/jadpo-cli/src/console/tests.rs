@@ -121,6 +121,81 @@ async fn the_session_cookie_is_http_only_strict_and_never_the_token() {
     assert!(p.set_cookie.unwrap().contains("Max-Age=0"));
 }
 
+fn secret_of(cookie: &str) -> &str {
+    cookie.split_once('=').unwrap().1
+}
+
+/// Each sign-in is a session of its own, kept by the store for 12 hours of
+/// real time; signing out ends it, the old cookie is refused after, and the
+/// other session lives on.
+#[tokio::test]
+async fn each_sign_in_is_its_own_session_which_sign_out_ends() {
+    let s = Server::start(Some(TOKEN)).await;
+    let p = post_form(&s, "/ui/login", &[("token", TOKEN)], None).await;
+    assert!(
+        p.set_cookie.as_deref().unwrap().contains("Max-Age=43200"),
+        "{:?}",
+        p.set_cookie
+    );
+    let first = p.set_cookie.unwrap().split(';').next().unwrap().to_owned();
+    let second = sign_in(&s).await;
+    assert_ne!(first, second, "a session per sign-in");
+    let now = jadpo_core::Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
+    let hash = super::session_hash(secret_of(&first));
+    assert_ne!(hash, secret_of(&first), "the store keeps a hash, not the secret");
+    let hour = std::time::Duration::from_secs(3600);
+    assert!(s.store.session_alive(&hash, now.plus(11 * hour)).await.unwrap());
+    assert!(
+        !s.store.session_alive(&hash, now.plus(13 * hour)).await.unwrap(),
+        "12 h"
+    );
+
+    let page = get(&s, "/ui", Some(&first)).await;
+    let p = post_form(&s, "/ui/logout", &[("csrf", &csrf_of(&page.body))], Some(&first)).await;
+    assert_eq!(p.location.as_deref(), Some("/ui/login"));
+    let after = get(&s, "/ui/deliveries", Some(&first)).await;
+    assert_eq!(after.status, StatusCode::UNAUTHORIZED, "a signed-out cookie is refused");
+    assert_eq!(get(&s, "/ui/deliveries", Some(&second)).await.status, StatusCode::OK);
+}
+
+/// The console asks the store for every page: a session another process
+/// ended (its sign-out) or one that expired is refused here too.
+#[tokio::test]
+async fn a_session_ended_elsewhere_or_expired_is_refused() {
+    let s = Server::start(Some(TOKEN)).await;
+    let cookie = sign_in(&s).await;
+    assert_eq!(get(&s, "/ui", Some(&cookie)).await.status, StatusCode::OK);
+    s.store
+        .end_session(&super::session_hash(secret_of(&cookie)))
+        .await
+        .unwrap();
+    assert_eq!(get(&s, "/ui", Some(&cookie)).await.status, StatusCode::UNAUTHORIZED);
+
+    let now = jadpo_core::Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
+    let secret = "ab".repeat(32);
+    let hash = super::session_hash(&secret);
+    s.store
+        .start_session(&hash, now.plus(std::time::Duration::from_secs(60)), now)
+        .await
+        .unwrap();
+    let cookie = format!("{}={secret}", super::COOKIE);
+    assert_eq!(get(&s, "/ui", Some(&cookie)).await.status, StatusCode::OK);
+    s.store.end_session(&hash).await.unwrap();
+    s.store
+        .start_session(
+            &hash,
+            now.minus(std::time::Duration::from_secs(1)),
+            now.minus(std::time::Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&s, "/ui", Some(&cookie)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "expired"
+    );
+}
+
 #[tokio::test]
 async fn retry_needs_its_csrf_token_and_gives_a_fresh_budget() {
     let s = Server::start(Some(TOKEN)).await;
@@ -308,4 +383,23 @@ fn a_connections_limits_in_words() {
     let none = serde_json::json!({"rate": null, "concurrency": null, "tokens": null, "slots_in_use": 0,
                                   "paused_until": null, "slowed_until": null});
     assert_eq!(super::pages::limits_text(&none), "");
+}
+
+/// Under a store's scaled clock every time on a page is engine time, ahead
+/// of the wall clock: the header says so. A real-time store's does not.
+#[tokio::test]
+async fn the_header_says_when_the_stores_clock_is_scaled() {
+    let s = Server::start_scaled(Some(TOKEN), 600).await;
+    let cookie = sign_in(&s).await;
+    let p = get(&s, "/ui", Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains("(engine clock scaled 600x since "), "{}", p.body);
+    let s = Server::start(Some(TOKEN)).await;
+    let cookie = sign_in(&s).await;
+    let p = get(&s, "/ui", Some(&cookie)).await;
+    assert!(
+        p.body.contains("As of") && !p.body.contains("engine clock"),
+        "{}",
+        p.body
+    );
 }
