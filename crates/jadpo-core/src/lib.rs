@@ -13,6 +13,7 @@
 //! - [`breaker`]: a connection's circuit breaker.
 //! - [`limit`]: a connection's rate and concurrency limits.
 //! - [`call`]: how an outside call ended, for the action and the breaker.
+//! - [`path`]: a call's path, each parameter exactly one segment.
 //! - [`schedule`]: a schedule's due time, lease and alert.
 
 pub mod alert;
@@ -25,6 +26,7 @@ pub mod claim;
 pub mod delivery;
 pub mod failure;
 pub mod limit;
+pub mod path;
 pub mod schedule;
 pub mod time;
 

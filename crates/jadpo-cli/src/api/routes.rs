@@ -7,6 +7,7 @@
 //!   kind's status ([`status_of`]), plus the provider's `Retry-After` for
 //!   `rate_limited` and `unavailable`: the caller retries, never Jadpo.
 //! - 400 for an input its event refuses (the `POST /events/NAME` error),
+//!   400 `route.path_segment_invalid` for a path parameter `.` or `..`,
 //!   404 `route.not_found`, 405 `route.method_not_allowed` with `Allow`,
 //!   503 `store.unavailable` when a success's emits can't be written.
 //!
@@ -147,6 +148,16 @@ pub(super) async fn app_route<S: ScheduleStore>(State(api): State<Shared<S>>, re
         return unrouted(app, &path);
     };
     let name = route.name.clone();
+    // `..` or `%2E%2E` as a parameter is no id: whatever the action makes
+    // of it, a call may not move up a path with it (docs/http-api.md).
+    if params.values().any(|v| !jadpo_core::path::is_segment(v)) {
+        let refused = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "route.path_segment_invalid",
+            "a path parameter may not be `.` or `..`, nor empty",
+        );
+        return answered(&name, Ended::Refused(refused), started);
+    }
     let ended = match route.input {
         Some(_) => match read_input(request, &api).await {
             Ok(input) => run(&api, &name, params, input).await,

@@ -184,6 +184,55 @@ async fn a_success_is_200_and_the_path_parameter_and_input_reach_the_provider() 
     assert_eq!(s.provider.calls(), 3);
 }
 
+/// A path parameter `.` or `..`, literal or percent-encoded, is refused
+/// before the action runs: its call would have gone up the provider's path
+/// (`/refunds/{order_id}` with `..` is `/`).
+#[tokio::test]
+async fn a_dot_segment_as_a_path_parameter_is_400_and_calls_nothing() {
+    let s = Server::start(Some("s3cret")).await;
+    for path in [
+        "/refunds/..",
+        "/refunds/.",
+        "/refunds/%2E%2E",
+        "/refunds/%2e",
+        "/refunds/.%2E",
+    ] {
+        let (status, body) = s.raw("POST", path, REFUND).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["code"], "route.path_segment_invalid", "{path}");
+    }
+    assert_eq!(s.provider.calls(), 0, "nothing ran");
+    // Dots inside an id, or more of them, keep it one segment.
+    for (path, sent) in [("/refunds/...", "/refunds/..."), ("/refunds/%2E%2Ex", "/refunds/..x")] {
+        assert_eq!(s.raw("POST", path, REFUND).await.0, 200, "{path}");
+        assert_eq!(s.provider.requests().last().unwrap().path, sent);
+    }
+}
+
+impl Server {
+    /// Sends the request line as written, over a plain socket: a client
+    /// library would remove its dot segments first. Returns the status
+    /// and the body.
+    async fn raw(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.base.trim_start_matches("http://");
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let token = self.token.as_deref().unwrap_or_default();
+        let head = format!(
+            "{method} /app{path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, body.to_owned())
+    }
+}
+
 #[tokio::test]
 async fn bad_input_unknown_paths_and_wrong_methods_are_refused_before_any_call() {
     let s = Server::start(None).await;
