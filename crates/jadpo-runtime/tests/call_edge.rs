@@ -1,5 +1,6 @@
 //! What an event's values may not do to a provider call (docs/app-file.md,
-//! `call`): move it to another path. An app's actions run for a delivery through real HTTP to a recording
+//! `call`): move it to another path, or send a bad `Idempotency-Key`. An
+//! app's actions run for a delivery through real HTTP to a recording
 //! provider under a tenant's `base_url`; a refused call sends nothing.
 
 use jadpo_core::{DeliveryId, Failure, FailureKind, Timestamp};
@@ -101,4 +102,34 @@ async fn a_path_parameter_never_leaves_its_segment_nor_the_tenant() {
         w.run("top_level", paid(id)).await.expect(id);
         assert_eq!(w.last_path(), format!("{TENANT}/{segment}/record"), "{id}");
     }
+}
+
+#[tokio::test]
+async fn an_idempotency_key_from_an_event_is_checked_as_an_emits() {
+    let w = world().await;
+    let paid = |key: &str| json!({"payment_id": "p1", "key": key});
+    w.run("record_payment", paid("k-1")).await.expect("sent");
+    let sent = w.provider.requests().remove(0);
+    assert_eq!(sent.header("idempotency-key"), Some("k-1"));
+    let longest = "k".repeat(255);
+    w.run("record_payment", paid(&longest)).await.expect("255 bytes");
+    assert_eq!(
+        w.provider.requests()[1].header("idempotency-key"),
+        Some(longest.as_str())
+    );
+
+    for key in [
+        String::new(),
+        "k".repeat(256),
+        "k".repeat(10_000),
+        "é-ключ".into(),
+        "a\u{7f}".into(),
+    ] {
+        defect(
+            w.run("record_payment", paid(&key)).await,
+            "call.idempotency_key_invalid",
+            &key,
+        );
+    }
+    assert_eq!(w.provider.calls(), 2, "nothing was sent for them");
 }

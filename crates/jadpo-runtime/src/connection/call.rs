@@ -121,6 +121,9 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
     let idempotency_key = match &req.idempotency_key {
         None => None,
         Some(key) => {
+            // The emit's rule: a key from an event's field may be empty,
+            // huge or not ASCII, and a receiver would read it differently.
+            crate::emit::idempotency_key(key).map_err(|_| invalid("call.idempotency_key_invalid"))?;
             let mut value = HeaderValue::from_str(key).map_err(|_| invalid("call.idempotency_key_invalid"))?;
             value.set_sensitive(true);
             Some(value)
