@@ -40,7 +40,9 @@ fn type_of(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "bool",
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+        serde_json::Value::Number(n) if n.is_i64() => "int",
+        // Above i64's range: a whole number, but not an `int`.
+        serde_json::Value::Number(n) if n.is_u64() => "a number above int's range",
         serde_json::Value::Number(_) => "float",
         serde_json::Value::String(_) => "string",
         serde_json::Value::Array(_) => "list",
@@ -51,7 +53,8 @@ fn type_of(v: &serde_json::Value) -> &'static str {
 fn fits(ty: Type, v: &serde_json::Value) -> bool {
     match ty {
         Type::String => v.is_string(),
-        Type::Int => v.is_i64() || v.is_u64(),
+        // 64-bit signed (docs/app-file.md): above i64::MAX is refused.
+        Type::Int => v.is_i64(),
         Type::Float => v.is_number(),
         Type::Bool => v.is_boolean(),
         Type::Object => v.is_object(),
@@ -230,6 +233,29 @@ mod tests {
         let mut big = paid();
         big["meta"] = json!({"blob": "x".repeat(MAX_PAYLOAD_BYTES)});
         assert_eq!(prepare(&app(), "Paid", &big).unwrap_err().code, "event.too_large");
+    }
+
+    #[test]
+    fn an_int_is_64_bit_signed() {
+        let app = app();
+        for fits in [json!(i64::MAX), json!(i64::MIN), json!(0)] {
+            let mut p = paid();
+            p["cents"] = fits.clone();
+            assert!(prepare(&app, "Paid", &p).is_ok(), "{fits}");
+        }
+        let mut above = paid();
+        above["cents"] = json!(u64::MAX);
+        let e = prepare(&app, "Paid", &above).unwrap_err();
+        assert_eq!((e.code, e.field.as_deref()), ("event.invalid", Some("cents")));
+        assert!(e.message.contains("above int's range"), "{e}");
+        assert!(!e.message.contains(&u64::MAX.to_string()), "{e}");
+        let mut just_above = paid();
+        just_above["cents"] = json!(i64::MAX as u64 + 1);
+        assert_eq!(prepare(&app, "Paid", &just_above).unwrap_err().code, "event.invalid");
+        // A float field takes any number.
+        let mut rate = paid();
+        rate["rate"] = json!(u64::MAX);
+        assert!(prepare(&app, "Paid", &rate).is_ok());
     }
 
     #[test]

@@ -175,6 +175,15 @@ async fn an_invalid_event_is_400_naming_its_field() {
             r#"{"payment_id": "p1", "amount_cents": 1, "secret_note": "x"}"#,
             "secret_note",
         ),
+        // Above i64::MAX: an `int` is 64-bit signed.
+        (
+            r#"{"payment_id": "p1", "amount_cents": 18446744073709551615}"#,
+            "amount_cents",
+        ),
+        (
+            r#"{"payment_id": "p1", "amount_cents": 9223372036854775808}"#,
+            "amount_cents",
+        ),
     ] {
         let (status, body) = s.post("/events/PaymentReceived", payload).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
