@@ -236,8 +236,10 @@ async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Requ
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+        // The scheme is case-insensitive (RFC 9110, 11.1): `BEARER` too.
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     match given {
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => next.run(request).await,
         Some(_) => ApiError::new(

@@ -286,10 +286,19 @@ async fn the_token_is_required_when_set() {
         let body = r.text().await.unwrap();
         assert!(!body.contains("s3cret"), "the token is never echoed: {body}");
     }
-    assert_eq!(
-        emit(Some("Bearer s3cret-token")).await.unwrap().status(),
-        StatusCode::ACCEPTED
-    );
+    // The scheme in any case (RFC 9110, 11.1).
+    for right in [
+        "Bearer s3cret-token",
+        "bearer s3cret-token",
+        "BEARER s3cret-token",
+        "bEaReR s3cret-token",
+    ] {
+        assert_eq!(
+            emit(Some(right)).await.unwrap().status(),
+            StatusCode::ACCEPTED,
+            "{right}"
+        );
+    }
     for path in ["/deliveries", "/deliveries/1", "/breakers", "/metrics"] {
         let (status, _) = s.get(path).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
