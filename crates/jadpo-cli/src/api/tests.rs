@@ -368,6 +368,10 @@ async fn deliveries_filter_and_show_one_with_its_history() {
         "/deliveries?event=x",
         "/deliveries?before=x",
         "/deliveries?colour=red",
+        // Which one was meant? Not the last one, silently.
+        "/deliveries?state=held&state=failed",
+        "/deliveries?limit=1&limit=1",
+        "/deliveries?store=default&store=default",
     ] {
         let (status, body) = s.get(bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
