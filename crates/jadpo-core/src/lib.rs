@@ -15,6 +15,7 @@
 //! - [`call`]: how an outside call ended, for the action and the breaker.
 //! - [`clock`]: which clock a start runs on: real time or the store's
 //!   scaled clock.
+//! - [`path`]: a call's path, each parameter exactly one segment.
 //! - [`schedule`]: a schedule's due time, lease and alert.
 
 pub mod alert;
@@ -28,6 +29,7 @@ pub mod clock;
 pub mod delivery;
 pub mod failure;
 pub mod limit;
+pub mod path;
 pub mod schedule;
 pub mod time;
 

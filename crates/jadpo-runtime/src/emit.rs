@@ -40,7 +40,9 @@ fn type_of(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "bool",
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+        serde_json::Value::Number(n) if n.is_i64() => "int",
+        // Above i64's range: a whole number, but not an `int`.
+        serde_json::Value::Number(n) if n.is_u64() => "a number above int's range",
         serde_json::Value::Number(_) => "float",
         serde_json::Value::String(_) => "string",
         serde_json::Value::Array(_) => "list",
@@ -51,7 +53,8 @@ fn type_of(v: &serde_json::Value) -> &'static str {
 fn fits(ty: Type, v: &serde_json::Value) -> bool {
     match ty {
         Type::String => v.is_string(),
-        Type::Int => v.is_i64() || v.is_u64(),
+        // 64-bit signed (docs/app-file.md): above i64::MAX is refused.
+        Type::Int => v.is_i64(),
         Type::Float => v.is_number(),
         Type::Bool => v.is_boolean(),
         Type::Object => v.is_object(),
@@ -59,24 +62,32 @@ fn fits(ty: Type, v: &serde_json::Value) -> bool {
     }
 }
 
-/// Checks `payload` against the event `name` of `app` and returns the event
-/// to write, with one delivery per subscriber of it.
-/// Checks an idempotency key: 1 to 255 bytes (`event.idempotency_key_invalid`).
+/// Checks an idempotency key: 1 to 255 bytes of visible ASCII, space
+/// included (`event.idempotency_key_invalid`). The one rule for every key:
+/// an emit's (the API's header, `jadpo emit`, the embedded API) and a
+/// call's `Idempotency-Key`, which a receiver must be able to read back
+/// as the same header.
 pub fn idempotency_key(key: &str) -> Result<String, EventError> {
+    let refused = |why: String| EventError {
+        code: "event.idempotency_key_invalid",
+        field: None,
+        message: format!(
+            "an idempotency key is 1 to {} bytes of visible ASCII; {why}",
+            jadpo_store::MAX_IDEMPOTENCY_KEY
+        ),
+    };
     if key.is_empty() || key.len() > jadpo_store::MAX_IDEMPOTENCY_KEY {
-        return Err(EventError {
-            code: "event.idempotency_key_invalid",
-            field: None,
-            message: format!(
-                "an idempotency key is 1 to {} bytes, not {}",
-                jadpo_store::MAX_IDEMPOTENCY_KEY,
-                key.len()
-            ),
-        });
+        return Err(refused(format!("this one is {} bytes", key.len())));
+    }
+    // Never the key itself in the message: it may come from an event's field.
+    if let Some(at) = key.bytes().position(|b| !(b' '..=b'~').contains(&b)) {
+        return Err(refused(format!("byte {} of this one is not", at + 1)));
     }
     Ok(key.to_owned())
 }
 
+/// Checks `payload` against the event `name` of `app` and returns the event
+/// to write, with one delivery per subscriber of it.
 pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
     let Some(event) = app.events.get(name) else {
         let known: Vec<&str> = app.events.keys().map(String::as_str).collect();
@@ -222,5 +233,40 @@ mod tests {
         let mut big = paid();
         big["meta"] = json!({"blob": "x".repeat(MAX_PAYLOAD_BYTES)});
         assert_eq!(prepare(&app(), "Paid", &big).unwrap_err().code, "event.too_large");
+    }
+
+    #[test]
+    fn an_int_is_64_bit_signed() {
+        let app = app();
+        for fits in [json!(i64::MAX), json!(i64::MIN), json!(0)] {
+            let mut p = paid();
+            p["cents"] = fits.clone();
+            assert!(prepare(&app, "Paid", &p).is_ok(), "{fits}");
+        }
+        let mut above = paid();
+        above["cents"] = json!(u64::MAX);
+        let e = prepare(&app, "Paid", &above).unwrap_err();
+        assert_eq!((e.code, e.field.as_deref()), ("event.invalid", Some("cents")));
+        assert!(e.message.contains("above int's range"), "{e}");
+        assert!(!e.message.contains(&u64::MAX.to_string()), "{e}");
+        let mut just_above = paid();
+        just_above["cents"] = json!(i64::MAX as u64 + 1);
+        assert_eq!(prepare(&app, "Paid", &just_above).unwrap_err().code, "event.invalid");
+        // A float field takes any number.
+        let mut rate = paid();
+        rate["rate"] = json!(u64::MAX);
+        assert!(prepare(&app, "Paid", &rate).is_ok());
+    }
+
+    #[test]
+    fn an_idempotency_key_is_1_to_255_bytes_of_visible_ascii() {
+        for ok in ["k", "order-1001", "a b", "!~", &"x".repeat(255)] {
+            assert_eq!(idempotency_key(ok).as_deref(), Ok(ok), "{ok:?}");
+        }
+        for bad in ["", &"x".repeat(256), "é-ключ", "a\tb", "a\nb", "\u{7f}", "\u{0}"] {
+            let e = idempotency_key(bad).expect_err(bad);
+            assert_eq!(e.code, "event.idempotency_key_invalid");
+            assert!(bad.is_empty() || !e.message.contains(bad), "never the key: {e}");
+        }
     }
 }

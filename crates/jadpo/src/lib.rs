@@ -431,8 +431,9 @@ impl<S: ScheduleStore> Jadpo<S> {
         Ok(emitted.remove(0))
     }
 
-    /// Emits an event under an idempotency key (at most 255 bytes, unique
-    /// per event name while the event is kept): a second emit with the same
+    /// Emits an event under an idempotency key (1 to 255 bytes of visible
+    /// ASCII, `jadpo_runtime::emit::idempotency_key`; unique per event name
+    /// while the event is kept): a second emit with the same
     /// key and payload returns the first event with `duplicate: true` and
     /// makes nothing; the same key with another payload is refused
     /// (`StoreError::IdempotencyConflict`, making nothing).

@@ -95,13 +95,22 @@ impl<S: ScheduleStore> Api<S> {
     }
 }
 
-/// Reads a handler's query, `?store=` and all.
-fn query(
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> Result<BTreeMap<String, String>, ApiError> {
-    params
-        .map(|Query(p)| p)
-        .map_err(|e| query_invalid(format!("the query can't be read: {}", e.body_text())))
+/// A handler's query as sent, every pair kept: a map would keep one of a
+/// repeated name's values without a word.
+type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// Reads a handler's query, `?store=` and all. A name given twice is
+/// refused: which of `state=held&state=failed` was meant?
+fn query(params: Params) -> Result<BTreeMap<String, String>, ApiError> {
+    let Query(pairs) = params.map_err(|e| query_invalid(format!("the query can't be read: {}", e.body_text())))?;
+    let mut map = BTreeMap::new();
+    for (name, value) in pairs {
+        if map.contains_key(&name) {
+            return Err(query_invalid(format!("`{name}` is given more than once")));
+        }
+        map.insert(name, value);
+    }
+    Ok(map)
 }
 
 type Shared<S> = Arc<Api<S>>;
@@ -236,8 +245,10 @@ async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Requ
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+        // The scheme is case-insensitive (RFC 9110, 11.1): `BEARER` too.
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     match given {
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => next.run(request).await,
         Some(_) => ApiError::new(
@@ -406,10 +417,7 @@ pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, A
     Ok(q)
 }
 
-async fn deliveries<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn deliveries<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
     let mut params = query(params)?;
     let jadpo = api.pick(&mut params)?;
     let q = parse_query(&params)?;
@@ -446,11 +454,7 @@ async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> 
     ))
 }
 
-async fn delivery<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    Path(id): Path<String>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn delivery<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
     Ok(Json(detail(jadpo.store().as_ref(), id).await?).into_response())
@@ -459,11 +463,7 @@ async fn delivery<S: ScheduleStore>(
 /// An operator's retry of one failed or parked delivery: a fresh budget,
 /// due now. 200 with the delivery as it is now; 409 when it is in another
 /// state.
-async fn retry<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    Path(id): Path<String>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
     let store = jadpo.store().as_ref();
@@ -496,19 +496,13 @@ async fn retry<S: ScheduleStore>(
 }
 
 /// The alerts raised, newest first (at most 1,000).
-async fn alerts<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn alerts<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let list = jadpo.store().alerts(1_000).await.map_err(ApiError::store)?;
     Ok(Json(views::alerts_json(&list)).into_response())
 }
 
-async fn breakers<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let store = jadpo.store().as_ref();
     let list = views::breakers(store, Some(jadpo.app()))
@@ -520,10 +514,7 @@ async fn breakers<S: ScheduleStore>(
     Ok(Json(views::breakers_with_limits_json(&list, &limits)).into_response())
 }
 
-async fn metrics_text<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
-    params: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-) -> ApiResult {
+async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now())
         .await

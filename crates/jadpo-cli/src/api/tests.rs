@@ -192,6 +192,15 @@ async fn an_invalid_event_is_400_naming_its_field() {
             r#"{"payment_id": "p1", "amount_cents": 1, "secret_note": "x"}"#,
             "secret_note",
         ),
+        // Above i64::MAX: an `int` is 64-bit signed.
+        (
+            r#"{"payment_id": "p1", "amount_cents": 18446744073709551615}"#,
+            "amount_cents",
+        ),
+        (
+            r#"{"payment_id": "p1", "amount_cents": 9223372036854775808}"#,
+            "amount_cents",
+        ),
     ] {
         let (status, body) = s.post("/events/PaymentReceived", payload).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
@@ -294,10 +303,19 @@ async fn the_token_is_required_when_set() {
         let body = r.text().await.unwrap();
         assert!(!body.contains("s3cret"), "the token is never echoed: {body}");
     }
-    assert_eq!(
-        emit(Some("Bearer s3cret-token")).await.unwrap().status(),
-        StatusCode::ACCEPTED
-    );
+    // The scheme in any case (RFC 9110, 11.1).
+    for right in [
+        "Bearer s3cret-token",
+        "bearer s3cret-token",
+        "BEARER s3cret-token",
+        "bEaReR s3cret-token",
+    ] {
+        assert_eq!(
+            emit(Some(right)).await.unwrap().status(),
+            StatusCode::ACCEPTED,
+            "{right}"
+        );
+    }
     for path in ["/deliveries", "/deliveries/1", "/breakers", "/metrics"] {
         let (status, _) = s.get(path).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
@@ -367,6 +385,10 @@ async fn deliveries_filter_and_show_one_with_its_history() {
         "/deliveries?event=x",
         "/deliveries?before=x",
         "/deliveries?colour=red",
+        // Which one was meant? Not the last one, silently.
+        "/deliveries?state=held&state=failed",
+        "/deliveries?limit=1&limit=1",
+        "/deliveries?store=default&store=default",
     ] {
         let (status, body) = s.get(bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");

@@ -121,6 +121,9 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
     let idempotency_key = match &req.idempotency_key {
         None => None,
         Some(key) => {
+            // The emit's rule: a key from an event's field may be empty,
+            // huge or not ASCII, and a receiver would read it differently.
+            crate::emit::idempotency_key(key).map_err(|_| invalid("call.idempotency_key_invalid"))?;
             let mut value = HeaderValue::from_str(key).map_err(|_| invalid("call.idempotency_key_invalid"))?;
             value.set_sensitive(true);
             Some(value)
@@ -287,6 +290,76 @@ mod tests {
             let refused = prepare(&request("v1/payments"), &endpoint).err().expect("refused");
             assert_eq!(refused.code, "call.path_invalid");
             assert_eq!(refused.kind, FailureKind::InternalFault);
+        }
+    }
+
+    fn decode(segment: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut bytes = segment.bytes();
+        while let Some(b) = bytes.next() {
+            if b == b'%' {
+                let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+                out.push(u8::from_str_radix(&hex, 16).expect("two hex digits"));
+            } else {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    /// Arbitrary strings (Unicode, control characters), and the ones a path
+    /// is attacked with: every spelling of a dot, slashes, `?` and `#`.
+    fn hostile() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<String>(),
+            "[./%2eE\\\t\n?#]{0,8}",
+            prop::sample::select(vec![
+                "", ".", "..", "%2e", "%2E%2e", ".%2E", "%252e", "/", "\\", "../..", "。"
+            ])
+            .prop_map(String::from),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The URL a templated call is sent to: its path is the base URL's
+        /// path and then exactly the template's segments, the parameter's
+        /// decoding to its value; or, for a value that can't be one
+        /// segment, nothing at all.
+        #[test]
+        fn a_parameter_stays_in_its_segment_under_the_base_url(value in hostile(), shape in 0..3usize) {
+            use jadpo_lang::{PathPart, PathTemplate};
+            let (lit, id) = (|s: &str| PathPart::Literal(s.into()), || PathPart::Param("id".into()));
+            // The template, and the segments it sends: `None` the parameter's.
+            let (parts, want): (_, &[Option<&str>]) = match shape {
+                0 => (vec![lit("/payments/"), id(), lit("/record")], &[Some("payments"), None, Some("record")]),
+                1 => (vec![lit("/"), id(), lit("/record")], &[None, Some("record")]),
+                _ => (vec![lit("/"), id()], &[None]),
+            };
+            let template = PathTemplate { parts };
+            let path = match crate::connection::render_path(&template, |_| Some(value.clone())) {
+                Err(f) => {
+                    proptest::prop_assert_eq!(f.code, "call.path_segment_invalid");
+                    proptest::prop_assert_eq!(f.kind, FailureKind::InternalFault);
+                    proptest::prop_assert!(matches!(value.as_str(), "" | "." | ".."));
+                    return Ok(());
+                }
+                Ok(path) => path,
+            };
+            let prepared = prepare(&request(&path), &http("http://127.0.0.1:9/v1/tenants/acme")).expect("prepared");
+            let url = prepared.url.expect("a URL");
+            proptest::prop_assert!(url.path().starts_with("/v1/tenants/acme/"), "{}", url);
+            proptest::prop_assert_eq!(url.query(), None);
+            proptest::prop_assert_eq!(url.fragment(), None);
+            let sent: Vec<&str> = url.path_segments().expect("a path").collect();
+            proptest::prop_assert_eq!(&sent[..3], &["v1", "tenants", "acme"][..]);
+            proptest::prop_assert_eq!(sent.len(), 3 + want.len(), "{}", url);
+            for (sent, want) in sent[3..].iter().zip(want) {
+                match want {
+                    Some(literal) => proptest::prop_assert_eq!(sent, literal),
+                    None => proptest::prop_assert_eq!(decode(sent), value.as_bytes()),
+                }
+            }
         }
     }
 }

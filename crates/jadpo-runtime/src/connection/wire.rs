@@ -1,5 +1,6 @@
 //! Small pieces of HTTP: method names, `Retry-After`, and call paths.
 
+use jadpo_core::path::{self, Piece};
 use jadpo_core::{Failure, FailureKind};
 use jadpo_lang::{Method, PathPart, PathTemplate};
 use std::time::{Duration, SystemTime};
@@ -57,35 +58,31 @@ pub fn template_text(template: &PathTemplate) -> String {
     text
 }
 
-/// The path to send: each parameter's value percent-encoded as one path
-/// segment. A parameter `arg` doesn't know is a defect (`internal_fault`).
+/// The path to send: each parameter's value percent-encoded as exactly one
+/// path segment (`jadpo_core::path::render`: a value that would be empty,
+/// `.` or `..` is `call.path_segment_invalid`). A parameter `arg` doesn't
+/// know is a defect (`internal_fault`).
 pub fn render_path(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>) -> Result<String, Failure> {
-    let mut path = String::new();
+    let mut values = Vec::new();
     for part in &template.parts {
-        match part {
-            PathPart::Literal(s) => path.push_str(s),
-            PathPart::Param(p) => match arg(p) {
-                Some(value) => encode_segment(&value, &mut path),
+        if let PathPart::Param(p) = part {
+            match arg(p) {
+                Some(value) => values.push(value),
                 None => {
                     return Err(Failure::new("call.path_param_missing", FailureKind::InternalFault)
                         .with_field("param", p.clone()))
                 }
-            },
+            }
         }
     }
-    Ok(path)
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters, so a
-/// value can't add a segment (`/`), a query (`?`) or a fragment (`#`).
-fn encode_segment(value: &str, out: &mut String) {
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
+    let mut values = values.iter();
+    path::render(template.parts.iter().map(|part| match part {
+        PathPart::Literal(s) => Piece::Literal(s),
+        PathPart::Param(name) => Piece::Param {
+            name,
+            value: values.next().map_or("", String::as_str),
+        },
+    }))
 }
 
 #[cfg(test)]
