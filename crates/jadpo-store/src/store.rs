@@ -200,7 +200,7 @@ pub trait Store: Send + Sync + 'static {
     /// kept anchor.
     fn keep_clock_anchor(&self, anchor: Anchor) -> impl Future<Output = Result<Anchor, StoreError>> + Send;
 
-    /// Keeps a console sign-in until `expires_at` (real time), by the hash
+    /// Keeps a console sign-in until `expires_at` (real time), by a hash
     /// of its secret (a store's reader cannot sign in with what is kept),
     /// and forgets sign-ins that expired by `now`.
     fn start_session(

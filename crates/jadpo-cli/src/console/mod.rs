@@ -11,7 +11,7 @@
 //! for it once and sets a session cookie: `HttpOnly`, `SameSite=Strict`,
 //! `Path=/ui`, and `Secure` unless the server is bound to loopback. Each
 //! sign-in is a session of its own: the cookie holds a random secret, the
-//! store keeps its SHA-256 until it expires ([`SESSION_TTL`], real time) or
+//! store keeps an HMAC of it under the token until it expires ([`SESSION_TTL`], real time) or
 //! is signed out, and every process serving the console asks the store, so
 //! a sign-out anywhere is a sign-out everywhere (docs/security.md). Without
 //! a cookie a page redirects to the sign-in; with a wrong, expired or
@@ -37,7 +37,7 @@ use axum::{Form, Router};
 use hmac::{Hmac, Mac};
 use jadpo::Jadpo;
 use jadpo_store::ScheduleStore;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -147,13 +147,14 @@ fn cookie_of<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-/// What the store keeps of a session's secret: its SHA-256, so whoever
-/// reads the store cannot sign in with it.
-pub(crate) fn session_hash(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// What the store keeps of a session's secret: an HMAC of it under the
+/// API token, so whoever reads the store cannot sign in with it, and a new
+/// token (a rotation after a leak) ends every session made under the old.
+pub(crate) fn session_hash(token: &str, secret: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"jadpo-console/session/");
+    mac.update(secret.as_bytes());
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A session's expiry is real time, whatever the engine's clock: it
@@ -167,16 +168,21 @@ fn wall_now() -> jadpo_core::Timestamp {
 /// redirects to the sign-in (a post is 401); a wrong, expired or
 /// signed-out one: 401.
 async fn signed_in<S: ScheduleStore>(State(c): State<Shared<S>>, request: Request, next: Next) -> Response {
-    if c.token.is_none() {
+    let Some(token) = &c.token else {
         return next.run(request).await;
-    }
+    };
     let Some(secret) = cookie_of(request.headers(), COOKIE) else {
         if request.method() == Method::GET {
             return Redirect::to("/ui/login").into_response();
         }
         return sign_in_again();
     };
-    match c.jadpo.store().session_alive(&session_hash(secret), wall_now()).await {
+    match c
+        .jadpo
+        .store()
+        .session_alive(&session_hash(token, secret), wall_now())
+        .await
+    {
         Ok(true) => next.run(request).await,
         Ok(false) => sign_in_again(),
         Err(e) => api_error(api::ApiError::store(e)),
@@ -218,7 +224,7 @@ async fn login<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BT
     if let Err(e) = c
         .jadpo
         .store()
-        .start_session(&session_hash(&secret), now.plus(SESSION_TTL), now)
+        .start_session(&session_hash(token, &secret), now.plus(SESSION_TTL), now)
         .await
     {
         return api_error(api::ApiError::store(e));
@@ -244,8 +250,8 @@ async fn logout<S: ScheduleStore>(
     if !c.csrf_ok(form.get("csrf")) {
         return pages::csrf_refused();
     }
-    if let Some(secret) = cookie_of(&headers, COOKIE) {
-        if let Err(e) = c.jadpo.store().end_session(&session_hash(secret)).await {
+    if let (Some(token), Some(secret)) = (&c.token, cookie_of(&headers, COOKIE)) {
+        if let Err(e) = c.jadpo.store().end_session(&session_hash(token, secret)).await {
             return api_error(api::ApiError::store(e));
         }
     }

@@ -141,7 +141,7 @@ async fn each_sign_in_is_its_own_session_which_sign_out_ends() {
     let second = sign_in(&s).await;
     assert_ne!(first, second, "a session per sign-in");
     let now = jadpo_core::Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
-    let hash = super::session_hash(secret_of(&first));
+    let hash = super::session_hash(TOKEN, secret_of(&first));
     assert_ne!(hash, secret_of(&first), "the store keeps a hash, not the secret");
     let hour = std::time::Duration::from_secs(3600);
     assert!(s.store.session_alive(&hash, now.plus(11 * hour)).await.unwrap());
@@ -166,14 +166,14 @@ async fn a_session_ended_elsewhere_or_expired_is_refused() {
     let cookie = sign_in(&s).await;
     assert_eq!(get(&s, "/ui", Some(&cookie)).await.status, StatusCode::OK);
     s.store
-        .end_session(&super::session_hash(secret_of(&cookie)))
+        .end_session(&super::session_hash(TOKEN, secret_of(&cookie)))
         .await
         .unwrap();
     assert_eq!(get(&s, "/ui", Some(&cookie)).await.status, StatusCode::UNAUTHORIZED);
 
     let now = jadpo_core::Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
     let secret = "ab".repeat(32);
-    let hash = super::session_hash(&secret);
+    let hash = super::session_hash(TOKEN, &secret);
     s.store
         .start_session(&hash, now.plus(std::time::Duration::from_secs(60)), now)
         .await
@@ -401,5 +401,22 @@ async fn the_header_says_when_the_stores_clock_is_scaled() {
         p.body.contains("As of") && !p.body.contains("engine clock"),
         "{}",
         p.body
+    );
+}
+
+/// A new API token (a rotation after a leak) ends every session signed in
+/// under the old one, though their rows are still in the store.
+#[tokio::test]
+async fn a_new_token_ends_the_old_tokens_sessions() {
+    let s = Server::start(Some(TOKEN)).await;
+    let cookie = sign_in(&s).await;
+    let old = super::session_hash(TOKEN, secret_of(&cookie));
+    let rotated = super::session_hash("another-token", secret_of(&cookie));
+    assert_ne!(old, rotated);
+    let now = jadpo_core::Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
+    assert!(s.store.session_alive(&old, now).await.unwrap());
+    assert!(
+        !s.store.session_alive(&rotated, now).await.unwrap(),
+        "not alive under the new token"
     );
 }

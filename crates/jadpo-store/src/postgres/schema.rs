@@ -278,7 +278,7 @@ CREATE TABLE jadpo_clock (
 );
 ";
 
-/// Console sign-ins, one row each, by the SHA-256 of the session's secret,
+/// Console sign-ins, one row each, by an HMAC of the session's secret,
 /// until they expire or are signed out (docs/security.md).
 const V9: &str = "
 CREATE TABLE jadpo_console_sessions (
