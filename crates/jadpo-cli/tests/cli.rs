@@ -750,7 +750,14 @@ fn a_start_refused_for_a_bad_secret_creates_and_logs_nothing() {
         vec!["dev", "--port", "0"],
         vec!["serve", "--store", "postgres://nobody@127.0.0.1:1/none", "--port", "0"],
     ] {
-        let run = f.run_with(&cmd, &[("SIGN", "whsec_not base64!"), ("JADPO_API_TOKEN", "t")], None);
+        let run = f.run_with(
+            &cmd,
+            &[
+                ("SIGN", "whsec_not base64!"),
+                ("JADPO_API_TOKEN", "test-token-0123456789abcdef012345"),
+            ],
+            None,
+        );
         assert_eq!(run.code(), 2, "{cmd:?}: {}", run.stderr());
         let stderr = run.stderr();
         assert_eq!(

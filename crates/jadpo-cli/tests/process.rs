@@ -129,6 +129,9 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
     );
 }
 
+/// An API token `serve` takes: 32 characters or more.
+const TOKEN: &str = "test-token-0123456789abcdef012345";
+
 #[test]
 fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
     let dir = dir_with_app();
@@ -137,9 +140,22 @@ fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("serve.token_missing"));
 
+    // A token short enough to guess is refused, saying how to make one.
+    let out = jadpo(dir.path())
+        .args(["serve", "--store", &db])
+        .env("JADPO_API_TOKEN", &TOKEN[..31])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("serve.token_too_short") && err.contains("openssl rand -hex 32"),
+        "{err}"
+    );
+
     let out = jadpo(dir.path())
         .args(["serve"])
-        .env("JADPO_API_TOKEN", "t")
+        .env("JADPO_API_TOKEN", TOKEN)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -147,7 +163,7 @@ fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
 
     let out = jadpo(dir.path())
         .args(["serve", "--store", &db, "--time-scale", "10"])
-        .env("JADPO_API_TOKEN", "t")
+        .env("JADPO_API_TOKEN", TOKEN)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -155,7 +171,7 @@ fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
 
     let out = jadpo(dir.path())
         .args(["serve", "--store", "mysql://x"])
-        .env("JADPO_API_TOKEN", "t")
+        .env("JADPO_API_TOKEN", TOKEN)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -177,7 +193,7 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
             "--port",
             &port.to_string(),
         ])
-        .env("JADPO_API_TOKEN", "s3cret")
+        .env("JADPO_API_TOKEN", TOKEN)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -186,7 +202,7 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
     assert_eq!(http("GET", port, "/deliveries", None, None).0, 401);
     assert_eq!(http("GET", port, "/deliveries", None, Some("wrong")).0, 401);
     assert_eq!(
-        http("POST", port, "/events/Ping", Some(r#"{"id":"x"}"#), Some("s3cret")).0,
+        http("POST", port, "/events/Ping", Some(r#"{"id":"x"}"#), Some(TOKEN)).0,
         202
     );
     let (status, logs) = terminate(child);
@@ -196,7 +212,7 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
     for line in lines {
         let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         assert!(v["event"].is_string(), "{line}");
-        assert!(!line.contains("s3cret"), "the token never reaches a log: {line}");
+        assert!(!line.contains(TOKEN), "the token never reaches a log: {line}");
     }
 }
 
@@ -269,7 +285,7 @@ fn two_serve_processes_share_one_postgres_store() {
                     "--workers",
                     "4",
                 ])
-                .env("JADPO_API_TOKEN", "t")
+                .env("JADPO_API_TOKEN", TOKEN)
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -282,7 +298,7 @@ fn two_serve_processes_share_one_postgres_store() {
     for i in 0..40 {
         let body = format!(r#"{{"id":"p{i}"}}"#);
         assert_eq!(
-            http("POST", ports[i % 2], "/events/Ping", Some(&body), Some("t")).0,
+            http("POST", ports[i % 2], "/events/Ping", Some(&body), Some(TOKEN)).0,
             202
         );
     }
@@ -293,7 +309,7 @@ fn two_serve_processes_share_one_postgres_store() {
             ports[1],
             "/deliveries?state=succeeded&limit=100",
             None,
-            Some("t"),
+            Some(TOKEN),
         );
         let done = serde_json::from_str::<serde_json::Value>(&body)
             .unwrap()

@@ -211,7 +211,7 @@ fn scenario(store: &str) {
     );
     assert!(!err.contains("dev.started"), "{err}");
     let refused = jadpo(d, &url)
-        .env("JADPO_API_TOKEN", "a-token-for-this-test")
+        .env("JADPO_API_TOKEN", "test-token-0123456789abcdef012345")
         .args([
             "serve",
             "--store",

@@ -42,6 +42,10 @@ pub struct Args {
     pub time_scale: Option<String>,
 }
 
+/// The shortest API token `serve` takes: 32 characters of `openssl rand
+/// -hex` are 128 bits, beyond guessing at any rate the API answers.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
 pub fn run(args: Args) -> ExitCode {
     logfmt::init_with(Format::Json, logfmt::DEFAULT_FILTER, crate::api::metrics::CountingLayer);
     output::run_async(async move {
@@ -58,6 +62,16 @@ pub fn run(args: Args) -> ExitCode {
                 "`jadpo serve` requires $JADPO_API_TOKEN: the HTTP API takes `Authorization: Bearer <token>`",
             ));
         };
+        let length = token.chars().count();
+        if length < MIN_TOKEN_CHARS {
+            return Err(CliError::environment(
+                "serve.token_too_short",
+                format!(
+                    "$JADPO_API_TOKEN has {length} characters; `jadpo serve` needs at least {MIN_TOKEN_CHARS}, \
+                     so that it cannot be guessed: make one with `openssl rand -hex 32`"
+                ),
+            ));
+        }
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let summary = app.summary();
         let env = |k: &str| std::env::var(k).ok();

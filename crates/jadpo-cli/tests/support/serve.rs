@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub const TOKEN: &str = "t";
+pub const TOKEN: &str = "test-token-0123456789abcdef012345";
 
 /// A URL to the schema: its `search_path` set through the URL's `options`.
 pub fn url(schema: &TestSchema) -> String {
