@@ -42,7 +42,7 @@ fn http(method: &str, port: u16, path: &str, body: Option<&str>, token: Option<&
         .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -214,6 +214,80 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
         assert!(v["event"].is_string(), "{line}");
         assert!(!line.contains(TOKEN), "the token never reaches a log: {line}");
     }
+}
+
+/// `http`, giving up after `bound`: a server that never answers fails the
+/// test instead of hanging it.
+fn http_within(bound: Duration, method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(bound)).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out)
+        .unwrap_or_else(|e| panic!("{method} {path} got no answer within {bound:?}: {e}"));
+    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+/// Hundreds of sockets sending half a request, under a low file limit:
+/// `serve` keeps answering (its cap keeps it under the limit, its header
+/// timeout frees the sockets), and a SIGTERM with a body still coming
+/// stops it within its shutdown timeout, not when the client leaves.
+#[test]
+fn serve_outlasts_a_flood_of_unfinished_requests_and_stops_promptly() {
+    use std::io::Write;
+    let dir = dir_with_app();
+    let db = format!("sqlite:{}", dir.path().join("s.db").display());
+    let port = free_port();
+    let bin = env!("CARGO_BIN_EXE_jadpo");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec '{bin}' serve --store '{db}' --bind 127.0.0.1 --port {port} \
+             --header-timeout 1s --max-connections 128 --shutdown-timeout 1s"
+        ))
+        .current_dir(dir.path())
+        .env_remove("JADPO_STORE")
+        .env_remove("RUST_LOG")
+        .env("JADPO_API_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(port, &mut child);
+    let flood: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+            s
+        })
+        .collect();
+    let bound = Duration::from_secs(60);
+    assert_eq!(http_within(bound, "GET", port, "/healthz", None).0, 200);
+    assert_eq!(
+        http_within(bound, "POST", port, "/events/Ping", Some(r#"{"id":"x"}"#)).0,
+        202
+    );
+    drop(flood);
+    let mut pending = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        pending,
+        "POST /events/Ping HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    )
+    .unwrap();
+    let (status, logs) = terminate(child);
+    assert!(status.success(), "{logs}");
+    assert!(!logs.contains("Too many open files"), "{logs}");
+    drop(pending);
 }
 
 #[test]

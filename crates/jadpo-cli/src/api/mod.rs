@@ -14,8 +14,10 @@
 //! time. Every error is `{"error": {"code", "message"}}`. No payload, token
 //! or secret is ever logged or echoed.
 
+mod checks;
 pub mod metrics;
 mod routes;
+pub mod server;
 
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
@@ -32,7 +34,6 @@ use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
 use jadpo_store::{ScheduleStore, Store, StoreError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -182,20 +183,29 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback
         vec![(crate::store_url::DEFAULT_NAME.to_owned(), jadpo)],
         token,
         loopback,
+        &server::Limits::default(),
     )
 }
 
 /// [`router`] over every store of a process, the first the default:
 /// `POST /events/NAME` writes to the event's store, the other routes read
-/// the store `?store=NAME` names (the console reads the first).
+/// the store `?store=NAME` names (the console reads the first). Bodies are
+/// read within `limits.body_timeout` ([`checks`]).
 pub fn router_of_stores<S: ScheduleStore>(
     stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
     loopback: bool,
+    limits: &server::Limits,
 ) -> Router {
     let token = token.filter(|t| !t.is_empty());
+    let open = token.is_none();
     let jadpo = stores[0].1.clone();
-    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback);
+    let body = |json| checks::BodyRules {
+        timeout: limits.body_timeout,
+        json,
+    };
+    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback)
+        .layer(middleware::from_fn_with_state(body(false), checks::read_body));
     let state: Shared<S> = Arc::new(Api { jadpo, stores, token });
     let guarded = Router::new()
         .route(
@@ -216,25 +226,22 @@ pub fn router_of_stores<S: ScheduleStore>(
             "/app/{*path}",
             any(routes::app_route::<S>).layer(DefaultBodyLimit::max(MAX_PAYLOAD_BYTES)),
         )
+        // Layers run last-added first: the token before the body is read.
+        .route_layer(middleware::from_fn_with_state(body(true), checks::read_body))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize::<S>));
-    Router::new()
+    let all = Router::new()
         .route("/healthz", get(healthz::<S>))
         .merge(guarded)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .nest("/ui", console)
-        .route("/ui/", get(|| async { axum::response::Redirect::permanent("/ui") }))
-}
-
-/// Serves `router` on `listener` until `shutdown` completes, then lets the
-/// requests under way finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+        .route("/ui/", get(|| async { axum::response::Redirect::permanent("/ui") }));
+    if open {
+        all.layer(middleware::from_fn(checks::loopback_only))
+    } else {
+        all
+    }
 }
 
 async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Request, next: Next) -> Response {
@@ -543,5 +550,7 @@ async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
+#[cfg(test)]
+mod edge_tests;
 #[cfg(test)]
 pub(crate) mod tests;

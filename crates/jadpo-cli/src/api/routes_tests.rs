@@ -65,9 +65,14 @@ impl Server {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let router = super::super::router(jadpo, token.map(str::to_owned), true);
-        tokio::spawn(super::super::serve(listener, router, async {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(super::super::server::serve(
+            listener,
+            router,
+            Default::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Server {
             base,
             client: reqwest::Client::new(),
@@ -85,6 +90,7 @@ impl Server {
         let mut request = self
             .client
             .request(method, format!("{}/app{path}", self.base))
+            .header("content-type", "application/json")
             .body(body.to_owned());
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -221,7 +227,7 @@ impl Server {
         let token = self.token.as_deref().unwrap_or_default();
         let head = format!(
             "{method} /app{path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         tcp.write_all(head.as_bytes()).await.unwrap();

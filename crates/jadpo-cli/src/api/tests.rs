@@ -1,7 +1,8 @@
 //! The API over real HTTP (reqwest) to the router served on 127.0.0.1:0,
 //! on a real SQLite file.
 
-use super::{router, serve};
+use super::router;
+use super::server::{serve, Limits};
 use jadpo_core::{Budget, DeliveryId, FailureKind, FailureRecord, Outcome, Timestamp};
 use jadpo_store::sqlite::SqliteStore;
 use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
@@ -68,7 +69,7 @@ impl Server {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let app = router(jadpo, token.map(str::to_owned), loopback);
-        tokio::spawn(serve(listener, app, async {
+        tokio::spawn(serve(listener, app, Limits::default(), async {
             let _ = stopped.await;
         }));
         Server {
@@ -253,7 +254,7 @@ async fn chunked_post(base: &str, path: &str, body: &[u8]) -> String {
     let addr = base.trim_start_matches("http://");
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head =
-        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
     tcp.write_all(head.as_bytes()).await.unwrap();
     for chunk in body.chunks(8192) {
         // The server may answer and close before the whole body is sent.
@@ -280,6 +281,7 @@ async fn the_token_is_required_when_set() {
         let mut r = s
             .client
             .post(s.url("/events/PaymentReceived"))
+            .header("content-type", "application/json")
             .body(r#"{"payment_id": "p1", "amount_cents": 100}"#);
         if let Some(a) = auth {
             r = r.header("authorization", a);
@@ -681,11 +683,20 @@ subscriber audited { on: Audited  run: noop(event.id) }
     let (main, audit) = (stores[0].1.store().clone(), stores[1].1.store().clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(listener, super::router_of_stores(stores, None, true), async {
-        std::future::pending::<()>().await
-    }));
+    tokio::spawn(serve(
+        listener,
+        super::router_of_stores(stores, None, true, &Limits::default()),
+        Limits::default(),
+        async { std::future::pending::<()>().await },
+    ));
     let client = reqwest::Client::new();
-    let post = |path: &'static str| client.post(format!("{base}{path}")).body(r#"{"id":"x"}"#).send();
+    let post = |path: &'static str| {
+        client
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .body(r#"{"id":"x"}"#)
+            .send()
+    };
     assert_eq!(post("/events/Audited").await.unwrap().status(), StatusCode::ACCEPTED);
     assert_eq!(post("/events/Paid").await.unwrap().status(), StatusCode::ACCEPTED);
     assert_eq!(post("/events/Paid").await.unwrap().status(), StatusCode::ACCEPTED);

@@ -39,6 +39,8 @@ pub struct Args {
     /// Deliveries run at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
+    #[command(flatten)]
+    pub edge: process::EdgeArgs,
     /// How long an idle worker waits before looking for due deliveries
     /// again, when nothing wakes it sooner (10ms to 1h).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_poll)]
@@ -92,6 +94,7 @@ pub fn run(args: Args) -> ExitCode {
             ready,
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             token,
+            limits: args.edge.limits(),
             started: Box::new(started),
         };
         process::run(p, &stores).await

@@ -22,6 +22,7 @@ pub struct Process {
     pub ready: Vec<(String, jadpo::Ready)>,
     pub addr: SocketAddr,
     pub token: Option<String>,
+    pub limits: api::server::Limits,
     /// Logs `dev.started` or `serve.started` once every store is open and
     /// its clock known (`clock` names it: `real time`, or `scaled 600x
     /// since ...`), so a start that fails logs nothing.
@@ -56,6 +57,61 @@ impl Clocks {
             .collect();
         named.join(", ")
     }
+}
+
+/// The HTTP server's limits, the same flags for `dev` and `serve`
+/// (docs/security.md, "Limits and timeouts").
+#[derive(clap::Args, Debug, Clone)]
+pub struct EdgeArgs {
+    /// A request's headers must arrive within this long of its first byte
+    /// (or of the connection's opening), else the connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_edge_duration)]
+    pub header_timeout: std::time::Duration,
+    /// A request's body must arrive within this long of its headers, else
+    /// 408 `request.timeout`.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_edge_duration)]
+    pub body_timeout: std::time::Duration,
+    /// A keep-alive connection with no request under way is closed after
+    /// this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_edge_duration)]
+    pub idle_timeout: std::time::Duration,
+    /// Connections open at once; more wait until one closes.
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// On SIGINT or SIGTERM, requests under way get this long to finish;
+    /// then they are cut off.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_shutdown_duration)]
+    pub shutdown_timeout: std::time::Duration,
+}
+
+impl EdgeArgs {
+    pub fn limits(&self) -> api::server::Limits {
+        api::server::Limits {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections as usize,
+            shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+}
+
+/// A timeout from 100 ms to 1 h, written as `10s`, `500ms` or `2m`.
+fn parse_edge_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = super::retry::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(3600) {
+        return Err(format!("{s:?}: a timeout is from 100ms to 1h"));
+    }
+    Ok(d)
+}
+
+/// As [`parse_edge_duration`], and `0s` too: stop without waiting.
+fn parse_shutdown_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = super::retry::parse_duration(s)?;
+    if d > std::time::Duration::from_secs(3600) {
+        return Err(format!("{s:?}: the shutdown timeout is at most 1h"));
+    }
+    Ok(d)
 }
 
 /// How `dev` and `serve` run their workers.
@@ -161,8 +217,8 @@ pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, Cl
     tracing::info!(addr = %addr, "api.listening");
     let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let router = api::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback());
-    let server = tokio::spawn(api::serve(listener, router, async move {
+    let router = api::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback(), &p.limits);
+    let server = tokio::spawn(api::server::serve(listener, router, p.limits, async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;
     }));
     stop_signal().await;

@@ -37,6 +37,8 @@ pub struct Args {
     /// again, when nothing wakes it sooner (10ms to 1h).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_poll)]
     pub poll: std::time::Duration,
+    #[command(flatten)]
+    pub edge: process::EdgeArgs,
     /// Refused: `--time-scale` is for `jadpo dev` only.
     #[arg(long, hide = true)]
     pub time_scale: Option<String>,
@@ -105,6 +107,7 @@ pub fn run(args: Args) -> ExitCode {
             ready,
             addr: SocketAddr::new(args.bind, args.port),
             token: Some(token),
+            limits: args.edge.limits(),
             started: Box::new(started),
         };
         process::run(p, &stores).await
