@@ -75,7 +75,15 @@ impl Edge {
     /// Sends `head` (request line and headers, without the blank line) and
     /// `body`; the status and the error code of the answer.
     async fn send(&self, head: &str, body: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).await.unwrap();
+        self.send_from("127.0.0.1", head, body).await
+    }
+
+    /// As [`Edge::send`], from the loopback address `from` (127.0.0.0/8 is
+    /// all this machine's): another client, as the server counts them.
+    async fn send_from(&self, from: &str, head: &str, body: &str) -> (u16, String) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let mut s = socket.connect(self.addr.parse().unwrap()).await.unwrap();
         let request = format!(
             "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
@@ -401,4 +409,102 @@ async fn a_request_under_way_finishes_when_the_stop_comes() {
     assert_eq!(other.await.unwrap().status(), 200);
     assert_eq!(answer(&mut s).await.0, 200, "the request under way was answered");
     assert!(tokio::time::timeout(BOUND, e.served.take().unwrap()).await.is_ok());
+}
+
+const TOKEN: &str = "test-token-0123456789abcdef012345";
+
+/// A first wait no test outlives, however slow the machine.
+fn throttled_for_an_hour() -> Limits {
+    Limits {
+        throttle_first_wait: Duration::from_secs(3600),
+        ..Limits::default()
+    }
+}
+
+fn emit_with(token: &str) -> String {
+    format!("POST /events/Pay HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json")
+}
+
+/// Reads `Retry-After` from a raw answer.
+async fn retry_after(e: &Edge, from: &str, head: &str, body: &str) -> Option<u64> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = socket.connect(e.addr.parse().unwrap()).await.unwrap();
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("retry-after: ").map(str::to_owned))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn wrong_tokens_from_one_address_are_slowed_down_and_no_other() {
+    let e = Edge::start(Some(TOKEN), throttled_for_an_hour()).await;
+    let body = r#"{"id": "p1"}"#;
+    for i in 0..super::throttle::FREE_FAILURES {
+        let answer = e
+            .send_from("127.0.0.2", &emit_with("guess-0123456789abcdef0123456789"), body)
+            .await;
+        assert_eq!(answer, (401, "api.unauthorized".into()), "guess {i}");
+    }
+    // Now even the right token waits: it is not checked at all.
+    let answer = e.send_from("127.0.0.2", &emit_with(TOKEN), body).await;
+    assert_eq!(answer, (429, "auth.throttled".into()));
+    let wait = retry_after(&e, "127.0.0.2", &emit_with(TOKEN), body).await;
+    assert!(wait.is_some_and(|s| s > 3000 && s <= 3600), "the first wait: {wait:?}");
+    // Another address is not slowed by them.
+    assert_eq!(e.send_from("127.0.0.3", &emit_with(TOKEN), body).await.0, 202);
+    // A missing token is no guess: it is told what to send.
+    let head = "POST /events/Pay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json";
+    assert_eq!(e.send_from("127.0.0.4", head, body).await.0, 401);
+    for _ in 0..super::throttle::FREE_FAILURES {
+        assert_eq!(e.send_from("127.0.0.4", head, body).await.0, 401);
+    }
+    assert_eq!(e.events().await, 1);
+}
+
+#[tokio::test]
+async fn a_right_token_clears_an_address_count() {
+    let e = Edge::start(Some(TOKEN), throttled_for_an_hour()).await;
+    let body = r#"{"id": "p1"}"#;
+    let free = super::throttle::FREE_FAILURES;
+    for _ in 0..free - 1 {
+        assert_eq!(e.send_from("127.0.0.5", &emit_with("wrong"), body).await.0, 401);
+    }
+    assert_eq!(e.send_from("127.0.0.5", &emit_with(TOKEN), body).await.0, 202);
+    for _ in 0..free - 1 {
+        assert_eq!(e.send_from("127.0.0.5", &emit_with("wrong"), body).await.0, 401);
+    }
+    assert_eq!(e.send_from("127.0.0.5", &emit_with(TOKEN), body).await.0, 202);
+}
+
+#[tokio::test]
+async fn the_console_sign_in_and_the_api_share_one_count() {
+    let e = Edge::start(Some(TOKEN), throttled_for_an_hour()).await;
+    let login = "POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded";
+    for _ in 0..super::throttle::FREE_FAILURES {
+        assert_eq!(e.send_from("127.0.0.6", login, "token=guess").await.0, 401);
+    }
+    let refused = format!("token={TOKEN}");
+    assert_eq!(
+        e.send_from("127.0.0.6", login, &refused).await.0,
+        429,
+        "the sign-in waits"
+    );
+    assert!(retry_after(&e, "127.0.0.6", login, &refused).await.is_some());
+    assert_eq!(
+        e.send_from("127.0.0.6", &emit_with(TOKEN), r#"{"id": "p1"}"#).await,
+        (429, "auth.throttled".into()),
+        "and so does the API from that address"
+    );
+    assert_eq!(
+        e.send_from("127.0.0.7", login, &refused).await.0,
+        303,
+        "another signs in"
+    );
 }

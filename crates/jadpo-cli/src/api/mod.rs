@@ -18,6 +18,7 @@ mod checks;
 pub mod metrics;
 mod routes;
 pub mod server;
+pub mod throttle;
 
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
@@ -46,6 +47,8 @@ struct Api<S: ScheduleStore> {
     /// named `default` for an app without `store` blocks).
     stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
+    /// Failed bearer checks by address, shared with the console's sign-in.
+    throttle: Arc<throttle::Throttle>,
 }
 
 impl<S: ScheduleStore> Api<S> {
@@ -124,6 +127,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds, for a `Retry-After` header.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -133,6 +138,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -165,6 +171,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }
@@ -204,9 +215,15 @@ pub fn router_of_stores<S: ScheduleStore>(
         timeout: limits.body_timeout,
         json,
     };
-    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback)
+    let throttle = Arc::new(throttle::Throttle::new(limits.throttle_first_wait));
+    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback, throttle.clone())
         .layer(middleware::from_fn_with_state(body(false), checks::read_body));
-    let state: Shared<S> = Arc::new(Api { jadpo, stores, token });
+    let state: Shared<S> = Arc::new(Api {
+        jadpo,
+        stores,
+        token,
+        throttle,
+    });
     let guarded = Router::new()
         .route(
             "/events/{name}",
@@ -256,20 +273,54 @@ async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Requ
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    match given {
-        Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => next.run(request).await,
-        Some(_) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "api.unauthorized",
-            "the bearer token is not valid",
-        )
-        .into_response(),
-        None => ApiError::new(
+    let Some(given) = given else {
+        return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "api.unauthorized",
             "this API requires `Authorization: Bearer TOKEN` (the server's JADPO_API_TOKEN)",
         )
-        .into_response(),
+        .into_response();
+    };
+    let client = peer(&request);
+    let now = std::time::Instant::now();
+    if let Some(wait) = client.and_then(|ip| api.throttle.refused(ip, now)) {
+        return throttled(wait).into_response();
+    }
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        if let Some(ip) = client {
+            api.throttle.succeeded(ip);
+        }
+        return next.run(request).await;
+    }
+    if let Some(ip) = client {
+        api.throttle.failed(ip, now);
+    }
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "api.unauthorized",
+        "the bearer token is not valid",
+    )
+    .into_response()
+}
+
+/// The client's address, as the server saw it.
+pub(crate) fn peer(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// 429 `auth.throttled`, with `Retry-After` in whole seconds (rounded up).
+pub(crate) fn throttled(wait: Duration) -> ApiError {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    ApiError {
+        retry_after: Some(secs),
+        ..ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "auth.throttled",
+            format!("too many wrong tokens from this address; try again in {secs} s"),
+        )
     }
 }
 
@@ -353,20 +404,21 @@ async fn emit<S: ScheduleStore>(
             }
             Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }
-        Err(EmitError::Event(e)) => {
-            let status = match e.code {
-                "event.unknown" => StatusCode::NOT_FOUND,
-                "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            Err(ApiError {
-                status,
-                code: e.code,
-                message: e.message,
-                field: e.field,
-            })
-        }
+        Err(EmitError::Event(e)) => Err(event_refused(e)),
         Err(EmitError::Store(e)) => Err(ApiError::store(e)),
+    }
+}
+
+/// An event the app refuses: 404 unknown, 413 too large, else 400.
+pub(crate) fn event_refused(e: jadpo_runtime::emit::EventError) -> ApiError {
+    let status = match e.code {
+        "event.unknown" => StatusCode::NOT_FOUND,
+        "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError {
+        field: e.field,
+        ..ApiError::new(status, e.code, e.message)
     }
 }
 

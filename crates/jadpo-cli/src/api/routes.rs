@@ -24,7 +24,6 @@ use jadpo::{RouteError, RouteOutcome};
 use jadpo_core::{Failure, FailureKind};
 use jadpo_lang::Method;
 use jadpo_runtime::connection::method_name;
-use jadpo_runtime::emit::EventError;
 use jadpo_store::ScheduleStore;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -81,20 +80,6 @@ fn failed(route: &str, f: &Failure) -> Response {
 }
 
 /// An input refused, as `POST /events/NAME` refuses a payload.
-fn input_refused(e: EventError) -> ApiError {
-    let status = match e.code {
-        "event.unknown" => StatusCode::NOT_FOUND,
-        "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError {
-        status,
-        code: e.code,
-        message: e.message,
-        field: e.field,
-    }
-}
-
 /// No route answers `method` on `path`: 405 with `Allow` when routes of
 /// other methods take the path, 404 otherwise.
 fn unrouted(app: &jadpo_lang::App, path: &str) -> Response {
@@ -180,7 +165,7 @@ async fn run<S: ScheduleStore>(
     match written.await {
         Ok(RouteOutcome::Succeeded(_)) => Ended::Succeeded,
         Ok(RouteOutcome::Failed(f)) => Ended::Failed(f),
-        Err(RouteError::Input(e)) => Ended::Refused(input_refused(e)),
+        Err(RouteError::Input(e)) => Ended::Refused(super::event_refused(e)),
         Err(RouteError::Store(_)) => Ended::Refused(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store.unavailable",

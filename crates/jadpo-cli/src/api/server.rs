@@ -50,6 +50,10 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long a stop waits for requests under way.
     pub shutdown_timeout: Duration,
+    /// After a few wrong tokens from one address, its first wait; it
+    /// doubles with each further one (docs/security.md, "Guessing the
+    /// token"). Not a flag: [`super::throttle::FIRST_WAIT`] but in tests.
+    pub throttle_first_wait: Duration,
 }
 
 impl Default for Limits {
@@ -60,6 +64,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 512,
             shutdown_timeout: Duration::from_secs(10),
+            throttle_first_wait: super::throttle::FIRST_WAIT,
         }
     }
 }

@@ -92,6 +92,7 @@ impl EdgeArgs {
             idle_timeout: self.idle_timeout,
             max_connections: self.max_connections as usize,
             shutdown_timeout: self.shutdown_timeout,
+            ..api::server::Limits::default()
         }
     }
 }

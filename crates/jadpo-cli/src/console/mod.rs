@@ -28,17 +28,18 @@ mod tests;
 
 use crate::api;
 use askama::Template;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
+use axum::{Extension, Form, Router};
 use hmac::{Hmac, Mac};
 use jadpo::Jadpo;
 use jadpo_store::ScheduleStore;
 use sha2::Sha256;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
@@ -60,6 +61,8 @@ pub(crate) struct Console<S: ScheduleStore> {
     key: Vec<u8>,
     /// Set `Secure` on the cookie: the server is not bound to loopback.
     pub secure: bool,
+    /// Failed sign-ins by address, shared with the API's bearer checks.
+    throttle: Arc<api::throttle::Throttle>,
 }
 
 pub(crate) type Shared<S> = Arc<Console<S>>;
@@ -83,7 +86,12 @@ impl<S: ScheduleStore> Console<S> {
 }
 
 /// The console's routes, to be nested at `/ui`.
-pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, secure: bool) -> Router {
+pub fn router<S: ScheduleStore>(
+    jadpo: Jadpo<S>,
+    token: Option<String>,
+    secure: bool,
+    throttle: Arc<api::throttle::Throttle>,
+) -> Router {
     let key = match &token {
         Some(t) => t.as_bytes().to_vec(),
         None => rand::random::<[u8; 32]>().to_vec(),
@@ -93,6 +101,7 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, secure: 
         token,
         key,
         secure,
+        throttle,
     });
     let guarded = Router::new()
         .route("/", get(pages::overview::<S>))
@@ -210,14 +219,35 @@ async fn login_form<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
     render(StatusCode::OK, &Login { error: None })
 }
 
-async fn login<S: ScheduleStore>(State(c): State<Shared<S>>, Form(form): Form<BTreeMap<String, String>>) -> Response {
+async fn login<S: ScheduleStore>(
+    State(c): State<Shared<S>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Form(form): Form<BTreeMap<String, String>>,
+) -> Response {
     let Some(token) = &c.token else {
         return Redirect::to("/ui").into_response();
     };
+    let client = client.map(|Extension(ConnectInfo(a))| a.ip());
+    let now = std::time::Instant::now();
+    if let Some(wait) = client.and_then(|ip| c.throttle.refused(ip, now)) {
+        let secs = api::throttled(wait).retry_after.unwrap_or(1);
+        let error = Some(format!(
+            "Too many wrong tokens from this address: try again in {secs} seconds."
+        ));
+        let mut r = render(StatusCode::TOO_MANY_REQUESTS, &Login { error });
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return r;
+    }
     let given = form.get("token").map(|t| t.trim()).unwrap_or_default();
     if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        if let Some(ip) = client {
+            c.throttle.failed(ip, now);
+        }
         let error = Some("That is not the server's API token.".to_owned());
         return render(StatusCode::UNAUTHORIZED, &Login { error });
+    }
+    if let Some(ip) = client {
+        c.throttle.succeeded(ip);
     }
     let secret: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
     let now = wall_now();
