@@ -318,7 +318,11 @@ async fn a_file_that_refuses_writes_is_unavailable_then_recovers() {
     let ids = emit(&store, "log", 2, 0).await;
     let wal = PathBuf::from(format!("{}-wal", path.display()));
     let Some(guard) = Immutable::set(&[path.clone(), wal]) else {
-        eprintln!("SKIPPED: chattr +i is not available here; the fault cannot be made");
+        jadpo_testing::skip::missing(
+            "chattr +i (root on a file system with immutable files)",
+            "chattr +i failed here, so a file that refuses writes cannot be made",
+            "Run the tests as root on ext4, xfs or btrfs",
+        );
         return;
     };
     let why = unavailable(store.emit(&[event("log")], at(1)).await);

@@ -2,8 +2,9 @@
 //! run in parallel against one server.
 //!
 //! The server is `JADPO_TEST_POSTGRES_URL` (default [`DEFAULT_URL`]). When
-//! it cannot be reached, a test fails with the URL in the message if
-//! `CI=true`, and otherwise says loudly on stderr that it was skipped:
+//! it cannot be reached, the rule of `jadpo_testing::skip` decides: under
+//! CI the test fails with the URL in the message; elsewhere one banner per
+//! test binary says the PostgreSQL tests were skipped:
 //!
 //! ```ignore
 //! let Some(store) = jadpo_store::postgres::testing::fresh_store().await else { return };
@@ -30,7 +31,7 @@ pub fn url() -> String {
 
 /// A migrated store in a fresh schema, dropped when the last clone of the
 /// store is. `None` (after saying so on stderr) when PostgreSQL is
-/// unreachable outside CI; under `CI=true` that panics instead.
+/// unreachable outside CI; under CI that panics instead.
 pub async fn fresh_store() -> Option<PgStore> {
     fresh_store_with(Options::default()).await
 }
@@ -56,15 +57,10 @@ impl TestSchema {
         let client = match admin(&url).await {
             Ok(c) => c,
             Err(why) => {
-                if std::env::var("CI").is_ok_and(|v| v == "true") {
-                    panic!(
-                        "PostgreSQL unreachable at {url} ({why}); CI=true requires it. \
-                         Start it or set {URL_VAR}."
-                    );
-                }
-                eprintln!(
-                    "\n******** SKIPPED: PostgreSQL unreachable at {url} ({why}). \
-                     Set {URL_VAR} or start PostgreSQL to run this test. ********\n"
+                jadpo_testing::skip::missing(
+                    &format!("PostgreSQL at {url}"),
+                    &why,
+                    &format!("Start it, or set {URL_VAR} to a server that runs."),
                 );
                 return None;
             }
