@@ -224,6 +224,32 @@ fn a_bad_store_url_never_shows_its_password() {
     }
 }
 
+/// A URL given where clap wants something else (`--store` forgotten) is
+/// echoed by clap's usage error, and `--help` shows `$JADPO_STORE`'s
+/// value by default: neither shows the password.
+#[test]
+fn usage_errors_and_help_never_show_the_password() {
+    let f = Folder::with_app();
+    let url = "postgres://u:hunter2@127.0.0.1/db?password=hunter2";
+    for args in [
+        vec!["deliveries", url],
+        vec!["migrate", url],
+        vec!["deliveries", "show", url],
+        vec!["serve", "app.jadpo", url],
+    ] {
+        let run = f.run(&args);
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr());
+        assert!(run.stderr().contains("u:***@"), "{args:?}: {}", run.stderr());
+        assert!(!run.stderr().contains("hunter2"), "{args:?}: {}", run.stderr());
+    }
+    for cmd in ["deliveries", "migrate", "serve", "dev", "bench", "emit"] {
+        let run = f.run_with(&[cmd, "--help"], &[("JADPO_STORE", url)], None);
+        run.expect(0, None);
+        assert!(run.stdout().contains("JADPO_STORE"), "{cmd}: {}", run.stdout());
+        assert!(!run.stdout().contains("hunter2"), "{cmd}: {}", run.stdout());
+    }
+}
+
 #[test]
 fn bad_usage_exits_2() {
     let f = Folder::with_app();
