@@ -51,7 +51,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    match cli.command {
         Command::Check(args) => cmd::check::run(args),
         Command::Dev(args) => cmd::dev::run(args),
         Command::Demo(args) => cmd::demo::run(args),
@@ -65,4 +69,26 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),
     }
+}
+
+/// clap's own message for bad usage (exit 2), or the help or version asked
+/// for; but a store URL it echoes (`jadpo deliveries postgres://...`
+/// without `--store`) never shows its password.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        // Jadpo's own words, which show no argument given.
+        e.exit()
+    }
+    let text = e.render().to_string();
+    let shown = store_url::redact(&text);
+    if shown == text {
+        // As clap prints it, in colour where the terminal has it.
+        e.exit()
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), shown.as_bytes());
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }

@@ -288,20 +288,11 @@ pub fn describe(stores: &[Named]) -> String {
     }
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password (`***` in its place), for messages, log
+/// lines and reports: [`jadpo_store::redact_url`], which says what it hides.
+/// Every URL a command shows goes through here.
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    jadpo_store::redact_url(url)
 }
 
 #[cfg(test)]
@@ -314,6 +305,32 @@ mod tests {
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("sqlite:a.db"), "sqlite:a.db");
         assert_eq!(redact("postgresql://u:p@q@h/db?x=1"), "postgresql://u:***@h/db?x=1");
+        assert_eq!(redact("postgres://u:a/b?c#d@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact("postgres://u@h/db?Password=secret"),
+            "postgres://u@h/db?Password=***"
+        );
+    }
+
+    #[test]
+    fn a_bad_url_and_the_log_line_never_show_the_password() {
+        for url in [
+            "postgres://u:secret@h:notaport/db",
+            "postgres://u@h/db?sslmode=bogus&password=secret",
+            "postgres://u:se/cr?et@h:x/db",
+            "host=h password=secret",
+            "postgres:u:secret@h/db",
+        ] {
+            let e = kind(url).unwrap_err();
+            assert_eq!(e.code, "store.url_invalid", "{url}");
+            assert!(!e.message.contains("secret"), "{url}: {}", e.message);
+        }
+        let stores = named(&[
+            ("main", "postgres://u@h/db?password=secret"),
+            ("audit", "postgres://u:secret@h/db"),
+        ]);
+        let line = describe(&stores);
+        assert_eq!(line, "main=postgres://u@h/db?password=***,audit=postgres://u:***@h/db");
     }
 
     fn app(src: &str) -> jadpo_lang::App {

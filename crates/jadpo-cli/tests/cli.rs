@@ -178,6 +178,78 @@ fn an_unreachable_store_exits_2() {
         .expect(2, Some("store.unavailable"));
 }
 
+/// Whichever way a bad store URL carries its password, and whichever
+/// command refuses it, the password is in neither stdout nor stderr; the
+/// error code is the same as for any bad URL.
+#[test]
+fn a_bad_store_url_never_shows_its_password() {
+    let f = Folder::with_app();
+    for url in [
+        // In the userinfo, the port not a number.
+        "postgres://u:hunter2@127.0.0.1:notaport/db",
+        // In the query, with an option the driver refuses.
+        "postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2",
+        "postgres://u@127.0.0.1:5432/db?sslmode=bogus&PassWord=hunter2",
+        // `/` and `?` in the password, raw as typed and percent-encoded.
+        "postgres://u:hunter2/x?y@127.0.0.1:notaport/db",
+        "postgres://u:hunter2%2Fx%3Fy@127.0.0.1:notaport/db",
+        "postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2%2Fx%3Fy%26z",
+        // A raw `@` and `?` that make part of the password an option name
+        // the driver would quote.
+        "postgres://u:x@y?hunter2=1@127.0.0.1/db",
+        // Not a URL at all: a key/value string, a mistyped scheme, an
+        // unknown one.
+        "host=127.0.0.1 password=hunter2",
+        "postgres:u:hunter2@127.0.0.1/db",
+        "mysql://root:hunter2@127.0.0.1/db",
+    ] {
+        for args in [
+            vec!["deliveries", "--store", url],
+            vec!["deliveries", "--store", url, "--json"],
+            vec!["migrate", "--store", url],
+            vec!["emit", "Ping", r#"{"id": "a"}"#, "--store", url],
+        ] {
+            let run = f.run(&args);
+            run.expect(2, Some("store.url_invalid"));
+            let (out, err) = (run.stdout(), run.stderr());
+            assert!(
+                !out.contains("hunter2") && !err.contains("hunter2"),
+                "{args:?}:\n{out}\n{err}"
+            );
+            assert!(err.contains("***"), "the URL is shown, redacted: {err}");
+        }
+        let run = f.run_with(&["deliveries"], &[("JADPO_STORE", url)], None);
+        run.expect(2, Some("store.url_invalid"));
+        assert!(!run.stderr().contains("hunter2"), "{}", run.stderr());
+    }
+}
+
+/// A URL given where clap wants something else (`--store` forgotten) is
+/// echoed by clap's usage error, and `--help` shows `$JADPO_STORE`'s
+/// value by default: neither shows the password.
+#[test]
+fn usage_errors_and_help_never_show_the_password() {
+    let f = Folder::with_app();
+    let url = "postgres://u:hunter2@127.0.0.1/db?password=hunter2";
+    for args in [
+        vec!["deliveries", url],
+        vec!["migrate", url],
+        vec!["deliveries", "show", url],
+        vec!["serve", "app.jadpo", url],
+    ] {
+        let run = f.run(&args);
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr());
+        assert!(run.stderr().contains("u:***@"), "{args:?}: {}", run.stderr());
+        assert!(!run.stderr().contains("hunter2"), "{args:?}: {}", run.stderr());
+    }
+    for cmd in ["deliveries", "migrate", "serve", "dev", "bench", "emit"] {
+        let run = f.run_with(&[cmd, "--help"], &[("JADPO_STORE", url)], None);
+        run.expect(0, None);
+        assert!(run.stdout().contains("JADPO_STORE"), "{cmd}: {}", run.stdout());
+        assert!(!run.stdout().contains("hunter2"), "{cmd}: {}", run.stdout());
+    }
+}
+
 #[test]
 fn bad_usage_exits_2() {
     let f = Folder::with_app();

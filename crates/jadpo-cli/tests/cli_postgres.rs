@@ -3,6 +3,8 @@
 //! reachable, except under `CI=true` (see `jadpo_store::postgres::testing`).
 
 mod common;
+#[path = "support/serve.rs"]
+mod serve;
 
 use common::{block_on, by_id, Folder};
 use jadpo_store::postgres::testing::TestSchema;
@@ -63,4 +65,47 @@ fn every_operator_command_works_on_postgres() {
     assert_eq!(out["deliveries"], 1);
     let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
     assert_eq!(list.as_array().unwrap().len(), 11);
+}
+
+/// The test server's URL with a password in its userinfo (holding `/` and
+/// `?`, percent-encoded) and in `?password=`, and the schema's
+/// `search_path`: the server trusts the test user, so it still connects.
+/// `None` when the URL has a password of its own already.
+fn with_passwords(schema: &jadpo_store::postgres::testing::TestSchema) -> Option<String> {
+    let (scheme, rest) = schema.url().split_once("://")?;
+    let (user, rest) = rest.split_once('@')?;
+    if user.contains(':') || rest.to_lowercase().contains("password") {
+        return None;
+    }
+    let sep = if rest.contains('?') { '&' } else { '?' };
+    Some(format!(
+        "{scheme}://{user}:hunter2%2Fx%3Fy@{rest}{sep}password=hunter2&options=-c%20search_path%3D{}",
+        schema.name()
+    ))
+}
+
+#[test]
+fn serve_started_and_migrate_never_show_the_password() {
+    let Some((schema, _, _)) = schema() else { return };
+    let Some(url) = with_passwords(&schema) else {
+        eprintln!("skipped: the test server's URL has a password of its own");
+        return;
+    };
+    let f = Folder::empty();
+    f.write("app.jadpo", "event Ping { id: string }\n");
+
+    let s = serve::Serve::start(f.path(), &url, &[]);
+    let started = s.events("serve.started");
+    assert_eq!(started.len(), 1, "{}", s.log_text());
+    let store = started[0]["store"].as_str().unwrap_or_default().to_owned();
+    assert!(store.contains(":***@") && store.contains("password=***"), "{store}");
+    let (status, logs) = s.terminate();
+    assert!(status.success(), "{logs}");
+    assert!(!logs.contains("hunter2"), "{logs}");
+
+    let run = f.run(&["migrate", "--store", &url]);
+    let out = run.expect(0, None).stdout();
+    assert!(out.contains("PostgreSQL store") && out.contains(":***@"), "{out}");
+    assert!(out.contains("password=***"), "{out}");
+    assert!(!out.contains("hunter2") && !run.stderr().contains("hunter2"), "{out}");
 }

@@ -68,7 +68,8 @@ impl AnyStore {
             return Err(left_out(url, "PostgreSQL", "postgres"));
         }
         Err(StoreError::InvalidUrl(format!(
-            "store URL {url:?}: a store URL is sqlite:PATH or postgres://USER@HOST/DATABASE"
+            "store URL {:?}: a store URL is sqlite:PATH or postgres://USER@HOST/DATABASE",
+            crate::redact_url(url)
         )))
     }
 }
@@ -284,6 +285,17 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_url_of_no_known_store_never_shows_its_password() {
+        let Err(StoreError::InvalidUrl(why)) = AnyStore::open("mysql://root:hunter2@h/db").await else {
+            panic!("opened a mysql: store");
+        };
+        assert!(
+            why.contains("mysql://root:***@h/db") && !why.contains("hunter2"),
+            "{why}"
+        );
     }
 
     #[cfg(not(feature = "postgres"))]

@@ -14,6 +14,8 @@
 //!   `testing`).
 //! - [`step`]: a claimed delivery's step around its run, shared by the
 //!   worker and the simulation.
+//! - [`redact_url`]: a store URL without its password, for every message
+//!   and log line that shows one.
 //!
 //! Features: `sqlite` and `postgres` (both by default) build each
 //! database's store and driver; `testing` adds what tests of other crates
@@ -30,6 +32,7 @@ pub mod memory;
 pub mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod redact;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod step;
@@ -38,5 +41,6 @@ mod types;
 
 pub use any::AnyStore;
 pub use memory::SharedMemoryStore;
+pub use redact::redact_url;
 pub use store::{ScheduleStore, Store};
 pub use types::*;

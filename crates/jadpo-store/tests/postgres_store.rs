@@ -71,6 +71,47 @@ async fn bad_urls_are_invalid_and_unreachable_servers_unavailable_with_the_reaso
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 }
 
+/// A URL that does not parse is shown redacted, with the driver's reason
+/// when that reason cannot quote the password.
+#[test]
+fn a_bad_url_never_shows_its_password() {
+    let bad = |url: &str| invalid_url(PgStore::lazy(url, Options::default()));
+    for (url, shown, said) in [
+        (
+            "postgres://u:hunter2@127.0.0.1:notaport/db",
+            "postgres://u:***@127.0.0.1:notaport/db",
+            "invalid value for option `port`",
+        ),
+        (
+            "postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2",
+            "postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=***",
+            "invalid value for option `sslmode`",
+        ),
+        (
+            "postgresql://u:hun/ter?2@h:x/db?PASSWORD=hunter2",
+            "postgresql://u:***@h:x/db?PASSWORD=***",
+            "invalid value for option `port`",
+        ),
+        // An unknown option's name is quoted, and here that name is part
+        // of the password (a raw `@` and `?` in it): the driver's words
+        // are left out.
+        (
+            "postgres://u:x@y?hunter2=1@h/db",
+            "postgres://u:***@h/db",
+            "percent-encode",
+        ),
+        ("mysql://u:hunter2@h/db", "mysql://u:***@h/db", "not a PostgreSQL URL"),
+    ] {
+        let why = bad(url);
+        assert!(!why.contains("hunter2"), "{url}: {why}");
+        assert!(why.contains(&format!("{shown:?}")), "{url}: {why}");
+        assert!(why.contains(said), "{url}: {why}");
+    }
+    // Without a password, the driver's reason as it is.
+    let why = bad("postgres://u@h/db?nonsense=1");
+    assert!(why.contains("unknown option `nonsense`"), "{why}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_migrating_at_once_apply_each_migration_once() {
     for _ in 0..5 {

@@ -41,7 +41,7 @@ pub struct Args {
     /// Where to bench: postgres://USER@HOST/DB (a fresh schema in it) or
     /// sqlite:PATH (a fresh file in a new folder beside PATH); default:
     /// $JADPO_STORE, else a SQLite file in a temporary folder.
-    #[arg(long, env = "JADPO_STORE", value_name = "URL")]
+    #[arg(long, env = "JADPO_STORE", hide_env_values = true, value_name = "URL")]
     pub store: Option<String>,
     /// Events to emit, one delivery each: 1 to 1000000.
     #[arg(long, value_name = "N", default_value_t = 10_000)]

@@ -19,7 +19,7 @@ pub struct Args {
     /// The store (default: $JADPO_STORE, else sqlite:.jadpo/jadpo.db). With
     /// `store` blocks in the app, `--store NAME=URL` overrides one (may be
     /// given once per store).
-    #[arg(long, env = "JADPO_STORE", action = clap::ArgAction::Append)]
+    #[arg(long, env = "JADPO_STORE", hide_env_values = true, action = clap::ArgAction::Append)]
     pub store: Vec<String>,
     /// The HTTP API's port on 127.0.0.1.
     #[arg(long, default_value_t = 7420)]

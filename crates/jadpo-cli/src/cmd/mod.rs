@@ -21,7 +21,7 @@ use std::path::PathBuf;
 pub struct StoreArg {
     /// The store: sqlite:PATH or postgres://USER@HOST/DB (default:
     /// $JADPO_STORE, else sqlite:.jadpo/jadpo.db).
-    #[arg(long, env = "JADPO_STORE", value_name = "URL", global = true)]
+    #[arg(long, env = "JADPO_STORE", hide_env_values = true, value_name = "URL", global = true)]
     pub store: Option<String>,
 }
 

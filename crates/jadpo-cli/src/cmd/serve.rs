@@ -19,7 +19,7 @@ pub struct Args {
     /// The store, e.g. postgres://user@host/db (default: $JADPO_STORE).
     /// With `store` blocks in the app, `--store NAME=URL` overrides one (may
     /// be given once per store).
-    #[arg(long, env = "JADPO_STORE", action = clap::ArgAction::Append)]
+    #[arg(long, env = "JADPO_STORE", hide_env_values = true, action = clap::ArgAction::Append)]
     pub store: Vec<String>,
     /// Finished deliveries are deleted after this many days (0 keeps them).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]

@@ -71,6 +71,7 @@ mod sweep;
 pub mod testing;
 mod writes;
 
+use crate::redact::redact_url;
 use crate::types::*;
 use crate::{ScheduleStore, Store};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -419,14 +420,39 @@ impl PgStore {
 }
 
 /// Parses a `postgres://` or `postgresql://` URL into the driver's config.
+/// Its errors show the URL only through [`redact_url`], never as given.
 fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let shown = redact_url(url);
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(StoreError::InvalidUrl(format!(
-            "not a PostgreSQL URL (postgres://user@host:port/database): {url:?}"
+            "not a PostgreSQL URL (postgres://user@host:port/database): {shown:?}"
         )));
     }
-    url.parse::<tokio_postgres::Config>()
-        .map_err(|e| StoreError::InvalidUrl(format!("bad PostgreSQL URL {url:?}: {}", reason(&e))))
+    url.parse::<tokio_postgres::Config>().map_err(|e| {
+        StoreError::InvalidUrl(format!(
+            "bad PostgreSQL URL {shown:?}: {}",
+            parse_reason(url, &shown, &e)
+        ))
+    })
+}
+
+/// Why the driver could not parse `url`, in its own words, unless they could
+/// quote part of the password. Its words name an option it does not know
+/// (`unknown option `x``), and a raw `@` or `?` in a password can turn part
+/// of the password into such a name (`u:x@y?hunter2=1@h`). So they are
+/// shown only when the redacted URL `shown` fails to parse with the very
+/// same words: then they depend on nothing the redaction hid.
+fn parse_reason(url: &str, shown: &str, e: &tokio_postgres::Error) -> String {
+    let why = reason(e);
+    if shown == url {
+        return why;
+    }
+    match shown.parse::<tokio_postgres::Config>() {
+        Err(again) if reason(&again) == why => why,
+        _ => "the PostgreSQL driver cannot parse it (its words are left out, as they would quote part of \
+              the password): percent-encode `@`, `/`, `?`, `#`, `&` and `%` in a password"
+            .to_owned(),
+    }
 }
 
 impl Store for PgStore {

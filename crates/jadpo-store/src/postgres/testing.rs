@@ -10,7 +10,8 @@
 //! let Some(store) = jadpo_store::postgres::testing::fresh_store().await else { return };
 //! ```
 
-use super::{reason, Options, PgStore};
+use super::{parse_reason, reason, Options, PgStore};
+use crate::redact_url;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -44,21 +45,30 @@ pub async fn fresh_store_with(options: Options) -> Option<PgStore> {
 
 /// A schema of its own for one test, dropped with its last reference.
 /// Stores made from it keep it alive.
-#[derive(Debug)]
 pub struct TestSchema {
     url: String,
     name: String,
+}
+
+impl std::fmt::Debug for TestSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestSchema")
+            .field("url", &redact_url(&self.url))
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 impl TestSchema {
     /// Creates the schema. `None` when skipped (see [`fresh_store`]).
     pub async fn create() -> Option<Arc<TestSchema>> {
         let url = url();
+        let shown = redact_url(&url);
         let client = match admin(&url).await {
             Ok(c) => c,
             Err(why) => {
                 jadpo_testing::skip::missing(
-                    &format!("PostgreSQL at {url}"),
+                    &format!("PostgreSQL at {shown}"),
                     &why,
                     &format!("Start it, or set {URL_VAR} to a server that runs."),
                 );
@@ -71,7 +81,7 @@ impl TestSchema {
         client
             .batch_execute(&format!("CREATE SCHEMA {name}"))
             .await
-            .unwrap_or_else(|e| panic!("CREATE SCHEMA {name} at {url}: {}", reason(&e)));
+            .unwrap_or_else(|e| panic!("CREATE SCHEMA {name} at {shown}: {}", reason(&e)));
         Some(Arc::new(TestSchema { url, name }))
     }
 
@@ -89,7 +99,7 @@ impl TestSchema {
         let url = self.url.clone();
         self.store_at(&url, options)
             .await
-            .unwrap_or_else(|e| panic!("store on {} at {url}: {e}", self.name))
+            .unwrap_or_else(|e| panic!("store on {} at {}: {e}", self.name, redact_url(&url)))
     }
 
     /// A migrated store on this schema through another URL (a proxy).
@@ -110,7 +120,7 @@ impl TestSchema {
     pub async fn client(&self) -> tokio_postgres::Client {
         let client = admin(&self.url)
             .await
-            .unwrap_or_else(|why| panic!("connect to {}: {why}", self.url));
+            .unwrap_or_else(|why| panic!("connect to {}: {why}", redact_url(&self.url)));
         client
             .batch_execute(&format!("SET search_path = {}", self.name))
             .await
@@ -156,7 +166,7 @@ impl Drop for TestSchema {
 
 /// A connection to the test server, its driver task spawned.
 async fn admin(url: &str) -> Result<tokio_postgres::Client, String> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(|e| reason(&e))?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| parse_reason(url, &redact_url(url), &e))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(3));
     }

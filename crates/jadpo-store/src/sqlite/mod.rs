@@ -95,7 +95,9 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 fn invalid(url: &str, why: &str) -> StoreError {
-    StoreError::InvalidUrl(format!("store URL {url:?}: {why}"))
+    // Redacted though a SQLite path has no password: `url` is not always
+    // one (`PgStore`'s URL given to `parse_url` by mistake).
+    StoreError::InvalidUrl(format!("store URL {:?}: {why}", crate::redact_url(url)))
 }
 
 /// The file a `sqlite:` URL names: `sqlite:PATH`, relative to the current
