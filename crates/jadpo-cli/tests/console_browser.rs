@@ -14,10 +14,10 @@
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
+use jadpo_testing::process::Logged;
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "console-token";
@@ -32,20 +32,6 @@ subscriber charge { on: Paid  run: charge(event.id) }
 subscriber record { on: Paid  run: record(event.id) }
 "#;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn chromedriver() -> Option<PathBuf> {
     let path = std::env::var_os("JADPO_TEST_CHROMEDRIVER")
         .map(PathBuf::from)
@@ -59,21 +45,6 @@ fn chromedriver() -> Option<PathBuf> {
         "Install Debian's chromium and chromium-driver (.ci/run does), or set JADPO_TEST_CHROMEDRIVER",
     );
     None
-}
-
-fn wait_for_port(port: u16, child: &mut Child, what: &str) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                e.read_to_string(&mut err).unwrap();
-            }
-            panic!("{what} exited early with {status}: {err}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{what} never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn emit(port: u16, id: &str) {
@@ -156,30 +127,32 @@ fn shots_folder() -> PathBuf {
     dir
 }
 
-fn start_dev(dir: &Path, port: u16) -> Killed {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
-        .current_dir(dir)
-        .env_remove("JADPO_STORE")
-        .env_remove("RUST_LOG")
-        .env("JADPO_API_TOKEN", TOKEN)
-        .args(["dev", "--port", &port.to_string(), "--time-scale", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child, "jadpo dev");
-    Killed(child)
+/// `jadpo dev` on port 0, and the port it chose: never a port picked and
+/// let go, which another test could take first.
+fn start_dev(dir: &Path) -> (Logged, u16) {
+    let mut child = Logged::spawn(
+        Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            .current_dir(dir)
+            .env_remove("JADPO_STORE")
+            .env_remove("RUST_LOG")
+            .env("JADPO_API_TOKEN", TOKEN)
+            .args(["dev", "--port", "0", "--time-scale", "60"])
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
+    (child, port)
 }
 
-fn start_chromedriver(path: &Path, port: u16) -> Killed {
-    let mut child = Command::new(path)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child, "chromedriver");
-    Killed(child)
+/// chromedriver on port 0 (it says which on stdout, sent to stderr here).
+fn start_chromedriver(path: &Path) -> (Logged, u16) {
+    let mut child = Logged::spawn(
+        Command::new("sh")
+            .args(["-c", "exec \"$0\" --port=0 1>&2"])
+            .arg(path)
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("started successfully");
+    (child, port)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,10 +164,8 @@ async fn an_operator_watches_an_outage_and_retries_a_failed_delivery() {
     let dir = tempfile::tempdir().unwrap();
     let app = APP.replace("PAY_URL", &pay.url()).replace("LEDGER_URL", &ledger.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let port = free_port();
-    let _dev = start_dev(dir.path(), port);
-    let driver_port = free_port();
-    let _driver = start_chromedriver(&driver, driver_port);
+    let (_dev, port) = start_dev(dir.path());
+    let (_driver, driver_port) = start_chromedriver(&driver);
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),

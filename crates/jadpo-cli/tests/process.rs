@@ -1,10 +1,10 @@
 //! `jadpo dev`, `jadpo serve` and `jadpo demo` as processes: started for
 //! real, asked over HTTP, stopped with SIGTERM.
 
+use jadpo_testing::process::Logged;
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"
@@ -21,10 +21,6 @@ fn jadpo(dir: &Path) -> Command {
         .env_remove("JADPO_API_TOKEN")
         .env_remove("RUST_LOG");
     cmd
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn dir_with_app() -> tempfile::TempDir {
@@ -53,45 +49,12 @@ fn http(method: &str, port: u16, path: &str, body: Option<&str>, token: Option<&
     (status, body)
 }
 
-fn wait_for_port(port: u16, child: &mut Child) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("exited early with {status}: {err}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "the API never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn terminate(mut child: Child) -> (std::process::ExitStatus, String) {
-    let pid = child.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return (status, err);
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
     let dir = dir_with_app();
-    let port = free_port();
-    let mut child = jadpo(dir.path())
-        .args(["dev", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child);
+    // Port 0 and the port from the log: never a port picked and let go.
+    let mut child = Logged::spawn(jadpo(dir.path()).args(["dev", "--port", "0"]).stdout(Stdio::null()));
+    let port = child.port("api.listening");
     let (status, body) = http("POST", port, "/events/Ping", Some(r#"{"id":"a1"}"#), None);
     assert_eq!(status, 202, "{body}");
     // Nothing listens on port 9: the call never leaves, the delivery is
@@ -119,8 +82,14 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
         metrics.contains("jadpo_failures_total{kind=\"unavailable\"} "),
         "{metrics}"
     );
-    let (status, logs) = terminate(child);
+    let (status, logs) = child.terminate();
     assert!(status.success(), "{status}: {logs}");
+    assert!(
+        logs.contains(&format!(
+            "api=http://127.0.0.1:{port} console=http://127.0.0.1:{port}/ui"
+        )),
+        "dev.started names the port chosen for --port 0: {logs}"
+    );
     assert!(logs.contains("delivery.retry"), "{logs}");
     assert!(logs.contains("process.stopped"), "{logs}");
     assert!(
@@ -182,30 +151,20 @@ fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
 fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
     let dir = dir_with_app();
     let db = format!("sqlite:{}", dir.path().join("s.db").display());
-    let port = free_port();
-    let mut child = jadpo(dir.path())
-        .args([
-            "serve",
-            "--store",
-            &db,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ])
-        .env("JADPO_API_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child);
+    let mut child = Logged::spawn(
+        jadpo(dir.path())
+            .args(["serve", "--store", &db, "--bind", "127.0.0.1", "--port", "0"])
+            .env("JADPO_API_TOKEN", TOKEN)
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
     assert_eq!(http("GET", port, "/deliveries", None, None).0, 401);
     assert_eq!(http("GET", port, "/deliveries", None, Some("wrong")).0, 401);
     assert_eq!(
         http("POST", port, "/events/Ping", Some(r#"{"id":"x"}"#), Some(TOKEN)).0,
         202
     );
-    let (status, logs) = terminate(child);
+    let (status, logs) = child.terminate();
     assert!(status.success());
     let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!lines.is_empty());
@@ -246,23 +205,21 @@ fn serve_outlasts_a_flood_of_unfinished_requests_and_stops_promptly() {
     use std::io::Write;
     let dir = dir_with_app();
     let db = format!("sqlite:{}", dir.path().join("s.db").display());
-    let port = free_port();
     let bin = env!("CARGO_BIN_EXE_jadpo");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 256 && exec '{bin}' serve --store '{db}' --bind 127.0.0.1 --port {port} \
-             --header-timeout 1s --max-connections 128 --shutdown-timeout 1s"
-        ))
-        .current_dir(dir.path())
-        .env_remove("JADPO_STORE")
-        .env_remove("RUST_LOG")
-        .env("JADPO_API_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child);
+    let mut child = Logged::spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 256 && exec '{bin}' serve --store '{db}' --bind 127.0.0.1 --port 0 \
+                 --header-timeout 1s --max-connections 128 --shutdown-timeout 1s"
+            ))
+            .current_dir(dir.path())
+            .env_remove("JADPO_STORE")
+            .env_remove("RUST_LOG")
+            .env("JADPO_API_TOKEN", TOKEN)
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
     let flood: Vec<std::net::TcpStream> = (0..300)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -284,7 +241,7 @@ fn serve_outlasts_a_flood_of_unfinished_requests_and_stops_promptly() {
          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
     )
     .unwrap();
-    let (status, logs) = terminate(child);
+    let (status, logs) = child.terminate();
     assert!(status.success(), "{logs}");
     assert!(!logs.contains("Too many open files"), "{logs}");
     drop(pending);
@@ -343,32 +300,27 @@ fn two_serve_processes_share_one_postgres_store() {
     let dir = tempfile::tempdir().unwrap();
     let app = APP.replace("http://127.0.0.1:9", &provider.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let ports = [free_port(), free_port()];
-    let mut children: Vec<Child> = ports
-        .iter()
-        .map(|port| {
-            jadpo(dir.path())
-                .args([
-                    "serve",
-                    "--store",
-                    &url,
-                    "--bind",
-                    "127.0.0.1",
-                    "--port",
-                    &port.to_string(),
-                    "--workers",
-                    "4",
-                ])
-                .env("JADPO_API_TOKEN", TOKEN)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+    let mut children: Vec<Logged> = (0..2)
+        .map(|_| {
+            Logged::spawn(
+                jadpo(dir.path())
+                    .args([
+                        "serve",
+                        "--store",
+                        &url,
+                        "--bind",
+                        "127.0.0.1",
+                        "--port",
+                        "0",
+                        "--workers",
+                        "4",
+                    ])
+                    .env("JADPO_API_TOKEN", TOKEN)
+                    .stdout(Stdio::null()),
+            )
         })
         .collect();
-    for (port, child) in ports.iter().zip(children.iter_mut()) {
-        wait_for_port(*port, child);
-    }
+    let ports: Vec<u16> = children.iter_mut().map(|c| c.port("api.listening")).collect();
     for i in 0..40 {
         let body = format!(r#"{{"id":"p{i}"}}"#);
         assert_eq!(
@@ -397,7 +349,7 @@ fn two_serve_processes_share_one_postgres_store() {
     }
     let mut ran = Vec::new();
     for child in children.drain(..) {
-        let (status, logs) = terminate(child);
+        let (status, logs) = child.terminate();
         assert!(status.success());
         let ids: Vec<i64> = logs
             .lines()

@@ -1,5 +1,12 @@
 //! What the tests of every Jadpo crate share. It depends on no other Jadpo
 //! crate, so any crate's tests (and `jadpo-store`'s `testing` feature) may
 //! use it.
+//!
+//! - [`skip`]: the one rule for a test whose prerequisite is missing.
+//! - [`wait`]: waiting for something to happen, with one generous ceiling.
+//! - [`process`]: a child process whose stderr is kept as it comes, with
+//!   the port its API chose.
 
+pub mod process;
 pub mod skip;
+pub mod wait;

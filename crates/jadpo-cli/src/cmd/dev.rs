@@ -21,7 +21,8 @@ pub struct Args {
     /// given once per store).
     #[arg(long, env = "JADPO_STORE", hide_env_values = true, action = clap::ArgAction::Append)]
     pub store: Vec<String>,
-    /// The HTTP API's port on 127.0.0.1.
+    /// The HTTP API's port on 127.0.0.1 (0: any free port, named in
+    /// `dev.started`).
     #[arg(long, default_value_t = 7420)]
     pub port: u16,
     /// Run every engine wait (backoffs, pauses, budgets, schedules) N times
@@ -67,10 +68,9 @@ pub fn run(args: Args) -> ExitCode {
         };
         let ready = process::ready_each(&app, &stores, time, &workers)?;
         let store = store_url::describe(&stores);
-        let port = args.port;
         let asked = args.time_scale;
         let app_path = args.app.display().to_string();
-        let started = move |clocks: &process::Clocks| {
+        let started = move |clocks: &process::Clocks, bound: SocketAddr| {
             let clock = clocks.describe();
             if asked.is_none() && clocks.any_scaled() {
                 tracing::warn!(
@@ -83,8 +83,8 @@ pub fn run(args: Args) -> ExitCode {
                 app = %app_path,
                 summary = %summary,
                 store = %store,
-                api = %format!("http://127.0.0.1:{port}"),
-                console = %format!("http://127.0.0.1:{port}/ui"),
+                api = %format!("http://{bound}"),
+                console = %format!("http://{bound}/ui"),
                 clock = %clock,
                 "dev.started"
             );
@@ -92,7 +92,7 @@ pub fn run(args: Args) -> ExitCode {
         let token = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty());
         let p = Process {
             ready,
-            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
             token,
             limits: args.edge.limits(),
             started: Box::new(started),

@@ -23,11 +23,15 @@ pub struct Process {
     pub addr: SocketAddr,
     pub token: Option<String>,
     pub limits: api::server::Limits,
-    /// Logs `dev.started` or `serve.started` once every store is open and
-    /// its clock known (`clock` names it: `real time`, or `scaled 600x
-    /// since ...`), so a start that fails logs nothing.
-    pub started: Box<dyn FnOnce(&Clocks) + Send>,
+    /// Logs `dev.started` or `serve.started` once every store is open, its
+    /// clock known (`clock` names it: `real time`, or `scaled 600x since
+    /// ...`) and the API listening on the address given (the port chosen
+    /// for `--port 0`), so a start that fails logs nothing.
+    pub started: Started,
 }
+
+/// What [`Process::started`] runs, once.
+pub type Started = Box<dyn FnOnce(&Clocks, SocketAddr) + Send>;
 
 /// Each store's clock, as a start found it.
 pub struct Clocks(pub Vec<(String, jadpo_runtime::SharedClock)>);
@@ -209,12 +213,10 @@ pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, Cl
     let listener = tokio::net::TcpListener::bind(p.addr)
         .await
         .map_err(|e| CliError::environment("api.bind_failed", format!("cannot listen on {}: {e}", p.addr)))?;
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| p.addr.to_string());
+    let bound = listener.local_addr().unwrap_or(p.addr);
+    let addr = bound.to_string();
     let clocks = Clocks(jadpos.iter().map(|(n, j)| (n.clone(), j.clock().clone())).collect());
-    (p.started)(&clocks);
+    (p.started)(&clocks, bound);
     tracing::info!(addr = %addr, "api.listening");
     let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);

@@ -27,7 +27,7 @@ pub struct Args {
     /// Deliveries run at once in this process.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
-    /// The HTTP API's port.
+    /// The HTTP API's port (0: any free port, named in `serve.started`).
     #[arg(long, default_value_t = 7420)]
     pub port: u16,
     /// The address the API listens on.
@@ -94,9 +94,10 @@ pub fn run(args: Args) -> ExitCode {
         let store = store_url::describe(&stores);
         let app_path = args.app.display().to_string();
         let workers = args.workers;
-        let started = move |_: &process::Clocks| {
+        let started = move |_: &process::Clocks, bound: SocketAddr| {
             tracing::info!(
                 app = %app_path,
+                addr = %bound,
                 summary = %summary,
                 store = %store,
                 workers = workers,
