@@ -15,8 +15,9 @@ mod serve;
 use jadpo_core::Timestamp;
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::{MinuteCount, NewEvent, Store};
+use jadpo_testing::process::Logged;
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"
@@ -123,43 +124,34 @@ fn sign_in(port: u16) -> String {
         .to_owned()
 }
 
-/// `jadpo serve` on `store`, once its API answers.
-fn start(dir: &std::path::Path, store: &str) -> (Child, u16) {
-    let port = serve::free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
-        .current_dir(dir)
-        .env_remove("JADPO_STORE")
-        .env_remove("RUST_LOG")
-        .env("JADPO_API_TOKEN", serve::TOKEN)
-        .args([
-            "serve",
-            "--store",
-            store,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--workers",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "jadpo serve never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// `jadpo serve` on `store` and port 0, once its API listens; the port it
+/// chose.
+fn start(dir: &std::path::Path, store: &str) -> (Logged, u16) {
+    let mut child = Logged::spawn(
+        Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            .current_dir(dir)
+            .env_remove("JADPO_STORE")
+            .env_remove("RUST_LOG")
+            .env("JADPO_API_TOKEN", serve::TOKEN)
+            .args([
+                "serve",
+                "--store",
+                store,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--workers",
+                "1",
+            ])
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
     (child, port)
 }
 
-fn stop(mut child: Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let _ = child.wait();
+fn stop(child: Logged) {
+    let _ = child.terminate();
 }
 
 fn measure(label: &str, port: u16, samples: usize) {

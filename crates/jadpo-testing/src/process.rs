@@ -49,6 +49,11 @@ impl Logged {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Its exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Every line so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()

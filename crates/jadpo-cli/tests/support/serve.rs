@@ -6,12 +6,11 @@
 #![allow(dead_code)]
 
 use jadpo_store::postgres::testing::TestSchema;
-use std::io::{BufRead, BufReader, Read, Write};
+use jadpo_testing::process::Logged;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "test-token-0123456789abcdef012345";
@@ -22,63 +21,31 @@ pub fn url(schema: &TestSchema) -> String {
     format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name())
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A running `jadpo serve`.
+/// A running `jadpo serve`, its JSON log kept as it comes.
 pub struct Serve {
     pub port: u16,
-    child: Child,
-    logs: Arc<Mutex<Vec<String>>>,
-    reader: Option<JoinHandle<()>>,
+    child: Logged,
 }
 
 impl Serve {
     /// Starts `jadpo serve` in `dir` (which holds `app.jadpo`) with `args`
-    /// after the store, port and token, and waits until its API answers and
-    /// its listener listens.
+    /// after the store, port 0 and token, and waits until its API listens
+    /// (on the port it chose, read from its log) and its store's listener
+    /// listens.
     pub fn start(dir: &Path, store: &str, args: &[&str]) -> Serve {
-        let port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
-            .current_dir(dir)
-            .env_remove("JADPO_STORE")
-            .env_remove("RUST_LOG")
-            .env("JADPO_API_TOKEN", TOKEN)
-            .args([
-                "serve",
-                "--store",
-                store,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-            ])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("jadpo runs");
-        let stderr = child.stderr.take().unwrap();
-        let logs: Arc<Mutex<Vec<String>>> = Arc::default();
-        let lines = logs.clone();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let mut serve = Serve {
-            port,
-            child,
-            logs,
-            reader: Some(reader),
-        };
-        serve.wait_for(
-            "the API listens and the store's listener listens",
-            Duration::from_secs(30),
-            |s| TcpStream::connect(("127.0.0.1", s.port)).is_ok() && s.logged("store.listening") > 0,
+        let mut child = Logged::spawn(
+            Command::new(env!("CARGO_BIN_EXE_jadpo"))
+                .current_dir(dir)
+                .env_remove("JADPO_STORE")
+                .env_remove("RUST_LOG")
+                .env("JADPO_API_TOKEN", TOKEN)
+                .args(["serve", "--store", store, "--bind", "127.0.0.1", "--port", "0"])
+                .args(args)
+                .stdout(Stdio::null()),
         );
+        let port = child.port("api.listening");
+        let mut serve = Serve { port, child };
+        serve.wait_for("the store's listener listens", |s| s.logged("store.listening") > 0);
         serve
     }
 
@@ -89,9 +56,8 @@ impl Serve {
 
     /// The log lines whose event is `event`, as JSON.
     pub fn events(&self, event: &str) -> Vec<serde_json::Value> {
-        self.logs
-            .lock()
-            .unwrap()
+        self.child
+            .lines()
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["event"] == event)
@@ -100,22 +66,22 @@ impl Serve {
 
     /// Every log line so far, for a failure's message.
     pub fn log_text(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
+        self.child.text()
     }
 
-    /// Polls `check` until it holds, failing after `limit` or if the process
-    /// exits.
-    pub fn wait_for(&mut self, what: &str, limit: Duration, check: impl Fn(&Serve) -> bool) {
+    /// Polls `check` until it holds, failing after the suite's wait ceiling
+    /// or if the process exits.
+    pub fn wait_for(&mut self, what: &str, check: impl Fn(&Serve) -> bool) {
         let start = Instant::now();
         while !check(self) {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.child.exited() {
                 panic!(
                     "exited early with {status} while waiting for {what}:\n{}",
                     self.log_text()
                 );
             }
             assert!(
-                start.elapsed() < limit,
+                start.elapsed() < jadpo_testing::wait::CEILING,
                 "timed out waiting for {what}:\n{}",
                 self.log_text()
             );
@@ -143,40 +109,13 @@ impl Serve {
     }
 
     /// Kills it with SIGKILL, as a crash would: nothing is given back.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
+    pub fn kill(self) {
+        self.child.kill();
     }
 
     /// Stops it with SIGTERM; its exit status and its whole log.
-    pub fn terminate(mut self) -> (ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        (status, self.log_text())
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // A test that failed midway leaves no process behind.
-        if self.reader.is_some() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    pub fn terminate(self) -> (ExitStatus, String) {
+        self.child.terminate()
     }
 }
 
