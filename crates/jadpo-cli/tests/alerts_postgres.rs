@@ -9,8 +9,9 @@ mod process;
 
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
-use process::{free_port, post, wait_for_port, wait_until};
-use std::process::{Child, Command, Stdio};
+use jadpo_testing::process::Logged;
+use process::{post, wait_until};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const APP: &str = r#"
@@ -47,33 +48,20 @@ fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
     let dir = tempfile::tempdir().unwrap();
     let app = APP.replace("PAY_URL", &pay.url()).replace("OPS_URL", &ops.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let ports = [free_port(), free_port()];
-    let mut children: Vec<Child> = ports
-        .iter()
-        .map(|port| {
-            Command::new(env!("CARGO_BIN_EXE_jadpo"))
-                .current_dir(dir.path())
-                .env_remove("JADPO_STORE")
-                .env_remove("RUST_LOG")
-                .env("OPS_SIGNING", SIGNING)
-                .args([
-                    "dev",
-                    "--store",
-                    &url,
-                    "--port",
-                    &port.to_string(),
-                    "--time-scale",
-                    "60",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+    let mut children: Vec<Logged> = (0..2)
+        .map(|_| {
+            Logged::spawn(
+                Command::new(env!("CARGO_BIN_EXE_jadpo"))
+                    .current_dir(dir.path())
+                    .env_remove("JADPO_STORE")
+                    .env_remove("RUST_LOG")
+                    .env("OPS_SIGNING", SIGNING)
+                    .args(["dev", "--store", &url, "--port", "0", "--time-scale", "60"])
+                    .stdout(Stdio::null()),
+            )
         })
         .collect();
-    for (port, child) in ports.iter().zip(children.iter_mut()) {
-        wait_for_port(*port, child);
-    }
+    let ports: Vec<u16> = children.iter_mut().map(|c| c.port("api.listening")).collect();
     for i in 0..10 {
         let body = format!(r#"{{"id":"p{i}"}}"#);
         assert_eq!(post(ports[i % 2], "/events/Paid", &body), 202);
@@ -103,11 +91,8 @@ fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
     assert_eq!(bodies[1]["event"], "delivery.alert_resolved");
     assert!(bodies[1]["released"].as_u64().is_some() && bodies[1]["ended_at"].is_string());
     assert_ne!(sent[0].header("webhook-id"), sent[1].header("webhook-id"));
-    for child in &mut children {
-        let pid = child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    }
-    for mut child in children {
-        assert!(child.wait().unwrap().success());
+    for child in children {
+        let (status, logs) = child.terminate();
+        assert!(status.success(), "{logs}");
     }
 }

@@ -13,11 +13,11 @@ mod process;
 
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
-use process::{free_port, post, wait_for_port, wait_until};
+use jadpo_testing::process::Logged;
+use process::{post, wait_until};
 use serde_json::Value;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 const APP: &str = r#"
@@ -47,38 +47,23 @@ fn run(dir: &Path, provider: &str, args: &[&str]) -> Output {
     out
 }
 
-fn dev(dir: &Path, provider: &str, store: &str, scale: &str) -> (Child, u16) {
-    let port = free_port();
-    let mut child = jadpo(dir, provider)
-        .args([
-            "dev",
-            "--store",
-            store,
-            "--port",
-            &port.to_string(),
-            "--time-scale",
-            scale,
-        ])
-        // SQLite has no wake-up between processes: a command's emit waits
-        // for the poll, which must be short beside the budget's 3 real s.
-        .args(["--poll", "50ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child);
+fn dev(dir: &Path, provider: &str, store: &str, scale: &str) -> (Logged, u16) {
+    let mut child = Logged::spawn(
+        jadpo(dir, provider)
+            .args(["dev", "--store", store, "--port", "0", "--time-scale", scale])
+            // SQLite has no wake-up between processes: a command's emit waits
+            // for the poll, which must be short beside the budget's 3 real s.
+            .args(["--poll", "50ms"])
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
     (child, port)
 }
 
 /// SIGTERM, then what it logged.
-fn stop(mut child: Child) -> String {
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(child.wait().unwrap().success());
-    let mut logs = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut logs).unwrap();
+fn stop(child: Logged) -> String {
+    let (status, logs) = child.terminate();
+    assert!(status.success(), "{logs}");
     logs
 }
 
@@ -192,15 +177,7 @@ fn scenario(store: &str) {
     // Another scale is refused, and so is `serve`: each names its code and
     // logs no start.
     let refused = jadpo(d, &url)
-        .args([
-            "dev",
-            "--store",
-            store,
-            "--port",
-            &free_port().to_string(),
-            "--time-scale",
-            "60",
-        ])
+        .args(["dev", "--store", store, "--port", "0", "--time-scale", "60"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&refused.stderr);
@@ -212,15 +189,7 @@ fn scenario(store: &str) {
     assert!(!err.contains("dev.started"), "{err}");
     let refused = jadpo(d, &url)
         .env("JADPO_API_TOKEN", "test-token-0123456789abcdef012345")
-        .args([
-            "serve",
-            "--store",
-            store,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &free_port().to_string(),
-        ])
+        .args(["serve", "--store", store, "--bind", "127.0.0.1", "--port", "0"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&refused.stderr);

@@ -11,7 +11,8 @@ mod process;
 
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
-use process::{free_port, post, wait_for_port, wait_until};
+use jadpo_testing::process::Logged;
+use process::{post, wait_until};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -95,18 +96,16 @@ fn each_store_has_its_own_breakers_holds_and_alert() {
         .replace("PAY_URL", &pay.url())
         .replace("OPS_URL", &ops.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jadpo"))
-        .current_dir(dir.path())
-        .env_remove("JADPO_STORE")
-        .env_remove("RUST_LOG")
-        .env("MAIN_URL", &main_url)
-        .args(["dev", "--port", &port.to_string(), "--time-scale", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_port(port, &mut child);
+    let mut child = Logged::spawn(
+        Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            .current_dir(dir.path())
+            .env_remove("JADPO_STORE")
+            .env_remove("RUST_LOG")
+            .env("MAIN_URL", &main_url)
+            .args(["dev", "--port", "0", "--time-scale", "60"])
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
     let d = dir.path();
 
     // The outage seen by `main`'s deliveries: only `main`'s breaker opens,
@@ -165,7 +164,6 @@ fn each_store_has_its_own_breakers_holds_and_alert() {
         1
     );
 
-    let pid = child.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(child.wait().unwrap().success());
+    let (status, logs) = child.terminate();
+    assert!(status.success(), "{logs}");
 }
