@@ -28,11 +28,10 @@ mod crash;
 use crash::{Client, Delivery, Dev, Rng};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
+use jadpo_testing::proxy::{Mode, Proxy};
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"
@@ -71,9 +70,11 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
             Behaviour::Slow(CALL)
         }
     }));
-    let proxy = Proxy::start(upstream(schema.url()));
+    let proxy = rt.block_on(Proxy::start(upstream(schema.url())));
+    // When the cut store connection comes back, chosen with the cut.
+    let mut up_at: Option<Instant> = None;
     let direct = with_schema(schema.url(), schema.name());
-    let proxied = with_schema(&proxy.url(schema.url()), schema.name());
+    let proxied = with_schema(&proxy.url_through(schema.url()), schema.name());
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.jadpo"), APP.replace("PAY_URL", &provider.url())).unwrap();
@@ -155,11 +156,12 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
                 _ => {}
             }
         }
-        if proxy.is_down() && proxy.up_at().is_some_and(|t| now >= t) {
-            proxy.set_up();
+        if proxy.mode() == Mode::Down && up_at.is_some_and(|t| now >= t) {
+            proxy.set(Mode::Up);
+            up_at = None;
         }
         if faults.len() == FAULTS {
-            let settled = state.iter().all(|s| *s == State::Up) && !proxy.is_down();
+            let settled = state.iter().all(|s| *s == State::Up) && proxy.mode() != Mode::Down;
             if settled {
                 break;
             }
@@ -168,7 +170,8 @@ fn three_processes_deliver_everything_through_kills_stalls_and_a_cut_store_conne
             let up: Vec<usize> = (0..PROCESSES).filter(|&i| state[i] == State::Up).collect();
             if faults.len() == cut_at {
                 let down_for = rng.millis(300, 1_500);
-                let cut = proxy.cut(now + down_for);
+                up_at = Some(now + down_for);
+                let cut = proxy.cut();
                 faults.push(format!(
                     "{at:.1}s cut {cut} store connections of p0, refused for {down_for:?}"
                 ));
@@ -406,122 +409,4 @@ fn split_url(url: &str) -> (&str, &str, &str) {
         &authority[host_start..],
         &after[authority_end..],
     )
-}
-
-/// A TCP proxy in front of PostgreSQL that can cut every connection it
-/// relays and refuse new ones for a while (as in
-/// `jadpo-store/tests/postgres_faults.rs`, on threads).
-struct Proxy {
-    port: u16,
-    shared: Arc<ProxyShared>,
-}
-
-struct ProxyShared {
-    upstream: String,
-    down: AtomicBool,
-    up_at: Mutex<Option<Instant>>,
-    /// Both sockets of every relayed connection.
-    relayed: Mutex<Vec<TcpStream>>,
-    closing: AtomicBool,
-}
-
-impl Proxy {
-    fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let shared = Arc::new(ProxyShared {
-            upstream,
-            down: AtomicBool::new(false),
-            up_at: Mutex::new(None),
-            relayed: Mutex::new(Vec::new()),
-            closing: AtomicBool::new(false),
-        });
-        let s = shared.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if s.closing.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(client) = client else { continue };
-                if s.down.load(Ordering::SeqCst) {
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&s.upstream) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                {
-                    let mut relayed = s.relayed.lock().unwrap();
-                    relayed.retain(|c| c.peer_addr().is_ok());
-                    relayed.push(client.try_clone().unwrap());
-                    relayed.push(server.try_clone().unwrap());
-                }
-                relay(client.try_clone().unwrap(), server.try_clone().unwrap());
-                relay(server, client);
-            }
-        });
-        Proxy { port, shared }
-    }
-
-    /// The URL of the server behind it, through it.
-    fn url(&self, direct: &str) -> String {
-        let (prefix, _, rest) = split_url(direct);
-        format!("{prefix}127.0.0.1:{}{rest}", self.port)
-    }
-
-    /// Cuts every relayed connection and refuses new ones until `up_at`;
-    /// how many connections were cut.
-    fn cut(&self, up_at: Instant) -> usize {
-        self.shared.down.store(true, Ordering::SeqCst);
-        *self.shared.up_at.lock().unwrap() = Some(up_at);
-        let cut: Vec<TcpStream> = self.shared.relayed.lock().unwrap().drain(..).collect();
-        for c in &cut {
-            let _ = c.shutdown(Shutdown::Both);
-        }
-        cut.len() / 2
-    }
-
-    fn is_down(&self) -> bool {
-        self.shared.down.load(Ordering::SeqCst)
-    }
-
-    fn up_at(&self) -> Option<Instant> {
-        *self.shared.up_at.lock().unwrap()
-    }
-
-    fn set_up(&self) {
-        self.shared.down.store(false, Ordering::SeqCst);
-        *self.shared.up_at.lock().unwrap() = None;
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.shared.closing.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        for c in self.shared.relayed.lock().unwrap().drain(..) {
-            let _ = c.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// Copies `from` to `to` on a thread of its own; when either ends, both
-/// sockets are shut down.
-fn relay(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if to.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-        let _ = from.shutdown(Shutdown::Both);
-        let _ = to.shutdown(Shutdown::Both);
-    });
 }

@@ -8,58 +8,12 @@ use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, Worker
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::{DeliveryFilter, NewEvent, Route, Store};
+use jadpo_testing::proxy::{Mode, Proxy};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::AbortHandle;
 
 const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
-
-/// Forwards connections to `upstream` while up; when cut, drops every open
-/// connection and refuses new ones.
-struct Proxy {
-    port: u16,
-    up: Arc<AtomicBool>,
-    relays: Arc<Mutex<Vec<AbortHandle>>>,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let up = Arc::new(AtomicBool::new(true));
-        let relays: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let (u, r) = (up.clone(), relays.clone());
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                if !u.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let Ok(mut server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let relay = tokio::spawn(async move {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                });
-                r.lock().unwrap().push(relay.abort_handle());
-            }
-        });
-        Proxy { port, up, relays }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        for relay in self.relays.lock().unwrap().drain(..) {
-            relay.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.up.store(true, Ordering::SeqCst);
-    }
-}
 
 #[tokio::test]
 async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
@@ -71,7 +25,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
     let upstream = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
     let proxy = Proxy::start(upstream).await;
     url.set_host(Some("127.0.0.1")).unwrap();
-    url.set_port(Some(proxy.port)).unwrap();
+    url.set_port(Some(proxy.port())).unwrap();
     let options = Options {
         connect_timeout: Duration::from_millis(500),
         op_timeout: Duration::from_secs(2),
@@ -106,7 +60,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
 
     // The store goes away under the running worker; events keep arriving
     // (written by another process that can still reach it).
-    proxy.cut();
+    let _ = proxy.cut();
     let events: Vec<NewEvent> = (0..20)
         .map(|i| NewEvent {
             name: "E".into(),
@@ -122,7 +76,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
         "nothing can be claimed while the store is unreachable"
     );
 
-    proxy.restore();
+    proxy.set(Mode::Up);
     let mut done = 0;
     for _ in 0..300 {
         let list = direct.list(&DeliveryFilter::default()).await.unwrap();

@@ -9,120 +9,10 @@ use jadpo_store::conformance::{at, routes, LEASE};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::{ClaimRequest, Finish, NewEvent, Store, StoreError};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use jadpo_testing::proxy::{Mode, Proxy};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
-use tokio::task::AbortHandle;
-
-const UP: u8 = 0;
-/// Connections dropped; new ones accepted and closed at once.
-const DOWN: u8 = 1;
-/// Bytes stop flowing both ways; nothing is closed.
-const STALLED: u8 = 2;
-/// Up, but the first client message carrying COMMIT cuts everything
-/// instead of going through.
-const CUT_AT_COMMIT: u8 = 3;
-
-struct Proxy {
-    port: u16,
-    mode: Arc<AtomicU8>,
-    /// Connections closed at once because the proxy was down.
-    refused: Arc<AtomicUsize>,
-    relays: Arc<Mutex<Vec<AbortHandle>>>,
-    upstream: String,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let proxy = Proxy {
-            port: listener.local_addr().unwrap().port(),
-            mode: Arc::new(AtomicU8::new(UP)),
-            refused: Arc::new(AtomicUsize::new(0)),
-            relays: Arc::new(Mutex::new(Vec::new())),
-            upstream,
-        };
-        let (mode, relays, upstream) = (proxy.mode.clone(), proxy.relays.clone(), proxy.upstream.clone());
-        let refused = proxy.refused.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                if mode.load(Ordering::SeqCst) == DOWN {
-                    drop(client);
-                    refused.fetch_add(1, Ordering::SeqCst);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                let up = tokio::spawn(pump(cr, sw, mode.clone(), relays.clone(), true));
-                let down = tokio::spawn(pump(sr, cw, mode.clone(), relays.clone(), false));
-                relays.lock().unwrap().extend([up.abort_handle(), down.abort_handle()]);
-            }
-        });
-        proxy
-    }
-
-    fn url(&self, schema: &TestSchema) -> String {
-        let base: tokio_postgres::Config = schema.url().parse().unwrap();
-        let user = base.get_user().unwrap_or("postgres");
-        let db = base.get_dbname().unwrap_or("test");
-        format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
-    }
-
-    fn set(&self, mode: u8) {
-        self.mode.store(mode, Ordering::SeqCst);
-        if mode == DOWN {
-            cut(&self.relays);
-        }
-    }
-}
-
-fn cut(relays: &Mutex<Vec<AbortHandle>>) {
-    for r in relays.lock().unwrap().drain(..) {
-        r.abort();
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mode: Arc<AtomicU8>,
-    relays: Arc<Mutex<Vec<AbortHandle>>>,
-    client_to_server: bool,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        while mode.load(Ordering::SeqCst) == STALLED {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let Ok(n) = from.read(&mut buf).await else { return };
-        if n == 0 {
-            return;
-        }
-        while mode.load(Ordering::SeqCst) == STALLED {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if client_to_server
-            && mode.load(Ordering::SeqCst) == CUT_AT_COMMIT
-            && buf[..n].windows(6).any(|w| w == b"COMMIT")
-        {
-            mode.store(DOWN, Ordering::SeqCst);
-            cut(&relays);
-            return;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
 
 struct Setup {
     schema: Arc<TestSchema>,
@@ -151,7 +41,10 @@ async fn setup(op_timeout: Duration) -> Option<Setup> {
         pool_size: 4,
         ..Options::default()
     };
-    let store = schema.store_at(&proxy.url(&schema), options).await.unwrap();
+    let store = schema
+        .store_at(&proxy.url_through(schema.url()), options)
+        .await
+        .unwrap();
     Some(Setup { schema, proxy, store })
 }
 
@@ -192,17 +85,17 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
         lease: LEASE,
     };
 
-    proxy.set(CUT_AT_COMMIT);
+    proxy.set(Mode::CutAtCommit);
     is_unavailable(store.emit(&events(100), at(0)).await);
     assert_eq!(count(&schema, "SELECT count(*) FROM jadpo_events").await, 0);
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     store.emit(&events(100), at(0)).await.unwrap();
 
-    proxy.set(CUT_AT_COMMIT);
+    proxy.set(Mode::CutAtCommit);
     is_unavailable(store.claim(&req(1)).await);
     let untouched = "SELECT count(*) FROM jadpo_deliveries WHERE state = 'due' AND attempts = 0 AND lease_token = 0";
     assert_eq!(count(&schema, untouched).await, 100, "the claim left nothing behind");
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     let claimed = store.claim(&req(1)).await.unwrap().claimed;
     assert_eq!(claimed.len(), 100);
 
@@ -210,7 +103,7 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
         .iter()
         .map(|c| c.finish(Outcome::Succeeded, at(1), at(2)))
         .collect();
-    proxy.set(CUT_AT_COMMIT);
+    proxy.set(Mode::CutAtCommit);
     is_unavailable(store.finish_batch(&batch).await);
     assert_eq!(
         count(&schema, "SELECT count(*) FROM jadpo_deliveries WHERE state = 'running'").await,
@@ -225,7 +118,7 @@ async fn cut_as_it_commits_writes_nothing_then_the_same_store_works_again() {
         .await,
         0
     );
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     let results = store.finish_batch(&batch).await.unwrap();
     assert!(results.iter().all(|r| r.is_ok()));
     let d = store.delivery(claimed[0].delivery.id).await.unwrap().unwrap();
@@ -246,7 +139,7 @@ async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_
         lease: LEASE,
     };
     store.emit(&events(5), at(0)).await.unwrap();
-    proxy.set(DOWN);
+    proxy.set(Mode::Down);
     let started = Instant::now();
     let why = is_unavailable(store.claim(&req).await);
     eprintln!("claim with the server gone: {why}");
@@ -276,7 +169,7 @@ async fn a_server_gone_is_unavailable_at_once_for_every_method_and_back_when_it_
         "no hang: {:?}",
         started.elapsed()
     );
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     assert_eq!(store.claim(&req).await.unwrap().claimed.len(), 5);
 }
 
@@ -294,12 +187,12 @@ async fn a_server_that_stops_answering_times_out_as_unavailable() {
         lease: LEASE,
     };
     store.emit(&events(5), at(0)).await.unwrap();
-    proxy.set(STALLED);
+    proxy.set(Mode::Stalled);
     let started = Instant::now();
     let why = is_unavailable(store.claim(&req).await);
     assert!(why.contains("did not answer"), "{why}");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     // The stalled claim's connection was dropped; its transaction rolls back
     // when the server notices. The next claim gets all five once it has.
     let mut claimed = 0;
@@ -340,14 +233,14 @@ async fn the_listener_reconnects_after_a_cut_and_wakes_again() {
         .await
         .expect("an emit wakes it");
 
-    proxy.set(DOWN);
+    proxy.set(Mode::Down);
     direct.emit(&events(1), at(1)).await.unwrap();
     let started = Instant::now();
-    while proxy.refused.load(Ordering::SeqCst) < 2 {
+    while proxy.refused() < 2 {
         assert!(started.elapsed() < within, "the listener tries to reconnect");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    proxy.set(UP);
+    proxy.set(Mode::Up);
     tokio::time::timeout(within, wake.notified())
         .await
         .expect("a wake-up once it listens again: the emit made while it was cut was not heard");

@@ -6,7 +6,10 @@
 //! - [`wait`]: waiting for something to happen, with one generous ceiling.
 //! - [`process`]: a child process whose stderr is kept as it comes, with
 //!   the port its API chose.
+//! - [`proxy`]: a TCP proxy in front of a server (PostgreSQL) that can cut,
+//!   refuse and stall connections, for store outages.
 
 pub mod process;
+pub mod proxy;
 pub mod skip;
 pub mod wait;
