@@ -51,6 +51,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    store_url::unset_empty_env();
     match Cli::parse().command {
         Command::Check(args) => cmd::check::run(args),
         Command::Dev(args) => cmd::dev::run(args),

@@ -1,0 +1,66 @@
+//! Claims of docs/cli.md that were once false, each pinned by running the
+//! real binary the way the docs tell a user to.
+
+mod common;
+
+use common::Folder;
+use std::net::TcpListener;
+
+/// An app `dev` and `serve` can start without any Rust code.
+const PROCESS_APP: &str = r#"
+event Ping { id: string }
+connection hook { base_url: "http://127.0.0.1:9" }
+action notify(id: string) { call hook.post("/ping/{id}", body: event) }
+subscriber pinged { on: Ping  run: notify(event.id) }
+"#;
+
+/// A token `serve` takes: 32 characters or more.
+const TOKEN: &str = "doc-claims-token-0123456789abcdef";
+
+fn process_folder() -> Folder {
+    let f = Folder::empty();
+    f.write("app.jadpo", PROCESS_APP);
+    f
+}
+
+#[test]
+fn an_empty_jadpo_store_is_unset_for_every_command() {
+    let f = Folder::with_app();
+    let default_db = f.path().join(".jadpo/jadpo.db");
+    for empty in ["", "  ", "\t"] {
+        let env = [("JADPO_STORE", empty)];
+        for args in [
+            &["emit", "Ping", r#"{"id": "e"}"#][..],
+            &["deliveries"],
+            &["deliveries", "--json"],
+            &["breakers"],
+            &["alerts"],
+            &["migrate"],
+            &["retry", "--state", "failed"],
+        ] {
+            f.run_with(args, &env, None).expect(0, None);
+        }
+        assert!(default_db.is_file(), "the default store was used");
+    }
+    // Typed on the command line, an empty URL is still a mistake.
+    f.run(&["deliveries", "--store", ""])
+        .expect(2, Some("store.url_invalid"));
+}
+
+#[test]
+fn dev_and_serve_take_an_empty_jadpo_store_as_unset() {
+    let f = process_folder();
+    // Held, so that dev stops at binding after it opened its store: a
+    // finished run with no server left behind.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let run = f.run_with(&["dev", "--port", &port], &[("JADPO_STORE", "")], None);
+    run.expect(2, Some("api.bind_failed"));
+    assert!(f.path().join(".jadpo/jadpo.db").is_file(), "{}", run.stderr());
+    let run = f.run_with(
+        &["serve", "--port", &port],
+        &[("JADPO_STORE", " "), ("JADPO_API_TOKEN", TOKEN)],
+        None,
+    );
+    run.expect(2, Some("serve.store_missing"));
+}
