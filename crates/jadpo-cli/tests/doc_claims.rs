@@ -64,3 +64,26 @@ fn dev_and_serve_take_an_empty_jadpo_store_as_unset() {
     );
     run.expect(2, Some("serve.store_missing"));
 }
+
+#[test]
+fn an_app_file_with_errors_is_app_invalid_exit_1() {
+    let f = Folder::empty();
+    f.write("app.jadpo", "event E { id: strng }\nsubscriber s { on: F run: g() }\n");
+    let env = [("JADPO_API_TOKEN", TOKEN)];
+    for args in [
+        &["deliveries"][..],
+        &["deliveries", "show", "1"],
+        &["emit", "E", r#"{"id": "a"}"#],
+        &["breakers"],
+        &["retry", "1"],
+        &["dev", "--port", "0"],
+        &["serve", "--port", "0", "--store", "sqlite:s.db"],
+    ] {
+        let run = f.run_with(args, &env, None);
+        run.expect(1, Some("app.invalid"));
+        let err = run.stderr();
+        assert!(err.contains("error[app.invalid]: the app file has "), "{args:?}: {err}");
+        assert!(err.contains("error[type.unknown]"), "its diagnostics: {err}");
+        assert_eq!(run.stdout(), "", "{args:?}");
+    }
+}
