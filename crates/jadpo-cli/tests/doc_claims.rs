@@ -87,3 +87,32 @@ fn an_app_file_with_errors_is_app_invalid_exit_1() {
         assert_eq!(run.stdout(), "", "{args:?}");
     }
 }
+
+#[test]
+fn show_takes_no_filter_before_or_after_it() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    f.run(&["emit", "Ping", r#"{"id": "a"}"#, "--store", &url])
+        .expect(0, None);
+    for args in [
+        &["deliveries", "show", "1", "--state", "due"][..],
+        &["deliveries", "--state", "due", "show", "1"],
+        &["deliveries", "show", "1", "--subscriber", "pinged"],
+        &["deliveries", "show", "1", "--connection", "mailer"],
+        &["deliveries", "show", "1", "--event", "1"],
+        &["deliveries", "show", "1", "--before", "9"],
+        &["deliveries", "--limit", "100", "show", "1"],
+        &["deliveries", "show", "1", "--limit", "5"],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--store", &url]);
+        f.run(&args).expect(2, Some("cli.usage"));
+    }
+    // The shared flags still go on either side.
+    for args in [
+        &["deliveries", "show", "1", "--json", "--store", &url][..],
+        &["deliveries", "--json", "--store", &url, "show", "1"],
+    ] {
+        assert_eq!(f.run(args).expect(0, None).json()["id"], 1, "{args:?}");
+    }
+}
