@@ -116,3 +116,50 @@ fn show_takes_no_filter_before_or_after_it() {
         assert_eq!(f.run(args).expect(0, None).json()["id"], 1, "{args:?}");
     }
 }
+
+#[test]
+fn the_limit_note_says_more_match_only_when_they_do() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    for id in ["a", "b", "c"] {
+        f.run(&["emit", "Ping", &format!(r#"{{"id": "{id}"}}"#), "--store", &url])
+            .expect(0, None);
+    }
+    let list = |extra: &[&str]| {
+        let mut args = vec!["deliveries", "--store", &url];
+        args.extend(extra);
+        f.run(&args)
+    };
+    for exact in [&["--limit", "3"][..], &["--limit", "4"], &[]] {
+        let run = list(exact);
+        run.expect(0, None);
+        assert_eq!(run.stderr(), "", "{exact:?}: every match was listed");
+        let run = list(&[exact, &["--json"][..]].concat());
+        assert_eq!(run.expect(0, None).json().as_array().unwrap().len(), 3);
+        assert_eq!(run.stderr(), "", "{exact:?} --json");
+    }
+    let run = list(&["--limit", "2"]);
+    run.expect(0, None);
+    assert_eq!(run.stdout().lines().count(), 3, "a header and two rows");
+    assert!(
+        run.stderr().contains("--limit 2") && run.stderr().contains("--before 2"),
+        "{}",
+        run.stderr()
+    );
+    // With --json the note is on stderr and stdout stays one JSON array.
+    let run = list(&["--limit", "2", "--json"]);
+    let ids: Vec<i64> = run
+        .expect(0, None)
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [3, 2]);
+    assert!(run.stderr().contains("--before 2"), "{}", run.stderr());
+    // The page it names holds the rest, and says nothing more.
+    let run = list(&["--limit", "2", "--before", "2", "--json"]);
+    assert_eq!(run.expect(0, None).json().as_array().unwrap().len(), 1);
+    assert_eq!(run.stderr(), "");
+}

@@ -139,10 +139,20 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
         before: args.before.map(jadpo_core::DeliveryId),
         limit,
     };
-    let found = views::list(store, app, &query).await.map_err(CliError::store)?;
+    let (found, more) = views::page(store, app, &query).await.map_err(CliError::store)?;
     let names = views::event_names(store, &found).await.map_err(CliError::store)?;
+    // On stderr even with --json, so stdout stays one JSON array.
+    let stopped = || {
+        if let (true, Some(last)) = (more, found.last()) {
+            eprintln!(
+                "note: stopped at --limit {limit}; more match: the next page is --before {}",
+                last.id
+            );
+        }
+    };
     if args.json {
         output::print_json(&views::deliveries_json(&found, &names));
+        stopped();
         return Ok(ExitCode::SUCCESS);
     }
     if found.is_empty() {
@@ -150,9 +160,7 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
         return Ok(ExitCode::SUCCESS);
     }
     output::print(&table(&found, &names));
-    if found.len() == limit {
-        eprintln!("(the newest {limit}; use --limit N for more)");
-    }
+    stopped();
     if let Some(note) = views::scaled_note(&views::store_clock(store).await?) {
         eprintln!("note: times are this store's engine clock, {note}");
     }
