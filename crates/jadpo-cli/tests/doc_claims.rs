@@ -163,3 +163,29 @@ fn the_limit_note_says_more_match_only_when_they_do() {
     assert_eq!(run.expect(0, None).json().as_array().unwrap().len(), 1);
     assert_eq!(run.stderr(), "");
 }
+
+#[test]
+fn a_bulk_retry_says_it_stopped_at_its_limit_only_when_more_match() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    common::seed_failed_sqlite(&url, 2);
+    let retry = |extra: &[&str]| {
+        let mut args = vec!["retry", "--state", "failed", "--dry-run", "--store", &url];
+        args.extend(extra);
+        f.run(&args)
+    };
+    for json in [&[][..], &["--json"]] {
+        let exact = retry(&[&["--limit", "2"][..], json].concat());
+        exact.expect(0, None);
+        assert!(!exact.stdout().contains("stopped at"), "{}", exact.stdout());
+        assert_eq!(exact.stderr(), "");
+    }
+    let run = retry(&["--limit", "1"]);
+    assert!(run
+        .expect(0, None)
+        .stdout()
+        .contains("(stopped at --limit 1; run again for more)"));
+    let run = retry(&["--limit", "1", "--json"]);
+    assert_eq!(run.expect(0, None).json()["retried"].as_array().unwrap().len(), 1);
+    assert!(run.stderr().contains("stopped at --limit 1"), "{}", run.stderr());
+}
