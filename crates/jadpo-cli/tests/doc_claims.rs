@@ -189,3 +189,94 @@ fn a_bulk_retry_says_it_stopped_at_its_limit_only_when_more_match() {
     assert_eq!(run.expect(0, None).json()["retried"].as_array().unwrap().len(), 1);
     assert!(run.stderr().contains("stopped at --limit 1"), "{}", run.stderr());
 }
+
+/// The rule of docs/security.md: 1 to 255 bytes of visible ASCII, space
+/// included; a tab or a letter outside ASCII is not.
+const GOOD_KEYS: [&str; 3] = ["c d", "order-1001", "!~"];
+const BAD_KEYS: [&str; 3] = ["é", "c\td", ""];
+
+#[test]
+fn emit_takes_the_idempotency_keys_http_takes() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    for key in GOOD_KEYS {
+        f.run(&[
+            "emit",
+            "Ping",
+            r#"{"id": "a"}"#,
+            "--store",
+            &url,
+            "--idempotency-key",
+            key,
+        ])
+        .expect(0, None);
+    }
+    for key in BAD_KEYS {
+        let run = f.run(&[
+            "emit",
+            "Ping",
+            r#"{"id": "a"}"#,
+            "--store",
+            &url,
+            "--idempotency-key",
+            key,
+        ]);
+        run.expect(1, Some("event.idempotency_key_invalid"));
+    }
+}
+
+#[test]
+fn http_takes_the_idempotency_keys_emit_takes() {
+    use std::io::{Read, Write};
+    let f = process_folder();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jadpo"))
+        .args(["dev", "--port", &port.to_string()])
+        .current_dir(f.path())
+        .env_remove("JADPO_STORE")
+        .env_remove("JADPO_API_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "dev exited");
+        assert!(started.elapsed().as_secs() < 30, "dev never listened");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let post = |key: &[u8]| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let body = br#"{"id": "a"}"#;
+        let mut req = format!(
+            "POST /events/Ping HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\nIdempotency-Key: ",
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(key);
+        req.extend_from_slice(b"\r\n\r\n");
+        req.extend_from_slice(body);
+        s.write_all(&req).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let status: u16 = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (status, out)
+    };
+    let results: Vec<_> = GOOD_KEYS
+        .iter()
+        .chain(&BAD_KEYS[..2])
+        .map(|k| (*k, post(k.as_bytes())))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for (key, (status, out)) in results {
+        if GOOD_KEYS.contains(&key) {
+            assert_eq!(status, 202, "{key:?}: {out}");
+        } else {
+            assert_eq!(status, 400, "{key:?}: {out}");
+            assert!(out.contains("event.idempotency_key_invalid"), "{key:?}: {out}");
+        }
+    }
+}
