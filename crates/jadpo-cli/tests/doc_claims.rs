@@ -280,3 +280,23 @@ fn http_takes_the_idempotency_keys_emit_takes() {
         }
     }
 }
+
+#[test]
+fn a_start_that_fails_on_its_store_logs_no_started() {
+    let f = process_folder();
+    for (store, code) in [
+        ("postgres://nobody@127.0.0.1:1/none", "store.unavailable"),
+        ("mysql://h/db", "store.url_invalid"),
+    ] {
+        let run = f.run(&["dev", "--port", "0", "--store", store]);
+        run.expect(2, Some(code));
+        assert!(!run.stderr().contains("dev.started"), "{}", run.stderr());
+        let run = f.run_with(
+            &["serve", "--port", "0", "--store", store],
+            &[("JADPO_API_TOKEN", TOKEN)],
+            None,
+        );
+        run.expect(2, Some(code));
+        assert!(!run.stderr().contains("serve.started"), "{}", run.stderr());
+    }
+}
