@@ -300,3 +300,54 @@ fn a_start_that_fails_on_its_store_logs_no_started() {
         assert!(!run.stderr().contains("serve.started"), "{}", run.stderr());
     }
 }
+
+/// docs/system-tables.md documents every column: each of a migrated SQLite
+/// store's `jadpo_*` tables has a `### \`NAME\`` section naming each column.
+#[test]
+fn system_tables_md_names_every_column() {
+    let f = Folder::empty();
+    let url = f.store_url();
+    f.run(&["migrate", "--store", &url]).expect(0, None);
+    let columns: Vec<(String, Vec<String>)> = common::block_on(async {
+        let store = jadpo_store::sqlite::SqliteStore::open(&url).await.unwrap();
+        store
+            .transaction(|tx| -> Result<_, jadpo_store::StoreError> {
+                let names = |sql: &str, col: usize| -> Vec<String> {
+                    let mut stmt = tx.prepare(sql).unwrap();
+                    let rows = stmt.query_map([], |r| r.get::<_, String>(col)).unwrap();
+                    rows.map(Result::unwrap).collect()
+                };
+                let tables = names(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'jadpo%' ORDER BY name",
+                    0,
+                );
+                Ok(tables
+                    .into_iter()
+                    .map(|t| {
+                        let cols = names(&format!("PRAGMA table_info({t})"), 1);
+                        (t, cols)
+                    })
+                    .collect())
+            })
+            .await
+            .unwrap()
+    });
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/system-tables.md")).unwrap();
+    assert!(columns.iter().any(|(t, _)| t == "jadpo_events"));
+    let mut missing = Vec::new();
+    for (table, cols) in &columns {
+        let heading = format!("### `{table}`\n");
+        let Some(start) = doc.find(&heading) else {
+            missing.push(format!("{table} (no section)"));
+            continue;
+        };
+        let section = &doc[start + heading.len()..];
+        let section = &section[..section.find("\n### ").unwrap_or(section.len())];
+        missing.extend(
+            cols.iter()
+                .filter(|c| !section.contains(&format!("`{c}`")))
+                .map(|c| format!("{table}.{c}")),
+        );
+    }
+    assert!(missing.is_empty(), "undocumented in docs/system-tables.md: {missing:?}");
+}
