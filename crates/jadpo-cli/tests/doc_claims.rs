@@ -227,24 +227,28 @@ fn emit_takes_the_idempotency_keys_http_takes() {
 
 #[test]
 fn http_takes_the_idempotency_keys_emit_takes() {
-    use std::io::{Read, Write};
+    use std::io::{BufRead, Read, Write};
     let f = process_folder();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Port 0, and the port read from its own log: no other process can
+    // take it between choosing and binding.
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jadpo"))
-        .args(["dev", "--port", &port.to_string()])
+        .args(["dev", "--port", "0"])
         .current_dir(f.path())
         .env_remove("JADPO_STORE")
         .env_remove("JADPO_API_TOKEN")
+        .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "dev exited");
-        assert!(started.elapsed().as_secs() < 30, "dev never listened");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let port: u16 = loop {
+        let mut line = String::new();
+        assert!(log.read_line(&mut line).unwrap() > 0, "dev exited before it listened");
+        if let Some(addr) = line.split("api.listening addr=").nth(1) {
+            break addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+        }
+    };
     let post = |key: &[u8]| {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let body = br#"{"id": "a"}"#;
