@@ -51,6 +51,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    store_url::unset_empty_env();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

@@ -66,6 +66,20 @@ pub fn resolve(flag: Option<&str>) -> String {
     }
 }
 
+/// Unsets `$JADPO_STORE` when it is empty or only whitespace, before the
+/// command line is parsed. docs/cli.md promises such a value counts as
+/// unset, but clap's `env = "JADPO_STORE"` hands a set-but-empty variable
+/// to every command as `--store ''`; doing it here, once, keeps every
+/// command (and every later `std::env::var`) to one rule. An explicit
+/// `--store ''` is still refused: someone typed it.
+pub fn unset_empty_env() {
+    if std::env::var_os(ENV_VAR).is_some_and(|v| v.to_str().is_some_and(|s| s.trim().is_empty())) {
+        // Called first thing in `main`, before any thread exists that could
+        // read the environment at the same time.
+        std::env::remove_var(ENV_VAR);
+    }
+}
+
 fn url_invalid(url: &str, why: &str) -> CliError {
     CliError::environment(
         "store.url_invalid",

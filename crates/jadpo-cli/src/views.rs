@@ -60,7 +60,30 @@ pub fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {
 /// call it. Each query is bounded by the limit, so this reads at most
 /// (subscribers + 1) × limit rows.
 pub async fn list<S: Store>(store: &S, app: Option<&App>, q: &DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
+    list_at_most(store, app, q, q.limit.clamp(1, MAX_LIMIT)).await
+}
+
+/// [`list`], and whether more deliveries match than it returns: one more
+/// is read to know, so a list that is exactly as long as the limit is not
+/// said to have stopped there.
+pub async fn page<S: Store>(
+    store: &S,
+    app: Option<&App>,
+    q: &DeliveryQuery,
+) -> Result<(Vec<Delivery>, bool), StoreError> {
     let limit = q.limit.clamp(1, MAX_LIMIT);
+    let mut found = list_at_most(store, app, q, limit + 1).await?;
+    let more = found.len() > limit;
+    found.truncate(limit);
+    Ok((found, more))
+}
+
+async fn list_at_most<S: Store>(
+    store: &S,
+    app: Option<&App>,
+    q: &DeliveryQuery,
+    limit: usize,
+) -> Result<Vec<Delivery>, StoreError> {
     let base = DeliveryFilter {
         state: q.state,
         subscriber: q.subscriber.clone(),

@@ -9,9 +9,15 @@
 use jadpo_core::{Alert, Outcome, Timestamp, Transition};
 use jadpo_store::{ClaimReport, Claimed, Finish, FinishReport};
 
-/// RFC 3339, for humans and JSON alike.
+/// RFC 3339 in UTC, for humans and JSON alike: to the second when the
+/// milliseconds are zero, else with all three of them (`.240Z`, never
+/// jiff's shortest `.24Z`), so times of one second line up and read alike.
 pub fn rfc3339(t: Timestamp) -> String {
-    jiff::Timestamp::from_millisecond(t.as_millis()).map_or_else(|_| t.as_millis().to_string(), |ts| ts.to_string())
+    match jiff::Timestamp::from_millisecond(t.as_millis()) {
+        Err(_) => t.as_millis().to_string(),
+        Ok(ts) if t.as_millis().rem_euclid(1000) == 0 => ts.to_string(),
+        Ok(ts) => format!("{ts:.3}"),
+    }
 }
 
 pub fn claim(r: &ClaimReport) {
@@ -86,4 +92,20 @@ pub fn finished(f: &Finish, report: &FinishReport) {
 /// "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`.
 pub fn alert(a: &Alert) {
     tracing::error!(alert = Alert::NAME, connection = %a.connection, since = %rfc3339(a.since), held = a.held, "delivery.alert");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_are_three_digits_or_none() {
+        let at = |ms: i64| rfc3339(Timestamp::from_millis(1_796_184_984_000 + ms));
+        assert_eq!(at(0), "2026-12-02T04:16:24Z");
+        assert_eq!(at(240), "2026-12-02T04:16:24.240Z");
+        assert_eq!(at(950), "2026-12-02T04:16:24.950Z");
+        assert_eq!(at(7), "2026-12-02T04:16:24.007Z");
+        assert_eq!(at(999), "2026-12-02T04:16:24.999Z");
+        assert_eq!(rfc3339(Timestamp::from_millis(-1)), "1969-12-31T23:59:59.999Z");
+    }
 }

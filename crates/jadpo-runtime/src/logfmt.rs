@@ -158,7 +158,9 @@ impl<S: Subscriber> Layer<S> for Lines {
                     "level".into(),
                     serde_json::Value::from(level_name(event.metadata().level())),
                 ));
-                fields.push(("time".into(), serde_json::Value::from(now.to_string())));
+                // Milliseconds, as every other time Jadpo prints.
+                let time = crate::log::rfc3339(jadpo_core::Timestamp::from_millis(now.as_millisecond()));
+                fields.push(("time".into(), serde_json::Value::from(time)));
                 json_line(&name, &fields)
             }
             Format::Human => {

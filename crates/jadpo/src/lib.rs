@@ -100,7 +100,7 @@ impl fmt::Display for StartError {
             StartError::Invalid { rendered, count } => {
                 write!(
                     f,
-                    "{rendered}\nerror: the app file has {count} error{}",
+                    "{rendered}\nerror[app.invalid]: the app file has {count} error{}",
                     if *count == 1 { "" } else { "s" }
                 )
             }

@@ -266,3 +266,26 @@ async fn a_time_scale_is_kept_by_the_store_and_followed_by_later_starts() {
         .unwrap();
     assert_eq!(e.code(), "clock.store_scaled");
 }
+
+#[tokio::test]
+async fn emit_idempotent_takes_the_keys_the_cli_and_http_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let jadpo = builder()
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let order = serde_json::json!({"order_id": "k", "total_cents": 5});
+    for key in ["c d", "order-1001", "!~"] {
+        assert!(
+            jadpo.emit_idempotent("OrderPlaced", &order, key).await.is_ok(),
+            "{key:?}"
+        );
+    }
+    for key in ["é", "c\td", "", &"k".repeat(256)] {
+        match jadpo.emit_idempotent("OrderPlaced", &order, key).await {
+            Err(jadpo::EmitError::Event(e)) => assert_eq!(e.code, "event.idempotency_key_invalid"),
+            other => panic!("{key:?}: {other:?}"),
+        }
+    }
+}

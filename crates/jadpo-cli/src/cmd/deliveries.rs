@@ -42,35 +42,35 @@ pub enum Sub {
 pub struct ShowArgs {
     /// The delivery's id.
     pub id: i64,
-    /// Print the delivery and its `history` as one JSON object.
-    #[arg(long)]
-    pub json: bool,
 }
 
+/// Global, so that clap accepts them after `show ID` too and `run` refuses
+/// them there with `cli.usage`, in either order (docs/cli.md).
 #[derive(clap::Args, Debug)]
 pub struct ListArgs {
     /// Only deliveries in this state.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, global = true)]
     pub state: Option<StateArg>,
     /// Only this subscriber's deliveries.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", global = true)]
     pub subscriber: Option<String>,
     /// Only deliveries held on this connection or whose subscriber's action
     /// may call it (the latter needs the app file).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", global = true)]
     pub connection: Option<String>,
     /// Only the deliveries of this event.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", global = true)]
     pub event: Option<i64>,
     /// Only deliveries older than this one: the next page after a listing
     /// whose last delivery was ID.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", global = true)]
     pub before: Option<i64>,
-    /// The most deliveries listed, newest first.
-    #[arg(long, value_name = "N", default_value_t = views::DEFAULT_LIMIT, value_parser = views::parse_limit)]
-    pub limit: usize,
-    /// Print one JSON array of deliveries.
-    #[arg(long)]
+    /// The most deliveries listed, newest first (default 100).
+    #[arg(long, value_name = "N", value_parser = views::parse_limit, global = true)]
+    pub limit: Option<usize>,
+    /// Print one JSON array of deliveries (with `show`: the delivery and
+    /// its `history` as one JSON object).
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
@@ -104,11 +104,12 @@ pub fn run(args: Args) -> ExitCode {
         || l.subscriber.is_some()
         || l.connection.is_some()
         || l.event.is_some()
-        || l.limit != views::DEFAULT_LIMIT;
+        || l.before.is_some()
+        || l.limit.is_some();
     if args.show.is_some() && filtered {
         return CliError::environment(
             "cli.usage",
-            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --limit)",
+            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --before, --limit)",
         )
         .report();
     }
@@ -116,10 +117,7 @@ pub fn run(args: Args) -> ExitCode {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         match args.show {
-            Some(Sub::Show(mut show)) => {
-                show.json |= args.list.json;
-                with_store!(&store, |s| show_one(s, &show).await)
-            }
+            Some(Sub::Show(show)) => with_store!(&store, |s| show_one(s, show.id, args.list.json).await),
             None => with_store!(&store, |s| list(s, app.as_ref(), &args.list).await),
         }
     })
@@ -132,18 +130,29 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
             operator::DEFAULT_APP
         );
     }
+    let limit = args.limit.unwrap_or(views::DEFAULT_LIMIT);
     let query = DeliveryQuery {
         state: args.state.map(Into::into),
         subscriber: args.subscriber.clone(),
         connection: args.connection.clone(),
         event: args.event.map(EventId),
         before: args.before.map(jadpo_core::DeliveryId),
-        limit: args.limit,
+        limit,
     };
-    let found = views::list(store, app, &query).await.map_err(CliError::store)?;
+    let (found, more) = views::page(store, app, &query).await.map_err(CliError::store)?;
     let names = views::event_names(store, &found).await.map_err(CliError::store)?;
+    // On stderr even with --json, so stdout stays one JSON array.
+    let stopped = || {
+        if let (true, Some(last)) = (more, found.last()) {
+            eprintln!(
+                "note: stopped at --limit {limit}; more match: the next page is --before {}",
+                last.id
+            );
+        }
+    };
     if args.json {
         output::print_json(&views::deliveries_json(&found, &names));
+        stopped();
         return Ok(ExitCode::SUCCESS);
     }
     if found.is_empty() {
@@ -151,9 +160,7 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
         return Ok(ExitCode::SUCCESS);
     }
     output::print(&table(&found, &names));
-    if found.len() == args.limit {
-        eprintln!("(the newest {}; use --limit N for more)", args.limit);
-    }
+    stopped();
     if let Some(note) = views::scaled_note(&views::store_clock(store).await?) {
         eprintln!("note: times are this store's engine clock, {note}");
     }
@@ -221,8 +228,8 @@ fn table(found: &[Delivery], names: &BTreeMap<EventId, String>) -> String {
     )
 }
 
-async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliError> {
-    let id = DeliveryId(args.id);
+async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, CliError> {
+    let id = DeliveryId(id);
     let Some(d) = store.delivery(id).await.map_err(CliError::store)? else {
         return Err(CliError::invalid(
             "delivery.not_found",
@@ -231,7 +238,7 @@ async fn show_one<S: Store>(store: &S, args: &ShowArgs) -> Result<ExitCode, CliE
     };
     let attempts = store.attempts(id).await.map_err(CliError::store)?;
     let event = store.event(d.event_id).await.map_err(CliError::store)?.map(|e| e.name);
-    if args.json {
+    if json {
         output::print_json(&views::delivery_detail_json(&d, event.as_deref(), &attempts));
         return Ok(ExitCode::SUCCESS);
     }

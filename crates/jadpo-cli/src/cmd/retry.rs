@@ -143,13 +143,14 @@ fn not_retryable(d: &Delivery) -> Skipped {
 }
 
 /// The deliveries a bulk retry takes: in the state, of the subscriber, of
-/// the subscribers calling the connection; newest first, at most `limit`.
+/// the subscribers calling the connection; newest first, at most `limit`;
+/// and whether more match (one more is read to know).
 async fn matching<S: Store>(
     store: &S,
     app: Option<&App>,
     args: &Args,
     state: DeliveryState,
-) -> Result<Vec<Delivery>, CliError> {
+) -> Result<(Vec<Delivery>, bool), CliError> {
     let subscribers: Option<Vec<String>> = match &args.connection {
         None => None,
         Some(conn) => {
@@ -175,7 +176,7 @@ async fn matching<S: Store>(
     let base = DeliveryFilter {
         state: Some(state),
         subscriber: args.subscriber.clone(),
-        limit: Some(args.limit),
+        limit: Some(args.limit + 1),
         ..DeliveryFilter::default()
     };
     let mut found = match subscribers {
@@ -194,13 +195,15 @@ async fn matching<S: Store>(
     };
     found.sort_by_key(|d| std::cmp::Reverse(d.id));
     found.dedup_by_key(|d| d.id);
+    let more = found.len() > args.limit;
     found.truncate(args.limit);
-    Ok(found)
+    Ok((found, more))
 }
 
 async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args) -> Result<ExitCode, CliError> {
     let mut skipped: Vec<Skipped> = Vec::new();
     let mut candidates: Vec<Delivery> = Vec::new();
+    let mut more = false;
     let by_id = args.state.is_none();
     if by_id {
         let mut seen = BTreeSet::new();
@@ -219,7 +222,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
             }
         }
     } else if let Some(state) = args.state {
-        candidates = matching(&store, app.as_ref(), args, state.into()).await?;
+        (candidates, more) = matching(&store, app.as_ref(), args, state.into()).await?;
     }
 
     let mut retried: Vec<DeliveryId> = Vec::new();
@@ -253,7 +256,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
         bar.finish_and_clear();
     }
 
-    report(args, &candidates, &retried, &skipped);
+    report(args, &candidates, more, &retried, &skipped);
     let explicit_skip = by_id && !skipped.is_empty();
     Ok(if explicit_skip {
         ExitCode::from(output::EXIT_INVALID)
@@ -262,8 +265,9 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
     })
 }
 
-fn report(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped: &[Skipped]) {
-    let listed = candidates.len();
+/// `more`: a `--state` retry stopped at `--limit` with more matching.
+fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryId], skipped: &[Skipped]) {
+    let stopped = format!("(stopped at --limit {}; run again for more)\n", args.limit);
     if args.json {
         let skipped: Vec<_> = skipped
             .iter()
@@ -275,6 +279,10 @@ fn report(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped:
             "skipped": skipped,
             "spread_ms": u64::try_from(args.spread.as_millis()).unwrap_or(u64::MAX),
         }));
+        // Not on stdout, which stays one JSON object.
+        if more {
+            eprint!("note: {stopped}");
+        }
         return;
     }
     let mut out = String::new();
@@ -325,8 +333,8 @@ fn report(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped:
     for s in skipped {
         out.push_str(&format!("skipped {}: {}\n", s.id, s.reason));
     }
-    if args.state.is_some() && listed == args.limit {
-        out.push_str(&format!("(stopped at --limit {}; run again for more)\n", args.limit));
+    if more {
+        out.push_str(&stopped);
     }
     output::print(&out);
 }

@@ -57,7 +57,6 @@ pub fn run(args: Args) -> ExitCode {
                 "`--time-scale` is for `jadpo dev` only: production runs on the system clock",
             ));
         }
-        let flags: Vec<String> = args.store.iter().filter(|u| !u.trim().is_empty()).cloned().collect();
         let Some(token) = std::env::var("JADPO_API_TOKEN").ok().filter(|t| !t.is_empty()) else {
             return Err(CliError::environment(
                 "serve.token_missing",
@@ -77,7 +76,7 @@ pub fn run(args: Args) -> ExitCode {
         let app = jadpo::load_app(&args.app).map_err(operator::start_error)?;
         let summary = app.summary();
         let env = |k: &str| std::env::var(k).ok();
-        let stores = store_url::stores_of(&app, &flags, None, &env)?;
+        let stores = store_url::stores_of(&app, &args.store, None, &env)?;
         if stores.is_empty() {
             return Err(CliError::environment(
                 "serve.store_missing",

@@ -357,3 +357,26 @@ pub fn by_id(list: &Value, id: DeliveryId) -> &Value {
         .find(|d| d["id"] == id.0)
         .unwrap_or_else(|| panic!("no delivery {id} in {list:#}"))
 }
+
+/// `n` deliveries of `audit` failed with `http.400`, newest last.
+pub fn seed_failed_sqlite(url: &str, n: usize) -> Vec<DeliveryId> {
+    block_on(async {
+        let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
+        let (routes, now) = (routes(), now());
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            emit_one(
+                &s,
+                "PaymentReceived",
+                r#"{"payment_id":"p1","amount_cents":1}"#,
+                "audit",
+                now,
+            )
+            .await;
+            let failed = Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected));
+            let calls = vec![("mailer".into(), CallVerdict::Answered)];
+            ids.push(finish_one(&s, &routes, now, failed, calls).await);
+        }
+        ids
+    })
+}
