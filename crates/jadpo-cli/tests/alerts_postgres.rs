@@ -43,8 +43,7 @@ fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
     };
     let (pay, ops) = rt.block_on(async { (TestProvider::start().await, TestProvider::start().await) });
     pay.set(Behaviour::Down);
-    let sep = if schema.url().contains('?') { '&' } else { '?' };
-    let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let url = schema.url_with_search_path();
     let dir = tempfile::tempdir().unwrap();
     let app = APP.replace("PAY_URL", &pay.url()).replace("OPS_URL", &ops.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();

@@ -17,8 +17,7 @@ fn schema() -> Option<(std::sync::Arc<TestSchema>, String, common::Seeded)> {
         let schema = TestSchema::create().await?;
         let store = schema.store(Options::default()).await;
         let seeded = common::seed(&store).await;
-        let sep = if schema.url().contains('?') { '&' } else { '?' };
-        let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+        let url = schema.url_with_search_path();
         Some((schema, url, seeded))
     })
 }

@@ -295,8 +295,7 @@ fn two_serve_processes_share_one_postgres_store() {
     };
     let provider = rt.block_on(TestProvider::start());
     provider.set(Behaviour::Together { calls: 5 });
-    let sep = if schema.url().contains('?') { '&' } else { '?' };
-    let url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let url = schema.url_with_search_path();
     let dir = tempfile::tempdir().unwrap();
     let app = APP.replace("http://127.0.0.1:9", &provider.url());
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();

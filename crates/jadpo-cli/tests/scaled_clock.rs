@@ -213,10 +213,5 @@ fn scaled_dev_with_command_line_emit_and_retry_on_postgres() {
     let Some(schema) = rt.block_on(TestSchema::create()) else {
         return;
     };
-    let sep = if schema.url().contains('?') { '&' } else { '?' };
-    scenario(&format!(
-        "{}{sep}options=-c%20search_path%3D{}",
-        schema.url(),
-        schema.name()
-    ));
+    scenario(&schema.url_with_search_path());
 }

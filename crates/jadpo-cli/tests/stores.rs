@@ -87,8 +87,7 @@ fn each_store_has_its_own_breakers_holds_and_alert() {
     };
     let (pay, ops) = rt.block_on(async { (TestProvider::start().await, TestProvider::start().await) });
     pay.set(Behaviour::Down);
-    let sep = if schema.url().contains('?') { '&' } else { '?' };
-    let main_url = format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name());
+    let main_url = schema.url_with_search_path();
     let dir = tempfile::tempdir().unwrap();
     let audit_url = format!("sqlite:{}", dir.path().join("audit.db").display());
     let app = APP

@@ -17,8 +17,7 @@ pub const TOKEN: &str = "test-token-0123456789abcdef012345";
 
 /// A URL to the schema: its `search_path` set through the URL's `options`.
 pub fn url(schema: &TestSchema) -> String {
-    let sep = if schema.url().contains('?') { '&' } else { '?' };
-    format!("{}{sep}options=-c%20search_path%3D{}", schema.url(), schema.name())
+    schema.url_with_search_path()
 }
 
 /// A running `jadpo serve`, its JSON log kept as it comes.

@@ -94,6 +94,14 @@ impl TestSchema {
         &self.url
     }
 
+    /// A URL to this schema for a process that takes only a URL (`jadpo
+    /// dev --store`): the server's, its `search_path` set through the
+    /// URL's `options`.
+    pub fn url_with_search_path(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.url, self.name)
+    }
+
     /// A migrated store on this schema; panics if that fails.
     pub async fn store(self: &Arc<Self>, options: Options) -> PgStore {
         let url = self.url.clone();
