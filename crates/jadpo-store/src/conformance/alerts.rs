@@ -41,9 +41,39 @@ pub async fn closing_an_alerted_breaker_writes_its_resolved_message<S: Store>(s:
     // The five that opened it came due at 30 and were held too.
     assert_eq!(rep.released, 7);
     assert_ne!(kept[0].public_id, kept[1].public_id);
-    // The next outage is alerted and resolved again; a close without an
-    // alert raised writes nothing.
+    // Closed, the outage raises nothing more.
     assert!(s.sweep(at(62), LEASE).await.unwrap().alerts.is_empty());
+    // The next outage is alerted and resolved again, with messages of its
+    // own: one outage's messages are not the next one's.
+    open_breaker(s, 100).await;
+    emit(s, "pay", 1, 100).await;
+    assert!(!claim(s, 100, 100).await.held.is_empty());
+    assert_eq!(
+        s.sweep(at(101), LEASE).await.unwrap().alerts.len(),
+        1,
+        "the second outage's alert"
+    );
+    assert_eq!(s.sweep(at(160), LEASE).await.unwrap().woken.len(), 1);
+    let probe = claim(s, 160, 10).await.claimed.remove(0);
+    let rep = finish(
+        s,
+        &probe,
+        Outcome::Succeeded,
+        &[("payments", CallVerdict::Answered)],
+        161,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rep.transitions, vec![("payments".to_string(), Transition::Closed)]);
+    let kept = s.alerts(10).await.unwrap();
+    assert_eq!(kept.len(), 4, "two messages for each outage: {kept:?}");
+    assert_eq!(
+        kept[0].message,
+        AlertMessage::resolved("payments", at(100), at(161), rep.released as u64)
+    );
+    assert_eq!(kept[1].message.kind, AlertKind::Raised);
+    let ids: std::collections::BTreeSet<_> = kept.iter().map(|k| k.public_id.clone()).collect();
+    assert_eq!(ids.len(), 4);
 }
 
 pub async fn a_breaker_closed_before_its_alert_writes_no_resolved_message<S: Store>(s: &S) {

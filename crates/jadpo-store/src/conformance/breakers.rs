@@ -59,11 +59,21 @@ pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
     assert_eq!((b.breaker.state, b.held), (BreakerState::Closed, 0));
     let r = claim(s, 61, 10).await;
     assert_eq!(r.claimed.len(), 7, "released deliveries are due at once");
+    // Held time is counted once, exactly: from the hold to the release (60
+    // s for those held at 1 s, 31 s for those held when due at 30 s), so a
+    // store that counted a hold twice, or from the wrong instant, fails.
+    assert_eq!(
+        probe.delivery.held_for,
+        Duration::from_secs(59),
+        "held from 1 s, woken at 60 s"
+    );
     for c in &r.claimed {
-        assert!(
-            c.delivery.held_for >= Duration::from_secs(31),
-            "held time kept: {:?}",
-            c.delivery.held_for
+        let held_since = if waiting.contains(&c.delivery.id) { 1 } else { 30 };
+        assert_eq!(
+            c.delivery.held_for,
+            Duration::from_secs(61 - held_since),
+            "delivery {} held since {held_since} s",
+            c.delivery.id
         );
         assert!(c.delivery.held.is_none());
     }

@@ -310,12 +310,26 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
 }
 
 pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S: Store>(s: &S) {
-    let old = emit(s, "log", 3, 0).await;
-    let r = claim(s, 0, 3).await;
-    for c in &r.claimed {
-        finish(s, c, Outcome::Succeeded, &[], 10).await.unwrap();
+    // Claimed and never finished: running, its lease long over by the
+    // prune, as a lost worker leaves it.
+    let running = emit(s, "log", 1, 0).await;
+    assert_eq!(claim(s, 0, 1).await.claimed[0].delivery.id, running[0]);
+    // Old and finished every way: succeeded, failed, parked (an operator's
+    // to look at, but kept only as long as the rest).
+    let old = emit(s, "log", 5, 0).await;
+    let r = claim(s, 0, 5).await;
+    let gone = FailureRecord::new("http.410", FailureKind::Rejected);
+    let ends = [
+        Outcome::Succeeded,
+        Outcome::Succeeded,
+        Outcome::Succeeded,
+        Outcome::Failed(gone.clone()),
+        Outcome::Parked(gone),
+    ];
+    for (c, end) in r.claimed.iter().zip(ends) {
+        finish(s, c, end, &[], 10).await.unwrap();
     }
-    // Old but never finished: a due one, a running one, a held one.
+    // Old but never finished: a due one, a held one (and the running one).
     let due = emit(s, "log", 1, 0).await;
     open_breaker(s, 0).await;
     let held = emit(s, "pay", 1, 0).await;
@@ -325,20 +339,23 @@ pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S
     finish(s, &c, Outcome::Succeeded, &[], 501).await.unwrap();
 
     assert_eq!(s.prune(at(100), 2).await.unwrap(), 2, "bounded by the batch");
+    assert_eq!(s.prune(at(100), 2).await.unwrap(), 2);
     assert_eq!(s.prune(at(100), 2).await.unwrap(), 1);
     assert_eq!(s.prune(at(100), 2).await.unwrap(), 0);
     for id in &old {
         assert!(s.delivery(*id).await.unwrap().is_none());
         assert!(s.attempts(*id).await.unwrap().is_empty());
     }
-    for id in due.iter().chain(&held).chain(&recent) {
+    assert_eq!(get(s, running[0]).await.state, DeliveryState::Running);
+    for id in due.iter().chain(&held).chain(&recent).chain(&running) {
         assert!(
             s.delivery(*id).await.unwrap().is_some(),
             "delivery {id} was not finished long enough"
         );
     }
-    // The five that opened the breaker are due again, not finished: kept.
-    assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 8);
+    // The five that opened the breaker are due again, not finished: kept,
+    // beside the due, held, recent and running ones.
+    assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 9);
 }
 
 pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
