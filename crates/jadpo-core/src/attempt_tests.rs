@@ -254,15 +254,60 @@ proptest! {
         d.held_for = Duration::from_secs(held_s);
         let mut f = Failure::new("http.503", Unavailable);
         f.retry_after = retry_after_s.map(Duration::from_secs);
+        let retry_after = f.retry_after;
         let out = decide(&d, b, &AttemptEnd::Failed(f), at(now_s), &mut ChaCha8Rng::seed_from_u64(seed));
+        let deadline = b.deadline(d.budget_from, d.held_for);
         match out {
             Outcome::Retry { at: due, .. } => {
                 prop_assert!(attempts < b.attempts());
-                prop_assert!(due <= b.deadline(d.budget_from, d.held_for));
+                prop_assert!(due <= deadline);
                 prop_assert!(due >= at(now_s).plus(SECOND));
             }
-            Outcome::Failed(_) => {}
+            Outcome::Failed(_) => {
+                // Given up only with the budget spent: every attempt used,
+                // or the retry this very draw would schedule past the
+                // deadline. A `Failed` for any other reason is a lost retry.
+                let wait = Backoff::DELIVERY.draw(attempts, retry_after, &mut ChaCha8Rng::seed_from_u64(seed));
+                prop_assert!(
+                    b.attempts_used(attempts) || at(now_s).plus(wait) > deadline,
+                    "failed with {attempts} of {} attempts and a retry at {:?} before the deadline {deadline:?}",
+                    b.attempts(),
+                    at(now_s).plus(wait)
+                );
+            }
             other => prop_assert!(false, "{other:?}"),
+        }
+    }
+}
+
+proptest! {
+    /// Near the deadline, with attempts left, the drawn retry decides
+    /// alone: due at now plus the draw when that is not past the deadline,
+    /// given up when it is. (The property above draws its times from weeks,
+    /// where the last hour before a deadline is rarely hit.)
+    #[test]
+    fn near_the_deadline_only_a_retry_past_it_gives_up(
+        attempts in 1u32..=20,
+        within_h in 1u64..=48,
+        held_s in 0u64..=3_600,
+        before_deadline_s in 0i64..=6 * 3_600,
+        retry_after_s in proptest::option::of(0u64..=3_600),
+        seed in any::<u64>(),
+    ) {
+        let b = Budget::new(100, Duration::from_secs(within_h * 3_600)).unwrap();
+        let mut d = running(attempts);
+        d.held_for = Duration::from_secs(held_s);
+        let deadline = b.deadline(d.budget_from, d.held_for);
+        let now = Timestamp::from_millis(deadline.as_millis() - before_deadline_s * 1_000);
+        let mut f = Failure::new("http.503", Unavailable);
+        f.retry_after = retry_after_s.map(Duration::from_secs);
+        let retry_after = f.retry_after;
+        let out = decide(&d, b, &AttemptEnd::Failed(f), now, &mut ChaCha8Rng::seed_from_u64(seed));
+        let due = now.plus(Backoff::DELIVERY.draw(attempts, retry_after, &mut ChaCha8Rng::seed_from_u64(seed)));
+        if due > deadline {
+            prop_assert!(matches!(out, Outcome::Failed(_)), "{out:?}");
+        } else {
+            prop_assert!(matches!(out, Outcome::Retry { at, .. } if at == due), "{out:?}, not a retry at {due:?}");
         }
     }
 }

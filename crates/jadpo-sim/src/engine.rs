@@ -98,7 +98,7 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "simulation seed {} broke an invariant at t={}s: {}\nreplay: JADPO_SIM_SEED={} cargo test -p jadpo-sim --test seeds replay -- --nocapture",
+            "simulation seed {} broke an invariant at t={}s: {}\nreplay: JADPO_SIM_SEED={} cargo test -p jadpo-sim --test seeds replay -- --ignored --nocapture",
             self.seed,
             self.at.as_millis() as f64 / 1000.0,
             self.what,
