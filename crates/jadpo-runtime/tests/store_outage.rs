@@ -9,7 +9,7 @@ use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::{DeliveryFilter, NewEvent, Route, Store};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -23,6 +23,8 @@ struct Proxy {
     port: u16,
     up: Arc<AtomicBool>,
     relays: Arc<Mutex<Vec<AbortHandle>>>,
+    /// Connections refused while cut.
+    refused: Arc<AtomicUsize>,
 }
 
 impl Proxy {
@@ -31,10 +33,12 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let up = Arc::new(AtomicBool::new(true));
         let relays: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let (u, r) = (up.clone(), relays.clone());
+        let refused: Arc<AtomicUsize> = Arc::default();
+        let (u, r, n) = (up.clone(), relays.clone(), refused.clone());
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 if !u.load(Ordering::SeqCst) {
+                    n.fetch_add(1, Ordering::SeqCst);
                     continue;
                 }
                 let Ok(mut server) = TcpStream::connect(&upstream).await else {
@@ -46,7 +50,12 @@ impl Proxy {
                 r.lock().unwrap().push(relay.abort_handle());
             }
         });
-        Proxy { port, up, relays }
+        Proxy {
+            port,
+            up,
+            relays,
+            refused,
+        }
     }
 
     fn cut(&self) {
@@ -116,7 +125,18 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
         })
         .collect();
     direct.emit(&events, T0).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The engine has come back for the store more than once while it was
+    // gone (each of its connections lost, then at least one more try): it
+    // has looked for the new events and could not claim them.
+    let tried_before = proxy.refused.load(Ordering::SeqCst);
+    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
+    while proxy.refused.load(Ordering::SeqCst) < tried_before + 3 {
+        assert!(
+            std::time::Instant::now() < ceiling,
+            "the engine never tried the store again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
         runs.lock().unwrap().is_empty(),
         "nothing can be claimed while the store is unreachable"
@@ -124,7 +144,8 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
 
     proxy.restore();
     let mut done = 0;
-    for _ in 0..300 {
+    // Returns as soon as all are done; the ceiling is for a machine far too loaded.
+    for _ in 0..1200 {
         let list = direct.list(&DeliveryFilter::default()).await.unwrap();
         done = list.iter().filter(|d| d.state == DeliveryState::Succeeded).count();
         if done == 20 {
