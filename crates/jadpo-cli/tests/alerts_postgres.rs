@@ -12,7 +12,6 @@ use jadpo_store::postgres::testing::TestSchema;
 use jadpo_testing::process::Logged;
 use process::{post, wait_until};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const APP: &str = r#"
 event Paid { id: string }
@@ -68,18 +67,33 @@ fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
     wait_until("the outage's alert", || !alerts_at(&ops).is_empty());
     pay.set(Behaviour::Up);
     wait_until("the resolved message", || alerts_at(&ops).len() >= 2);
-    // Long enough, at 60 times, for a second alert, resolved message or
-    // resend to show up if either process were to send one: a minute of
-    // engine time, several of the sender's looks.
-    std::thread::sleep(Duration::from_secs(2));
+    // A second outage, its alert and its resolved message: the senders
+    // have looked many times since the first outage's messages were due,
+    // so a second copy of either would have gone out before these.
+    pay.set(Behaviour::Down);
+    for i in 10..20 {
+        let body = format!(r#"{{"id":"p{i}"}}"#);
+        assert_eq!(post(ports[i % 2], "/events/Paid", &body), 202);
+    }
+    wait_until("the second outage's alert", || alerts_at(&ops).len() >= 3);
+    pay.set(Behaviour::Up);
+    wait_until("the second resolved message", || alerts_at(&ops).len() >= 4);
     let sent = alerts_at(&ops);
     let bodies: Vec<serde_json::Value> = sent.iter().map(|r| r.json().unwrap()).collect();
-    assert_eq!(sent.len(), 2, "{bodies:#?}");
     assert_eq!(
-        (bodies[0]["status"].as_str(), bodies[1]["status"].as_str()),
-        (Some("raised"), Some("resolved")),
+        sent.len(),
+        4,
+        "one alert and one resolved message per outage: {bodies:#?}"
+    );
+    let statuses: Vec<_> = bodies.iter().map(|b| b["status"].as_str()).collect();
+    assert_eq!(
+        statuses,
+        [Some("raised"), Some("resolved"), Some("raised"), Some("resolved")],
         "{bodies:#?}"
     );
+    assert_ne!(bodies[0]["id"], bodies[2]["id"], "two outages, two alerts: {bodies:#?}");
+    assert_eq!(bodies[2]["event"], "delivery.alert");
+    assert_eq!(bodies[3]["event"], "delivery.alert_resolved");
     for (r, body) in sent.iter().zip(&bodies) {
         assert_eq!(r.status, 200);
         r.verify_signature(SIGNING).unwrap();

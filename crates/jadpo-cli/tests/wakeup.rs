@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 /// Far longer than the test: only a wake-up starts anything in time.
 const POLL: &str = "10m";
-/// Emit to start, at most: minutes without the wake-up.
-const WITHIN: Duration = Duration::from_secs(5);
+/// Emit to start, at most: ten minutes without the wake-up. Generous, so
+/// a loaded machine is only slower; still a tenth of the poll.
+const WITHIN: Duration = Duration::from_secs(60);
 
 #[test]
 fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {

@@ -308,15 +308,37 @@ async fn the_provider_counts_by_behaviour_and_flaps() {
     let statuses: Vec<u16> = provider.requests().iter().map(|r| r.status).collect();
     assert_eq!(statuses, [503, 503, 418, 200]);
 
-    // Up for the first period, down for the second.
-    let period = Behaviour::Flapping {
-        period: Duration::from_millis(500),
-    };
+    // Up for the first period, down for the second, and so on. A loaded
+    // machine decides which phase a call lands in, so each call is checked
+    // against the phase of its own arrival, and calls go on until both
+    // phases have been seen.
+    let flap = Duration::from_millis(200);
+    let period = Behaviour::Flapping { period: flap };
+    let before = std::time::Instant::now();
     provider.set(period.clone());
-    assert_eq!(kind(&call(&connections, post(json!({}))).await), "ok");
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(kind(&call(&connections, post(json!({}))).await), "unavailable");
-    assert_eq!(provider.calls_while(&period), 2);
+    let after = std::time::Instant::now();
+    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
+    let (mut ups, mut downs, mut calls) = (0, 0, 0);
+    while ups == 0 || downs == 0 {
+        assert!(std::time::Instant::now() < ceiling, "never saw both phases");
+        let out = call(&connections, post(json!({}))).await;
+        calls += 1;
+        let seen = provider.requests().pop().unwrap();
+        // The phase began between `before` and `after`: a call that close
+        // to a boundary could be in either, and says nothing.
+        let phase = |from: std::time::Instant| seen.at.duration_since(from).as_nanos() / flap.as_nanos();
+        if phase(after) != phase(before) {
+            continue;
+        }
+        if phase(before) % 2 == 0 {
+            assert_eq!((kind(&out), seen.status), ("ok", 200), "up in an even period");
+            ups += 1;
+        } else {
+            assert_eq!((kind(&out), seen.status), ("unavailable", 503), "down in an odd period");
+            downs += 1;
+        }
+    }
+    assert_eq!(provider.calls_while(&period), calls);
     provider.clear();
     assert_eq!(provider.calls(), 0);
     assert!(provider.requests().is_empty());

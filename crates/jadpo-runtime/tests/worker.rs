@@ -1,6 +1,7 @@
 //! The worker and the tick over a real store, with a clock the test moves.
 //! No test sleeps through a backoff: time jumps.
 
+use futures::FutureExt;
 use jadpo_core::{BreakerPolicy, Budget, DeliveryState, Failure, FailureKind, Timestamp};
 use jadpo_runtime::{Catalog, Engine, FnExecutor, ManualClock, RunContext, TickConfig, WorkerConfig};
 use jadpo_store::{DeliveryFilter, NewEvent, Route, SharedMemoryStore, Store};
@@ -54,20 +55,54 @@ fn events(n: usize) -> Vec<NewEvent> {
         .collect()
 }
 
-/// Polls `check` until it holds, in real time, for at most five seconds:
-/// waiting for tasks to finish their work, never for a backoff.
+/// Polls `check` until it holds, in real time, for at most a minute:
+/// waiting for tasks to finish their work, never for a backoff. Returns as
+/// soon as it holds; the ceiling is only for a machine far too loaded.
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    for _ in 0..500 {
+    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < ceiling {
         if check().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("timed out waiting for: {what}");
+}
+
+/// Starts `stop` on this test's (single-threaded) runtime and returns once
+/// it has run as far as it can: a stop that did not wait for what is under
+/// way would have ended by then, since nothing else runs in between.
+async fn start_stopping(stop: impl Future<Output = ()> + Send + 'static) -> tokio::task::JoinHandle<()> {
+    let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let p = polled.clone();
+    let stopping = tokio::spawn(async move {
+        p.store(true, std::sync::atomic::Ordering::SeqCst);
+        stop.await;
+    });
+    eventually("the stop started", || async {
+        polled.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    stopping
+}
+
+/// An event for `sub` that succeeds at once: once it has run, the worker
+/// has claimed at the clock's time since it was emitted.
+fn probe() -> Vec<NewEvent> {
+    vec![NewEvent {
+        name: "E".into(),
+        payload: "{\"probe\":true}".into(),
+        subscribers: vec!["sub".into()],
+        idempotency_key: None,
+    }]
+}
+
+async fn succeeded(store: &SharedMemoryStore, id: jadpo_core::DeliveryId) -> bool {
+    store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
 }
 
 async fn states(store: &SharedMemoryStore) -> Vec<DeliveryState> {
@@ -91,8 +126,12 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
     let tries: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
     let seen = tries.clone();
     let exec = FnExecutor(move |ctx: RunContext| {
+        let probe = ctx.payload["probe"] == true;
         let n = {
             let mut t = seen.lock().unwrap();
+            if probe {
+                return futures::future::ready(Ok(())).boxed();
+            }
             let n = t.entry(ctx.delivery().unwrap().0).or_default();
             *n += 1;
             *n
@@ -104,6 +143,7 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
                 Ok(())
             }
         }
+        .boxed()
     });
     let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
     let running = engine.start();
@@ -112,19 +152,26 @@ async fn failed_attempts_retry_after_their_backoff_and_then_succeed() {
         all_in(&store, DeliveryState::Due).await && tries.lock().unwrap().len() == 5
     })
     .await;
-    // Each wait is at most the first ceiling, 30 s: nothing runs before time moves.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Each wait is at least the 1 s floor: just short of it, a claim that
+    // ran (the probe's) found none of them due.
+    clock.advance(Duration::from_millis(999));
+    let probe = engine.emit(&probe()).await.unwrap()[0].deliveries[0];
+    eventually("the probe ran", || succeeded(&store, probe)).await;
     assert!(
         tries.lock().unwrap().values().all(|n| *n == 1),
         "retried before its backoff"
     );
-    clock.advance(Duration::from_secs(31));
+    // And at most the first ceiling, 30 s.
+    clock.advance(Duration::from_secs(30));
     eventually("all succeeded", || async {
         all_in(&store, DeliveryState::Succeeded).await
     })
     .await;
     assert!(tries.lock().unwrap().values().all(|n| *n == 2));
     for d in store.list(&DeliveryFilter::default()).await.unwrap() {
+        if d.id == probe {
+            continue;
+        }
         assert_eq!(d.attempts, 2);
         assert_eq!(store.attempts(d.id).await.unwrap().len(), 2);
     }
@@ -182,15 +229,22 @@ async fn a_run_stopped_by_its_limit_is_deadline_exceeded_counted_at_once() {
     let d = store.delivery(ids[0]).await.unwrap().unwrap();
     assert_eq!((d.state, d.attempts), (DeliveryState::Due, 1));
     assert_eq!(d.last_failure.unwrap().kind, FailureKind::DeadlineExceeded);
-    // A subscriber that never ends fails after its attempts (3 here).
-    for _ in 0..3 {
+    // A subscriber that never ends fails after its attempts (3 here). The
+    // run limit is real time: time moves again only once the attempt
+    // before is written, so none comes due after the last move.
+    for attempt in 2..=3 {
         clock.advance(Duration::from_secs(3600 / 4));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        eventually("the next attempt stopped by its limit", || async {
+            let d = store.delivery(ids[0]).await.unwrap().unwrap();
+            d.attempts == attempt && d.state != DeliveryState::Running
+        })
+        .await;
     }
-    eventually("failed after its attempts", || async {
-        store.delivery(ids[0]).await.unwrap().unwrap().state == DeliveryState::Failed
-    })
-    .await;
+    assert_eq!(
+        store.delivery(ids[0]).await.unwrap().unwrap().state,
+        DeliveryState::Failed,
+        "failed after its attempts"
+    );
     let d = store.delivery(ids[0]).await.unwrap().unwrap();
     assert_eq!(d.attempts, 3);
     assert_eq!(d.last_failure.unwrap().kind, FailureKind::DeadlineExceeded);
@@ -219,8 +273,7 @@ async fn stop_lets_running_deliveries_finish_and_claims_nothing_more() {
         started.load(std::sync::atomic::Ordering::SeqCst) == 4
     })
     .await;
-    let stopping = tokio::spawn(running.stop());
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stopping = start_stopping(running.stop()).await;
     assert!(!stopping.is_finished(), "stop waits for running deliveries");
     gate.notify_waiters();
     stopping.await.unwrap();
@@ -316,8 +369,7 @@ async fn stop_waits_for_a_schedules_run_under_way() {
         started.load(std::sync::atomic::Ordering::SeqCst)
     })
     .await;
-    let stopping = tokio::spawn(running.stop());
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopping = start_stopping(running.stop()).await;
     assert!(!stopping.is_finished(), "stopped with a schedule's run under way");
     gate.notify_one();
     stopping.await.unwrap();
@@ -334,15 +386,28 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
     let clock = ManualClock::new(T0);
     let exec = FnExecutor(|ctx: RunContext| async move {
         if ctx.payload["i"] == 0 {
-            Err(Failure::new("http.503", FailureKind::Unavailable))
+            // Not due again within the few seconds the schedule moves time on.
+            Err(Failure::new("http.503", FailureKind::Unavailable).with_retry_after(Duration::from_secs(600)))
         } else {
             Ok(())
         }
     });
-    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config()).tick(TickConfig {
+    use jadpo_store::ScheduleStore;
+    // Its runs show where the tick is: each of its rounds prunes before it
+    // starts what is due. The tick's rounds are a second apart.
+    let every = Duration::from_secs(1);
+    let mut cat = catalog(Duration::from_secs(30));
+    cat.schedules.push(jadpo_runtime::ScheduleSpec {
+        name: "marker".into(),
+        trigger: jadpo_lang::Trigger::Every(every),
+        timeout: Duration::from_secs(60),
+    });
+    let engine = engine(&store, &clock, exec, cat, config()).tick(TickConfig {
         retention: Some(Duration::from_secs(3600)),
     });
     let running = engine.start();
+    let next_due = || async { store.schedules().await.unwrap().first().map(|s| s.next_due) };
+    eventually("the schedule has a row", || async { next_due().await.is_some() }).await;
     engine.emit(&events(3)).await.unwrap();
     eventually("two succeeded, one waiting to retry", || async {
         states(&store)
@@ -354,8 +419,20 @@ async fn finished_deliveries_older_than_the_retention_are_pruned_and_nothing_els
             && states(&store).await.contains(&DeliveryState::Due)
     })
     .await;
-    clock.advance(Duration::from_secs(30 * 60));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let half_hour = T0.plus(Duration::from_secs(30 * 60));
+    clock.set(half_hour);
+    // The first run shows a round of the tick read the new time; its prune
+    // at that time comes at the latest in the next round, before that round
+    // starts the second run.
+    eventually("the schedule ran at the new time", || async {
+        next_due().await > Some(half_hour)
+    })
+    .await;
+    clock.advance(every);
+    eventually("the schedule ran in a later round", || async {
+        next_due().await > Some(half_hour.plus(every))
+    })
+    .await;
     assert_eq!(
         store.list(&DeliveryFilter::default()).await.unwrap().len(),
         3,
