@@ -81,6 +81,12 @@ impl Edge {
     /// As [`Edge::send`], from the loopback address `from` (127.0.0.0/8 is
     /// all this machine's): another client, as the server counts them.
     async fn send_from(&self, from: &str, head: &str, body: &str) -> (u16, String) {
+        answer(&mut self.request_from(from, head, body).await).await
+    }
+
+    /// The socket `head` and `body` were sent on from `from`, its answer
+    /// still to read.
+    async fn request_from(&self, from: &str, head: &str, body: &str) -> TcpStream {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
         let mut s = socket.connect(self.addr.parse().unwrap()).await.unwrap();
@@ -89,7 +95,7 @@ impl Edge {
             body.len()
         );
         s.write_all(request.as_bytes()).await.unwrap();
-        answer(&mut s).await
+        s
     }
 }
 
@@ -425,18 +431,14 @@ fn emit_with(token: &str) -> String {
     format!("POST /events/Pay HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json")
 }
 
-/// Reads `Retry-After` from a raw answer.
+/// The `Retry-After` of the answer to `head` and `body` sent from `from`.
 async fn retry_after(e: &Edge, from: &str, head: &str, body: &str) -> Option<u64> {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    let mut s = socket.connect(e.addr.parse().unwrap()).await.unwrap();
-    let request = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
     let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
+    e.request_from(from, head, body)
+        .await
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
     out.lines()
         .find_map(|l| l.to_ascii_lowercase().strip_prefix("retry-after: ").map(str::to_owned))
         .and_then(|v| v.trim().parse().ok())
