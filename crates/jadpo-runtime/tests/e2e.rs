@@ -9,7 +9,6 @@ use jadpo_runtime::interpreter::AppExecutor;
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_runtime::{Catalog, Engine, ManualClock, WorkerConfig};
 use jadpo_store::{DeliveryFilter, ScheduleStore, Store};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,21 +34,8 @@ action maybe_record(id: string) {
 subscriber record_payment { on: Paid  run: record(event.id) }
 "#;
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    // Returns as soon as it holds; the ceiling is for a machine far too loaded.
-    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < ceiling {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
+/// The suite's one wait: polls until it holds, fails after a minute.
+use jadpo_testing::wait::until_async as eventually;
 
 struct World<S: ScheduleStore> {
     store: Arc<S>,

@@ -55,23 +55,8 @@ fn events(n: usize) -> Vec<NewEvent> {
         .collect()
 }
 
-/// Polls `check` until it holds, in real time, for at most a minute:
-/// waiting for tasks to finish their work, never for a backoff. Returns as
-/// soon as it holds; the ceiling is only for a machine far too loaded.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < ceiling {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
+/// The suite's one wait: polls until it holds, fails after a minute.
+use jadpo_testing::wait::until_async as eventually;
 
 /// Starts `stop` on this test's (single-threaded) runtime and returns once
 /// it has run as far as it can: a stop that did not wait for what is under

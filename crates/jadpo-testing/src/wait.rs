@@ -43,6 +43,23 @@ pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>
     }
 }
 
+/// Until `check` holds, on the tokio runtime; panics naming `what` after
+/// [`CEILING`]. For checks written as closures that return a future.
+pub async fn until_async<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < CEILING,
+            "timed out after {CEILING:?} waiting for: {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

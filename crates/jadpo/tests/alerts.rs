@@ -30,18 +30,7 @@ alerts { connection: ops  path: "/jadpo/alerts" }
 const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 
-/// Polls in real time for at most a minute, returning as soon as `check`
-/// holds: waiting for tasks to do their work, never for a backoff or a pause.
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let ceiling = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < ceiling {
-        if let Some(t) = check().await {
-            return t;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
+use jadpo_testing::wait::eventually;
 
 fn alerts_at(ops: &TestProvider) -> Vec<Recorded> {
     ops.requests()
