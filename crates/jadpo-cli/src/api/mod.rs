@@ -14,6 +14,7 @@
 //! time. Every error is `{"error": {"code", "message"}}`. No payload, token
 //! or secret is ever logged or echoed.
 
+pub(crate) mod auth;
 mod checks;
 pub mod metrics;
 mod routes;
@@ -23,9 +24,9 @@ pub mod throttle;
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
@@ -37,7 +38,6 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 
 /// What every handler shares.
 struct Api<S: ScheduleStore> {
@@ -245,7 +245,7 @@ pub fn router_of_stores<S: ScheduleStore>(
         )
         // Layers run last-added first: the token before the body is read.
         .route_layer(middleware::from_fn_with_state(body(true), checks::read_body))
-        .route_layer(middleware::from_fn_with_state(state.clone(), authorize::<S>));
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::authorize::<S>));
     let all = Router::new()
         .route("/healthz", get(healthz::<S>))
         .merge(guarded)
@@ -258,69 +258,6 @@ pub fn router_of_stores<S: ScheduleStore>(
         all.layer(middleware::from_fn(checks::loopback_only))
     } else {
         all
-    }
-}
-
-async fn authorize<S: ScheduleStore>(State(api): State<Shared<S>>, request: Request, next: Next) -> Response {
-    let Some(token) = &api.token else {
-        return next.run(request).await;
-    };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        // The scheme is case-insensitive (RFC 9110, 11.1): `BEARER` too.
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    let Some(given) = given else {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "api.unauthorized",
-            "this API requires `Authorization: Bearer TOKEN` (the server's JADPO_API_TOKEN)",
-        )
-        .into_response();
-    };
-    let client = peer(&request);
-    let now = std::time::Instant::now();
-    if let Some(wait) = client.and_then(|ip| api.throttle.refused(ip, now)) {
-        return throttled(wait).into_response();
-    }
-    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-        if let Some(ip) = client {
-            api.throttle.succeeded(ip);
-        }
-        return next.run(request).await;
-    }
-    if let Some(ip) = client {
-        api.throttle.failed(ip, now);
-    }
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "api.unauthorized",
-        "the bearer token is not valid",
-    )
-    .into_response()
-}
-
-/// The client's address, as the server saw it.
-pub(crate) fn peer(request: &Request) -> Option<std::net::IpAddr> {
-    request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-}
-
-/// 429 `auth.throttled`, with `Retry-After` in whole seconds (rounded up).
-pub(crate) fn throttled(wait: Duration) -> ApiError {
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    ApiError {
-        retry_after: Some(secs),
-        ..ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "auth.throttled",
-            format!("too many wrong tokens from this address; try again in {secs} s"),
-        )
     }
 }
 

@@ -230,7 +230,7 @@ async fn login<S: ScheduleStore>(
     let client = client.map(|Extension(ConnectInfo(a))| a.ip());
     let now = std::time::Instant::now();
     if let Some(wait) = client.and_then(|ip| c.throttle.refused(ip, now)) {
-        let secs = api::throttled(wait).retry_after.unwrap_or(1);
+        let secs = api::auth::throttled(wait).retry_after.unwrap_or(1);
         let error = Some(format!(
             "Too many wrong tokens from this address: try again in {secs} seconds."
         ));

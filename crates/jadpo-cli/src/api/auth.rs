@@ -1,0 +1,79 @@
+//! Who may call the API: `Authorization: Bearer TOKEN`, compared in
+//! constant time, behind the per-address throttle of wrong tokens
+//! ([`super::throttle`]; docs/security.md, "Guessing the token").
+
+use super::{ApiError, Shared};
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use jadpo_store::ScheduleStore;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+
+pub(super) async fn authorize<S: ScheduleStore>(
+    State(api): State<Shared<S>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = &api.token else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        // The scheme is case-insensitive (RFC 9110, 11.1): `BEARER` too.
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let Some(given) = given else {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "api.unauthorized",
+            "this API requires `Authorization: Bearer TOKEN` (the server's JADPO_API_TOKEN)",
+        )
+        .into_response();
+    };
+    let client = peer(&request);
+    let now = std::time::Instant::now();
+    if let Some(wait) = client.and_then(|ip| api.throttle.refused(ip, now)) {
+        return throttled(wait).into_response();
+    }
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        if let Some(ip) = client {
+            api.throttle.succeeded(ip);
+        }
+        return next.run(request).await;
+    }
+    if let Some(ip) = client {
+        api.throttle.failed(ip, now);
+    }
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "api.unauthorized",
+        "the bearer token is not valid",
+    )
+    .into_response()
+}
+
+/// The client's address, as the server saw it.
+pub(crate) fn peer(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// 429 `auth.throttled`, with `Retry-After` in whole seconds (rounded up).
+pub(crate) fn throttled(wait: Duration) -> ApiError {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    ApiError {
+        retry_after: Some(secs),
+        ..ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "auth.throttled",
+            format!("too many wrong tokens from this address; try again in {secs} s"),
+        )
+    }
+}
