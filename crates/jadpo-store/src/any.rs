@@ -138,6 +138,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.give_back(id, token, now))
     }
 
+    async fn commit_handled(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
+        delegate!(self, s => s.commit_handled(id, token, now))
+    }
+
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         delegate!(self, s => s.finish_batch(batch))
     }

@@ -82,6 +82,19 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// The run's own effects committed, apart from its finish (an action
+    /// whose writes share a transaction with the store): writes the
+    /// delivery's handled record, fenced on the lease. A worker lost after
+    /// this never runs it again: the next claim makes it `succeeded`
+    /// (docs/retries.md, "At the claim, before it runs"). One kept already
+    /// is kept.
+    fn commit_handled(
+        &self,
+        id: DeliveryId,
+        token: LeaseToken,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Writes an attempt's outcome and its breaker verdicts: a batch of one,
     /// so a store has one way to finish.
     fn finish(&self, f: &Finish) -> impl Future<Output = Result<FinishReport, StoreError>> + Send {

@@ -142,6 +142,104 @@ pub async fn a_lost_probe_loses_its_place_when_its_lease_ends<S: Store>(s: &S) {
     assert_eq!(r.claimed.len(), 1, "still one probe");
     assert_eq!(r.held.len() + r.claimed.len(), 2);
     assert!(r.lease_expired.contains(&lost.delivery.id));
+    // The lost probe's late answer changes nothing: the breaker waits for
+    // the probe that took its place, and nothing is released.
+    let before = breaker(s, "payments").await;
+    assert_eq!(
+        finish(
+            s,
+            &lost,
+            Outcome::Succeeded,
+            &[("payments", CallVerdict::Answered)],
+            121
+        )
+        .await,
+        Err(StoreError::LeaseLost(lost.delivery.id))
+    );
+    assert_eq!(breaker(s, "payments").await, before);
+    assert_eq!(before.breaker.state, BreakerState::Probing);
+}
+
+/// Five runs whose worker was lost report, late, that `payments` was
+/// unavailable: enough to open its breaker, had they counted. Fenced out,
+/// they move no breaker.
+pub async fn late_finishes_after_a_takeover_move_no_breaker<S: Store>(s: &S) {
+    emit(s, "pay", 5, 0).await;
+    let lost = claim_as(s, "w1", 0, 5).await.claimed;
+    assert_eq!(claim_as(s, "w2", 60, 5).await.claimed.len(), 5);
+    for c in &lost {
+        assert_eq!(
+            finish(
+                s,
+                c,
+                retry_at("http.503", 90),
+                &[("payments", CallVerdict::Unavailable)],
+                61
+            )
+            .await,
+            Err(StoreError::LeaseLost(c.delivery.id))
+        );
+    }
+    let b = s
+        .breakers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.breaker.connection == "payments");
+    assert!(
+        b.as_ref()
+            .is_none_or(|b| b.breaker.state == BreakerState::Closed && b.breaker.consecutive_unavailable == 0),
+        "{b:?}"
+    );
+    assert!(s.sweep(at(62), LEASE).await.unwrap().alerts.is_empty());
+}
+
+/// Held time moves the deadline: a delivery whose two minutes (`within:`)
+/// ran out while it was held still runs when released, its deadline later
+/// by exactly the time it was held.
+pub async fn a_delivery_released_after_its_raw_within_still_runs<S: Store>(s: &S) {
+    open_breaker(s, 0).await;
+    assert_eq!(claim(s, 30, 10).await.held.len(), 5, "the five that opened it");
+    let brief = emit(s, "brief", 1, 40).await[0];
+    assert_eq!(claim(s, 40, 10).await.held, vec![brief]);
+    // A probe finds it down again: reopened for two minutes from 61 s.
+    assert_eq!(s.sweep(at(60), LEASE).await.unwrap().woken.len(), 1);
+    let probe = claim(s, 60, 10).await.claimed.remove(0);
+    assert_ne!(probe.delivery.id, brief, "the longest held probes first");
+    finish(
+        s,
+        &probe,
+        retry_at("http.503", 400),
+        &[("payments", CallVerdict::Unavailable)],
+        61,
+    )
+    .await
+    .unwrap();
+    // The next probe answers at 200 s and releases the rest.
+    assert_eq!(s.sweep(at(181), LEASE).await.unwrap().woken.len(), 1);
+    let probe = claim(s, 181, 10).await.claimed.remove(0);
+    assert_ne!(probe.delivery.id, brief);
+    let rep = finish(
+        s,
+        &probe,
+        Outcome::Succeeded,
+        &[("payments", CallVerdict::Answered)],
+        200,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rep.released, 4);
+    // Emitted at 40 s with two minutes, its raw deadline was 160 s; held
+    // from 40 s to 200 s, it is 320 s.
+    let r = claim(s, 200, 10).await;
+    assert!(r.gave_up.is_empty(), "held time moved its deadline: {r:?}");
+    let run = r
+        .claimed
+        .iter()
+        .find(|c| c.delivery.id == brief)
+        .expect("released and run");
+    assert_eq!(run.delivery.held_for, Duration::from_secs(160));
+    assert_eq!(run.delivery.attempts, 1, "held spent no attempt");
 }
 
 /// Six deliveries claimed together; five find `payments` unavailable and

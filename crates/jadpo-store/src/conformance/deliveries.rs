@@ -183,13 +183,58 @@ pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
 }
 
+/// A run commits its effects (the handled record) and its worker is lost
+/// before the finish: the next claim takes the lease over and makes it
+/// `succeeded` without running it, attempts unchanged; the lost worker's
+/// late writes change nothing.
 pub async fn a_handled_record_makes_a_lost_run_succeeded_without_running_again<S: Store>(s: &S) {
-    let ids = emit(s, "log", 1, 0).await;
-    let c = claim(s, 0, 1).await.claimed.remove(0);
-    finish(s, &c, Outcome::Succeeded, &[], 1).await.unwrap();
+    let id = emit(s, "log", 1, 0).await[0];
+    let lost = claim_as(s, "w1", 0, 1).await.claimed.remove(0);
+    s.commit_handled(id, lost.token(), at(1)).await.unwrap();
+    s.commit_handled(id, lost.token(), at(2))
+        .await
+        .expect("a second commit of the same run keeps the first");
+    let running = get(s, id).await;
+    assert_eq!((running.state, running.attempts), (DeliveryState::Running, 1));
+    // The worker dies here. After its lease, another worker's claim finds
+    // the handled record and does not run it.
+    let r = claim_as(s, "w2", 60, 10).await;
+    assert!(r.claimed.is_empty(), "a committed run must not run again: {r:?}");
+    assert_eq!(r.succeeded, vec![id]);
+    assert_eq!(r.lease_expired, vec![id]);
+    let d = get(s, id).await;
+    assert_eq!(
+        (d.state, d.attempts, d.finished_at, d.lease.is_none()),
+        (DeliveryState::Succeeded, 1, Some(at(60)), true)
+    );
+    assert_eq!(
+        finish(s, &lost, Outcome::Succeeded, &[], 61).await,
+        Err(StoreError::LeaseLost(id))
+    );
+    assert_eq!(
+        s.commit_handled(id, lost.token(), at(61)).await,
+        Err(StoreError::LeaseLost(id))
+    );
     // An operator cannot make a committed run run again either.
-    assert!(s.retry(&[(ids[0], at(2))], at(2)).await.unwrap().is_empty());
-    assert_eq!(get(s, ids[0]).await.state, DeliveryState::Succeeded);
+    assert!(s.retry(&[(id, at(62))], at(62)).await.unwrap().is_empty());
+    assert_eq!(get(s, id).await.state, DeliveryState::Succeeded);
+    assert!(claim(s, 62, 10).await.claimed.is_empty());
+}
+
+/// Without a handled record, the same lost run runs again: the record, not
+/// the lost lease, is what stops it.
+pub async fn a_lost_run_without_a_handled_record_runs_again<S: Store>(s: &S) {
+    let id = emit(s, "log", 1, 0).await[0];
+    let lost = claim_as(s, "w1", 0, 1).await.claimed.remove(0);
+    let r = claim_as(s, "w2", 60, 10).await;
+    assert_eq!(r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), vec![id]);
+    assert!(r.succeeded.is_empty());
+    assert_eq!(
+        s.commit_handled(id, lost.token(), at(61)).await,
+        Err(StoreError::LeaseLost(id)),
+        "the lost worker's commit is refused once its lease was taken over"
+    );
+    s.commit_handled(id, r.claimed[0].token(), at(61)).await.unwrap();
 }
 
 pub async fn give_back_makes_a_claimed_delivery_due_without_spending<S: Store>(s: &S) {

@@ -145,6 +145,49 @@ pub async fn a_slot_comes_back_when_its_lease_ends<S: Store>(s: &S) {
     assert_eq!(lost.state, DeliveryState::Due, "taken over, then waiting");
 }
 
+/// A worker lost while holding the one slot finishes late, giving the slot
+/// back and reporting a 429: both fenced out. The slot stays with the run
+/// that took over, and nothing pauses the connection.
+pub async fn a_late_finish_after_a_takeover_gives_back_no_slot_and_pauses_nothing<S: Store>(s: &S) {
+    let one = Limits {
+        rate: None,
+        concurrency: Some(1),
+    };
+    let routes = limited_routes(one);
+    let ids = emit(s, "lim", 3, 0).await;
+    let lost = claim_at(s, &routes, "lost", at(0)).await.claimed.remove(0);
+    let holder = claim_at(s, &routes, "w2", at(60)).await.claimed.remove(0);
+    assert_eq!((lost.delivery.id, holder.delivery.id), (ids[0], ids[1]));
+    assert_eq!(
+        s.finish(&Finish {
+            slots: vec!["limited".into()],
+            calls: vec![("limited".into(), jadpo_core::CallVerdict::Unavailable)],
+            rate_limited: vec![("limited".into(), Some(Duration::from_secs(600)))],
+            ..lost.finish(retry_at("http.429", 700), at(61), at(61))
+        })
+        .await,
+        Err(StoreError::LeaseLost(ids[0]))
+    );
+    let state = s
+        .limit_states()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|l| l.connection == "limited")
+        .expect("the slot's row");
+    assert_eq!(state.paused_until, None, "{state:?}");
+    assert_eq!(state.slots.len(), 1, "the holder keeps its slot: {state:?}");
+    // The others still wait for that slot, not for a pause.
+    let r = claim_at(s, &routes, "w3", at(62)).await;
+    assert!(r.claimed.is_empty(), "{r:?}");
+    for (id, _) in &r.waiting {
+        assert_eq!(get(s, *id).await.waiting, waiting_on("limited", WaitFor::Slot));
+    }
+    // The holder's own finish gives it back.
+    finish_limited(s, &holder, at(63)).await;
+    assert_eq!(claim_at(s, &routes, "w3", at(64)).await.claimed.len(), 1);
+}
+
 pub async fn limits_leave_other_connections_alone<S: Store>(s: &S) {
     let routes = limited_routes(both());
     emit(s, "lim", 3, 0).await;

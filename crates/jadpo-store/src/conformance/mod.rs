@@ -23,14 +23,22 @@ pub fn at(s: i64) -> Timestamp {
     Timestamp::from_millis(s * 1000)
 }
 
-/// `pay` calls `payments` with the default budget; `log` calls nothing and
-/// has two attempts within an hour.
+/// `pay` calls `payments` with the default budget; `brief` calls it too,
+/// with three attempts within two minutes; `log` calls nothing and has two
+/// attempts within an hour.
 pub fn routes() -> Routes {
     let mut routes = Routes::new();
     routes.insert(
         "pay",
         Route {
             budget: Budget::DEFAULT,
+            connections: vec!["payments".into()],
+        },
+    );
+    routes.insert(
+        "brief",
+        Route {
+            budget: Budget::new(3, Duration::from_secs(120)).unwrap(),
             connections: vec!["payments".into()],
         },
     );
@@ -164,11 +172,14 @@ macro_rules! conformance_tests {
             attempts_are_recorded_with_code_and_kind,
             a_batch_that_finishes_one_delivery_twice_writes_the_first,
             a_handled_record_makes_a_lost_run_succeeded_without_running_again,
+            a_lost_run_without_a_handled_record_runs_again,
             held_while_open_then_probe_then_release,
             the_first_claimed_after_the_pause_is_the_probe,
             a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause,
             a_probe_that_no_longer_calls_the_provider_gives_the_probe_back,
             a_lost_probe_loses_its_place_when_its_lease_ends,
+            late_finishes_after_a_takeover_move_no_breaker,
+            a_delivery_released_after_its_raw_within_still_runs,
             a_breaker_opening_after_the_claim_holds_before_the_run,
             a_run_under_way_when_it_opened_closes_it_with_its_answer,
             one_alert_per_outage_with_the_held_count,
@@ -189,6 +200,7 @@ macro_rules! conformance_tests {
             the_per_minute_summary_adds_up_and_forgets_old_minutes,
             a_limited_connection_lets_through_only_what_it_has_room_for,
             a_slot_comes_back_when_its_lease_ends,
+            a_late_finish_after_a_takeover_gives_back_no_slot_and_pauses_nothing,
             limits_leave_other_connections_alone,
             a_429_pauses_the_connection_for_every_claimer,
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,

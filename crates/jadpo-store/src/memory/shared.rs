@@ -56,6 +56,10 @@ impl Store for SharedMemoryStore {
         self.with(|s| s.give_back(id, token, now))
     }
 
+    async fn commit_handled(&self, id: DeliveryId, token: LeaseToken, _now: Timestamp) -> Result<(), StoreError> {
+        self.with(|s| s.commit_handled(id, token))
+    }
+
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         Ok(self.with(|s| batch.iter().map(|f| s.finish(f)).collect()))
     }

@@ -72,6 +72,24 @@ pub(crate) async fn lock(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<De
     rows_by_id(tx, LOCK_BY_ID, ids).await
 }
 
+/// The run committed before its finish: the handled record alone, on the
+/// row locked and still running under `token` (one kept already is kept).
+pub(crate) async fn commit_handled(
+    tx: &Transaction<'_>,
+    id: DeliveryId,
+    token: LeaseToken,
+    now: Timestamp,
+) -> Result<(), Abort> {
+    let stored = lock(tx, &[id.0]).await?.remove(&id);
+    plan::check_lease(stored.as_ref().map(|(d, _)| d), id, token)?;
+    tx.execute(
+        "UPDATE jadpo_deliveries SET handled_at = coalesce(handled_at, $2) WHERE id = $1",
+        &[&id.0, &crate::codec::at_ms(now)],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Finishes a batch in order, as the in-memory store would one by one: each
 /// fenced on its own lease, breakers updated finish after finish. With
 /// `trust_claimed`, a finish that carries its claim's row is planned from

@@ -500,6 +500,10 @@ impl Store for PgStore {
         })
     }
 
+    async fn commit_handled(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| finish::commit_handled(&tx, id, token, now).await)
+    }
+
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         assert!(
             batch.len() <= MAX_BATCH,

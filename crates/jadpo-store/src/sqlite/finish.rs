@@ -65,6 +65,13 @@ pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: 
     unprobe(c, id)
 }
 
+/// The run committed before its finish: the handled record alone, on the
+/// row still running under `token` (one kept already is kept).
+pub(crate) fn commit_handled(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
+    let d = fenced(c, id, token)?;
+    write_fenced(c, &d, token, Some(now))
+}
+
 /// Each finish fenced on its own lease: a lost one is `Err` in its place and
 /// writes nothing; the others are written. An `Err(Fault)` means the whole
 /// transaction must not commit.

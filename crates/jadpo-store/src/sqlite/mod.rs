@@ -255,6 +255,12 @@ impl Store for SqliteStore {
         self.pool.write(move |tx| finish::give_back(tx, id, token, now)).await
     }
 
+    async fn commit_handled(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
+        self.pool
+            .write(move |tx| finish::commit_handled(tx, id, token, now))
+            .await
+    }
+
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         assert!(batch.len() <= MAX_BATCH, "at most {MAX_BATCH} finishes per batch");
         if batch.is_empty() {
