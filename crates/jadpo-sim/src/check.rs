@@ -18,6 +18,12 @@ struct Shadow {
     runs_started: u32,
     committed: bool,
     last: Option<FailureRecord>,
+    /// When its current hold began, as the simulation saw it held.
+    held_since: Option<Timestamp>,
+    /// The time it spent held, counted here from the holds and releases
+    /// seen, never read from the store: the store's own `held_for` is
+    /// checked against it.
+    held_for: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -40,6 +46,8 @@ struct Outage {
 #[derive(Debug, Default)]
 pub(crate) struct Checker {
     shadows: Vec<Shadow>,
+    /// The deliveries held now, as the simulation saw them.
+    held: std::collections::BTreeSet<DeliveryId>,
     probes: Vec<ProbeRun>,
     outages: BTreeMap<String, Outage>,
     /// When each run through a limited connection started.
@@ -62,7 +70,40 @@ impl Checker {
         &mut self.shadows[id.0 as usize - 1]
     }
 
-    pub fn claimed(&mut self, r: &ClaimReport, worker: usize, generation: u32) -> Result<(), String> {
+    fn hold(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), String> {
+        let s = self.shadow(id);
+        if let Some(since) = s.held_since {
+            return err(format!("delivery {id} held at {now} while held since {since}"));
+        }
+        s.held_since = Some(now);
+        self.held.insert(id);
+        Ok(())
+    }
+
+    /// After a step that may release held deliveries (a finish that closed a
+    /// breaker, a sweep): each held one the store no longer holds was
+    /// released now, and its hold counts from its start to now.
+    pub fn released(&mut self, store: &MemoryStore, now: Timestamp) -> Result<(), String> {
+        let mut released = Vec::new();
+        for id in &self.held {
+            let d = store.delivery(*id).ok_or("held delivery missing")?;
+            if d.state != DeliveryState::Held {
+                released.push(*id);
+            }
+        }
+        for id in released {
+            self.held.remove(&id);
+            let s = self.shadow(id);
+            let since = s.held_since.take().expect("a held shadow has its start");
+            s.held_for = s.held_for.saturating_add(now.since(since));
+        }
+        Ok(())
+    }
+
+    pub fn claimed(&mut self, r: &ClaimReport, worker: usize, generation: u32, now: Timestamp) -> Result<(), String> {
+        for id in &r.held {
+            self.hold(*id, now)?;
+        }
         for id in &r.lease_expired {
             self.shadow(*id).last = Some(FailureRecord::lease_expired());
             self.probes.retain(|p| p.delivery != *id);
@@ -89,9 +130,10 @@ impl Checker {
         Ok(())
     }
 
-    pub fn held_before_run(&mut self, id: DeliveryId) {
+    pub fn held_before_run(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), String> {
         self.shadow(id).runs_started -= 1;
         self.probes.retain(|p| p.delivery != id);
+        self.hold(id, now)
     }
 
     pub fn starting(
@@ -113,7 +155,9 @@ impl Checker {
 
     /// An operator's retry: a fresh budget, so its attempts start again.
     pub fn operator_retried(&mut self, id: DeliveryId) {
-        self.shadow(id).runs_started = 0;
+        let s = self.shadow(id);
+        s.runs_started = 0;
+        s.held_for = Duration::ZERO;
     }
 
     pub fn committed(&mut self, id: DeliveryId) {
@@ -250,6 +294,18 @@ impl Checker {
                     d.attempts, s.runs_started
                 ));
             }
+            if d.held_for != s.held_for {
+                return err(format!(
+                    "delivery {id}: the store counts {:?} held, the holds seen add up to {:?}",
+                    d.held_for, s.held_for
+                ));
+            }
+            if d.held.as_ref().map(|h| h.since) != s.held_since {
+                return err(format!(
+                    "delivery {id}: held {:?} in the store, {:?} as seen",
+                    d.held, s.held_since
+                ));
+            }
             if d.attempts > budget.attempts() {
                 return err(format!(
                     "delivery {id}: {} attempts, budget {}",
@@ -290,7 +346,7 @@ impl Checker {
                         Disposition::Fail | Disposition::Defect => {}
                         Disposition::Park => return err(format!("delivery {id} failed with {f:?}, which parks")),
                         Disposition::Retry => {
-                            let deadline = budget.deadline(d.budget_from, d.held_for);
+                            let deadline = budget.deadline(d.budget_from, s.held_for);
                             let finished = d.finished_at.ok_or("failed without a finish time")?;
                             let longest_wait = Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
                             let spent = budget.attempts_used(d.attempts)

@@ -340,7 +340,8 @@ impl Sim {
                 limit: free,
                 lease,
             });
-            self.checker.claimed(&report, worker, self.workers[worker].generation)?;
+            self.checker
+                .claimed(&report, worker, self.workers[worker].generation, self.now)?;
             let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
             for claimed in report.claimed {
                 self.workers[worker].busy += 1;
@@ -387,7 +388,7 @@ impl Sim {
             self.store
                 .hold_claimed(id, token, &connection, self.now)
                 .map_err(|e| e.to_string())?;
-            self.checker.held_before_run(id);
+            self.checker.held_before_run(id, self.now)?;
             self.workers[worker].busy -= 1;
             self.schedule_poll(worker, self.now);
             return Ok(());
@@ -491,6 +492,7 @@ impl Sim {
             Ok(report) => {
                 self.checker
                     .finished(&claimed, outcome, &report, self.now, self.cfg.tick)?;
+                self.checker.released(&self.store, self.now)?;
                 self.stats.finished(outcome, self.now);
                 for (connection, t) in &report.transitions {
                     self.stats.transitions.push((self.now, connection.clone(), *t));
@@ -557,6 +559,7 @@ impl Sim {
         }
         self.tick_at = None;
         let report = self.store.sweep(self.now, self.cfg.lease());
+        self.checker.released(&self.store, self.now)?;
         for alert in &report.alerts {
             self.checker.alert(alert)?;
             self.stats.alerts.push((self.now, alert.clone()));
