@@ -42,6 +42,15 @@ impl Anchor {
     pub fn engine_at(&self, real: Timestamp) -> Timestamp {
         self.engine.plus(real.since(self.real).saturating_mul(self.scale))
     }
+
+    /// As [`Anchor::engine_at`], to the nanosecond: `real` and the result
+    /// are spans since the Unix epoch. A millisecond of real time is
+    /// `scale` ms of engine time, so a clock that took real time to the
+    /// millisecond would start up to `scale` ms away from another's.
+    pub fn engine_at_exact(&self, real: std::time::Duration) -> std::time::Duration {
+        let ms = |t: Timestamp| std::time::Duration::from_millis(u64::try_from(t.as_millis()).unwrap_or(0));
+        ms(self.engine).saturating_add(real.saturating_sub(ms(self.real)).saturating_mul(self.scale))
+    }
 }
 
 /// What a process or command asks for at its start.
@@ -148,6 +157,26 @@ mod tests {
         assert_eq!(a.engine_at(at(NOW)), at(NOW));
         assert_eq!(a.engine_at(at(NOW + 1_000)), at(NOW + 600_000));
         assert_eq!(a.engine_at(at(NOW - 5_000)), at(NOW), "never before the anchor");
+    }
+
+    #[test]
+    fn exact_engine_time_keeps_the_fraction_of_a_millisecond() {
+        let a = Anchor::first(1_000, at(NOW));
+        let real = |us: u64| Duration::from_millis(NOW as u64) + Duration::from_micros(us);
+        let engine = |ms: u64| Duration::from_millis(NOW as u64 + ms);
+        assert_eq!(a.engine_at_exact(real(0)), engine(0));
+        assert_eq!(a.engine_at_exact(real(1_500)), engine(1_500), "1.5 ms real, not 1");
+        assert_eq!(a.engine_at_exact(real(7)), engine(7));
+        assert_eq!(
+            a.engine_at_exact(Duration::from_millis(NOW as u64 - 5)),
+            engine(0),
+            "never before the anchor"
+        );
+        assert_eq!(
+            a.engine_at_exact(real(2_000_000)),
+            Duration::from_millis(a.engine_at(at(NOW + 2_000)).as_millis() as u64),
+            "agrees with engine_at on whole milliseconds"
+        );
     }
 
     #[test]

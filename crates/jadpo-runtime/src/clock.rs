@@ -78,12 +78,37 @@ impl Clock for SystemClock {
 ///
 /// The wall clock is read once, at construction; from then on time moves
 /// with the monotonic clock, so a wall-clock step does not move engine time
-/// by `scale` times as much, backwards or forwards.
+/// by `scale` times as much, backwards or forwards. That one read is exact
+/// (to the nanosecond, paired tightly with the monotonic clock): its error
+/// stays with the process for good, times the scale.
 #[derive(Clone, Debug)]
 pub struct ScaledClock {
     anchor: Anchor,
-    start_engine: Timestamp,
+    /// Engine time at `start_real`, since the Unix epoch.
+    start_engine: Duration,
     start_real: Instant,
+}
+
+/// The wall clock and the monotonic clock read together. Of a few tries,
+/// the one whose two monotonic reads around the wall clock's are closest:
+/// a preemption between the reads (milliseconds on a loaded machine, a
+/// second of engine time at 120x) would otherwise become this process's
+/// disagreement with every other on the store.
+fn wall_and_instant() -> (Duration, Instant) {
+    let mut best: Option<(Duration, Duration, Instant)> = None;
+    for _ in 0..16 {
+        let before = Instant::now();
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let gap = before.elapsed();
+        if best.as_ref().is_none_or(|(g, _, _)| gap < *g) {
+            best = Some((gap, wall, before + gap / 2));
+        }
+        if gap <= Duration::from_micros(5) {
+            break;
+        }
+    }
+    let (_, wall, at) = best.expect("at least one try");
+    (wall, at)
 }
 
 impl ScaledClock {
@@ -99,10 +124,11 @@ impl ScaledClock {
             scale: anchor.scale.max(1),
             ..anchor
         };
+        let (wall, start_real) = wall_and_instant();
         ScaledClock {
             anchor,
-            start_engine: anchor.engine_at(system_now()),
-            start_real: Instant::now(),
+            start_engine: anchor.engine_at_exact(wall),
+            start_real,
         }
     }
 
@@ -113,7 +139,10 @@ impl ScaledClock {
 
 impl Clock for ScaledClock {
     fn now(&self) -> Timestamp {
-        self.start_engine.plus(self.engine_span(self.start_real.elapsed()))
+        let engine = self
+            .start_engine
+            .saturating_add(self.engine_span(self.start_real.elapsed()));
+        Timestamp::from_millis(i64::try_from(engine.as_millis()).unwrap_or(i64::MAX))
     }
 
     fn sleep_until(&self, t: Timestamp) -> BoxFuture<'static, ()> {
@@ -286,6 +315,28 @@ mod tests {
         assert!(engine < Duration::from_secs(600 * (3600 + 86_400)), "{engine:?}");
         assert_eq!(late.anchor(), Some(anchor));
         assert_eq!(SystemClock.anchor(), None);
+    }
+
+    /// Clocks built from one anchor at different moments (two processes on
+    /// one store) read the same engine time: each starts from an exact read
+    /// of the wall clock. One rounded to the millisecond started up to a
+    /// second of engine time apart at 1000x.
+    #[test]
+    fn clocks_built_apart_from_one_anchor_agree() {
+        // 50 ms of engine time at 1000x: 50 us of real time.
+        const NEAR: Duration = Duration::from_millis(50);
+        let anchor = Anchor::first(1_000, system_now().minus(Duration::from_secs(1)));
+        let first = ScaledClock::from_anchor(anchor);
+        // Built over a few milliseconds: at every fraction of one.
+        let building = Instant::now();
+        while building.elapsed() < Duration::from_millis(5) {
+            let later = ScaledClock::from_anchor(anchor);
+            let (a, b, c) = (first.now(), later.now(), first.now());
+            assert!(
+                b >= a.minus(NEAR) && b <= c.plus(NEAR),
+                "a clock built later reads {b}, the first read {a} before it and {c} after"
+            );
+        }
     }
 
     /// Every start goes through the store: the first scaled start keeps its
