@@ -1,10 +1,10 @@
 //! A connection's limits across three `jadpo serve` processes on one
-//! PostgreSQL store, through the real binary, in real time: 1,000
-//! deliveries to a provider limited to `rate: 100/s` and `concurrency: 5`,
-//! whose calls take 60 ms, and one process SIGKILLed midway. The provider
-//! records when every call arrived: no one-second window holds more than
-//! 110 calls, no six calls are in flight at once, every delivery succeeds,
-//! and only those the killed process was running spend a second attempt.
+//! PostgreSQL store, through the real binary, in real time: 500 deliveries
+//! to a provider limited to `rate: 100/s` and `concurrency: 10`, whose
+//! calls take 30 ms, and one process SIGKILLed midway. The provider records
+//! when every call arrived: no one-second window holds more than 120 calls,
+//! no eleven calls are in flight at once, every delivery succeeds, and only
+//! those the killed process was running spend a second attempt.
 
 #[path = "support/serve.rs"]
 mod serve;
@@ -13,6 +13,7 @@ use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::{DeliveryFilter, NewEvent, Store};
 use serve::Serve;
+use jadpo_testing::wait;
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"
@@ -20,18 +21,20 @@ event Paid { id: string }
 connection pay {
     base_url: "PAY_URL"
     rate: 100/s
-    concurrency: 5
+    concurrency: 10
 }
 action charge(id: string) { call pay.post("/charge", body: event) }
 subscriber charge { on: Paid  run: charge(event.id)  timeout: 2s }
 "#;
 
-// At most 83 calls a second get through five slots of 60 ms: 1,000 take
-// 12 s or more, enough seconds to show the rate and the slots hold, and
-// short enough that a loaded machine finishes well inside the ceiling
-// (3,000 once took more than its 150 s there).
-const N: usize = 1_000;
-const CALL: Duration = Duration::from_millis(60);
+// Ten slots of 30 ms would let more than 200 calls a second through (a
+// slot's turn, claim to finish, is nearer 40 ms than 30): the rate, not the
+// slots, holds them to 100, so a rate kept per process (300 a second for
+// three) or not at all shows in every second. 500 take 5 s
+// or more: enough seconds to show both limits hold, and no more (the test
+// once ran 3,000 calls; the property does not grow with the count).
+const N: usize = 500;
+const CALL: Duration = Duration::from_millis(30);
 
 #[test]
 fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
@@ -59,7 +62,6 @@ fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
             .collect();
         store.emit(&events, now).await.unwrap();
     });
-    let started = Instant::now();
     let succeeded = |store: &jadpo_store::postgres::PgStore| {
         rt.block_on(store.list(&DeliveryFilter {
             state: Some(jadpo_core::DeliveryState::Succeeded),
@@ -69,37 +71,20 @@ fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
         .unwrap()
     };
     // A third of the way, one process is killed with its calls in flight.
-    while pay.calls() < (N / 3) as u64 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "only {} calls",
-            pay.calls()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::until("a third of the calls", || pay.calls() >= (N / 3) as u64);
     processes.remove(0).kill();
-    let done = loop {
-        let done = succeeded(&store);
-        if done.len() == N {
-            break done;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(150),
-            "only {} of {N} succeeded",
-            done.len()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    wait::until("every delivery to succeed", || succeeded(&store).len() == N);
+    let done = succeeded(&store);
     for p in processes {
         assert!(p.terminate().0.success());
     }
     let retried = done.iter().filter(|d| d.attempts > 1).count();
-    assert!(retried <= 5, "{retried} deliveries spent a second attempt");
+    assert!(retried <= 10, "{retried} deliveries spent a second attempt");
     assert!(done.iter().all(|d| d.attempts <= 2));
 
     let arrivals: Vec<Instant> = pay.requests().iter().map(|r| r.at).collect();
     assert!(
-        arrivals.len() >= N && arrivals.len() <= N + 5,
+        arrivals.len() >= N && arrivals.len() <= N + 10,
         "{} calls",
         arrivals.len()
     );
@@ -108,14 +93,17 @@ fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
             .iter()
             .take_while(|t| t.duration_since(*first) < Duration::from_secs(1))
             .count();
-        assert!(in_a_second <= 110, "{in_a_second} calls within a second of call {i}");
+        // 100 a second, and 20 for calls whose tokens were taken just
+        // before the window but which arrived in it (a process paused
+        // between its claim and its sends).
+        assert!(in_a_second <= 120, "{in_a_second} calls within a second of call {i}");
     }
-    // The sixth call after any call came after that one's had ended: never
-    // six in flight. (At 100/s without the slots, calls 10 ms apart
-    // would have six within 50 ms.)
+    // The eleventh call after any call came after that one's had ended:
+    // never eleven in flight. (At 100/s without the slots, a token's burst
+    // of ten and the next call would be eleven within 25 ms.)
     let overlaps = arrivals
-        .windows(6)
-        .filter(|w| w[5].duration_since(w[0]) < CALL - Duration::from_millis(5))
+        .windows(11)
+        .filter(|w| w[10].duration_since(w[0]) < CALL - Duration::from_millis(5))
         .count();
-    assert_eq!(overlaps, 0, "six calls in flight at once");
+    assert_eq!(overlaps, 0, "eleven calls in flight at once");
 }
