@@ -6,25 +6,14 @@
 use jadpo_store::AnyStore;
 
 mod sqlite {
-    use jadpo_store::sqlite::SqliteStore;
     use jadpo_store::{AnyStore, Store};
     use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use tokio::sync::Notify;
 
     async fn fresh() -> AnyStore {
-        static N: AtomicUsize = AtomicUsize::new(0);
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance_any");
-        let name = format!("{}-{}.db", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let path = dir.join(name);
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
-        let store = SqliteStore::open(&format!("sqlite:{}", path.display()))
-            .await
-            .expect("open a fresh SQLite store");
-        AnyStore::from(store)
+        AnyStore::from(jadpo_store::sqlite::testing::fresh_store(&dir).await)
     }
 
     jadpo_store::conformance_tests!(async { fresh().await });

@@ -12,10 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn fresh_file(test: &str) -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sqlite_contention-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir.join("c.db")
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sqlite_contention-{test}"));
+    jadpo_store::sqlite::testing::fresh_path(&dir)
 }
 
 async fn open(path: &std::path::Path) -> SqliteStore {

@@ -40,6 +40,8 @@ mod schedules;
 mod schema;
 mod sessions;
 mod sweep;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use rusqlite;
 pub use schema::LATEST as SCHEMA_VERSION;
