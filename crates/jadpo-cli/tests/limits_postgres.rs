@@ -12,8 +12,8 @@ mod serve;
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::{DeliveryFilter, NewEvent, Store};
-use serve::Serve;
 use jadpo_testing::wait;
+use serve::Serve;
 use std::time::{Duration, Instant};
 
 const APP: &str = r#"

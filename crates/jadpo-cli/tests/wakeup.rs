@@ -25,14 +25,18 @@ fn an_emit_through_one_serve_process_starts_at_once_in_the_other() {
         return;
     };
     // A's only worker hangs from the start: whatever starts is B's doing.
-    let pair = Pair::start(&rt, &schema, "5m", 4, POLL);
-    let (provider, a, b, url) = (&pair.provider, &pair.a, &pair.b, &pair.url);
+    let mut pair = Pair::start(&rt, &schema, "5m", 4, POLL);
+    let (provider, a, url) = (&pair.provider, &pair.a, &pair.url);
+    let b = &mut pair.b;
 
     let mut sent = 0;
     let mut deliver = |how: &dyn Fn(&str), id: &str| {
-        // Let B's claim loop finish its last look and go idle first, so
-        // this start is a wake-up's doing, not a look already under way.
-        std::thread::sleep(Duration::from_millis(300));
+        // B's claim loop has finished its last look and gone idle (its last
+        // word is `worker.idle`, not `worker.woken`), so this start is a
+        // wake-up's doing, not a look already under way.
+        b.wait_for("B's claim loop to go idle", |b| {
+            b.last_of(&["worker.idle", "worker.woken"]).as_deref() == Some("worker.idle")
+        });
         let started = Instant::now();
         how(id);
         sent += 1;

@@ -156,6 +156,11 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                         store_faults = 0;
                         accept(&shared, report, &mut queue);
                         idle.claim_ended(ticket, look_again);
+                        // Debug only: one line per idle spell, which tests
+                        // wait for instead of guessing how long going idle takes.
+                        if let Some(until) = idle.until() {
+                            tracing::debug!(until = %until, "worker.idle");
+                        }
                     }
                     Err(e) => {
                         // A fault before anything committed: nothing was
@@ -169,8 +174,14 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                 }
             }
             Some(took) = ended_rx.recv() => ahead.ended(took),
-            _ = shared.wake.notified() => idle.woken(),
-            _ = crate::wake::sleep_until(&shared.clock, idle.until().unwrap_or(now)), if idle.until().is_some() => idle.woken(),
+            _ = shared.wake.notified() => {
+                idle.woken();
+                tracing::debug!(by = "wake-up", "worker.woken");
+            }
+            _ = crate::wake::sleep_until(&shared.clock, idle.until().unwrap_or(now)), if idle.until().is_some() => {
+                idle.woken();
+                tracing::debug!(by = "poll", "worker.woken");
+            }
             _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
             _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
             _ = shutdown.changed(), if !stopping => {}

@@ -32,11 +32,21 @@ impl Serve {
     /// (on the port it chose, read from its log) and its store's listener
     /// listens.
     pub fn start(dir: &Path, store: &str, args: &[&str]) -> Serve {
+        Serve::start_logging(dir, store, args, None)
+    }
+
+    /// As [`Serve::start`], logging what `rust_log` says (`RUST_LOG`), not
+    /// the default.
+    pub fn start_logging(dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_jadpo"));
+        command.env_remove("RUST_LOG");
+        if let Some(filter) = rust_log {
+            command.env("RUST_LOG", filter);
+        }
         let mut child = Logged::spawn(
-            Command::new(env!("CARGO_BIN_EXE_jadpo"))
+            command
                 .current_dir(dir)
                 .env_remove("JADPO_STORE")
-                .env_remove("RUST_LOG")
                 .env("JADPO_API_TOKEN", TOKEN)
                 .args(["serve", "--store", store, "--bind", "127.0.0.1", "--port", "0"])
                 .args(args)
@@ -61,6 +71,17 @@ impl Serve {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["event"] == event)
             .collect()
+    }
+
+    /// Which of `events` was logged last, if any was.
+    pub fn last_of(&self, events: &[&str]) -> Option<String> {
+        self.child
+            .lines()
+            .iter()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["event"].as_str().map(str::to_owned))
+            .find(|e| events.contains(&e.as_str()))
     }
 
     /// Every log line so far, for a failure's message.
@@ -180,7 +201,16 @@ impl Pair {
         let a = Serve::start(dir.path(), &url, &["--workers", "1", "--poll", poll]);
         assert_eq!(a.http("POST", "/events/Block", Some(r#"{"id":"b"}"#)).0, 202);
         let hung = accept_within(&blackhole, Duration::from_secs(30));
-        let b = Serve::start(dir.path(), &url, &["--workers", &b_workers.to_string(), "--poll", poll]);
+        // B logs when its claim loop goes idle and when it is woken.
+        let b = Serve::start_logging(
+            dir.path(),
+            &url,
+            &["--workers", &b_workers.to_string(), "--poll", poll],
+            Some(&format!(
+                "{},jadpo_runtime::worker=debug",
+                jadpo_runtime::logfmt::DEFAULT_FILTER
+            )),
+        );
         Pair {
             provider,
             dir,
