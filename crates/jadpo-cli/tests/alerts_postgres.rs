@@ -10,8 +10,7 @@ mod process;
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_testing::process::Logged;
-use process::{post, wait_until};
-use std::process::{Command, Stdio};
+use process::{jadpo, post, wait_until};
 
 const APP: &str = r#"
 event Paid { id: string }
@@ -48,15 +47,15 @@ fn two_processes_send_one_alert_and_one_resolved_message_per_outage() {
     std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
     let mut children: Vec<Logged> = (0..2)
         .map(|_| {
-            Logged::spawn(
-                Command::new(env!("CARGO_BIN_EXE_jadpo"))
-                    .current_dir(dir.path())
-                    .env_remove("JADPO_STORE")
-                    .env_remove("RUST_LOG")
-                    .env("OPS_SIGNING", SIGNING)
-                    .args(["dev", "--store", &url, "--port", "0", "--time-scale", "60"])
-                    .stdout(Stdio::null()),
-            )
+            Logged::spawn(jadpo(dir.path()).env("OPS_SIGNING", SIGNING).args([
+                "dev",
+                "--store",
+                &url,
+                "--port",
+                "0",
+                "--time-scale",
+                "60",
+            ]))
         })
         .collect();
     let ports: Vec<u16> = children.iter_mut().map(|c| c.port("api.listening")).collect();

@@ -16,8 +16,7 @@ use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::{AttemptRecord, DeliveryFilter, Store};
 use jadpo_testing::process::Logged;
-use process::{post, wait_until};
-use std::process::{Command, Stdio};
+use process::{jadpo, post, wait_until};
 use std::time::Duration;
 
 /// One attempt per delivery: a failed probe is its delivery's end, so no
@@ -45,16 +44,7 @@ fn two_processes_send_one_probe_at_a_time_each_after_its_pause() {
     std::fs::write(dir.path().join("app.jadpo"), APP.replace("PAY_URL", &pay.url())).unwrap();
     let url = schema.url_with_search_path();
     let mut children: Vec<Logged> = (0..2)
-        .map(|_| {
-            Logged::spawn(
-                Command::new(env!("CARGO_BIN_EXE_jadpo"))
-                    .current_dir(dir.path())
-                    .env_remove("JADPO_STORE")
-                    .env_remove("RUST_LOG")
-                    .args(["dev", "--store", &url, "--port", "0", "--time-scale", "120"])
-                    .stdout(Stdio::null()),
-            )
-        })
+        .map(|_| Logged::spawn(jadpo(dir.path()).args(["dev", "--store", &url, "--port", "0", "--time-scale", "120"])))
         .collect();
     let ports: Vec<u16> = children.iter_mut().map(|c| c.port("api.listening")).collect();
     let store = rt.block_on(schema.store(Default::default()));

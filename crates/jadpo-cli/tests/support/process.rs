@@ -5,6 +5,20 @@
 #![allow(dead_code)]
 
 use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `jadpo` in `dir`, with none of the caller's `JADPO_STORE`, `RUST_LOG`
+/// or `JADPO_API_TOKEN`, its stdout dropped (a process's log is stderr).
+pub fn jadpo(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jadpo"));
+    c.current_dir(dir)
+        .env_remove("JADPO_STORE")
+        .env_remove("RUST_LOG")
+        .env_remove("JADPO_API_TOKEN")
+        .stdout(Stdio::null());
+    c
+}
 
 /// POSTs JSON `body` to `path`; the answer's status.
 pub fn post(port: u16, path: &str, body: &str) -> u16 {
