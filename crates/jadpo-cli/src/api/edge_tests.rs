@@ -8,7 +8,7 @@
 //! something did *not* happen yet, a slow machine can only make it pass
 //! for the right reason.
 
-use super::server::{serve, Limits};
+use super::server::Limits;
 use jadpo_runtime::provider::TestProvider;
 use jadpo_store::sqlite::SqliteStore;
 use jadpo_store::{DeliveryFilter, Store};
@@ -33,38 +33,22 @@ struct Edge {
     store: SqliteStore,
     provider: TestProvider,
     _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    serving: crate::api::tests::Serving,
 }
 
 impl Edge {
     async fn start(token: Option<&str>, limits: Limits) -> Edge {
         let provider = TestProvider::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        let provider_url = provider.url();
-        let jadpo = jadpo::builder()
-            .app_source("app.jadpo", APP)
-            .unwrap()
-            .env(move |k| (k == "PAYMENTS_URL").then(|| provider_url.clone()))
-            .build(store.clone())
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
+        let (jadpo, store) = crate::api::tests::with_payments(APP, dir.path(), &provider).await;
         let router = super::router_of_stores(vec![("default".into(), jadpo)], token.map(str::to_owned), true, &limits);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(serve(listener, router, limits, async {
-            let _ = stopped.await;
-        }));
+        let serving = crate::api::tests::Serving::start(router, limits).await;
         Edge {
-            addr,
+            addr: serving.addr.to_string(),
             store,
             provider,
             _dir: dir,
-            stop: Some(stop),
-            served: Some(served),
+            serving,
         }
     }
 
@@ -96,14 +80,6 @@ impl Edge {
         );
         s.write_all(request.as_bytes()).await.unwrap();
         s
-    }
-}
-
-impl Drop for Edge {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
     }
 }
 
@@ -377,8 +353,7 @@ async fn a_stop_waits_for_requests_under_way_at_most_the_shutdown_timeout() {
         .unwrap();
     let mut first = [0u8; 12];
     idle.read_exact(&mut first).await.unwrap();
-    let _ = e.stop.take().unwrap().send(());
-    let served = e.served.take().unwrap();
+    let served = e.serving.stop();
     let stopped = tokio::time::timeout(BOUND, served).await;
     assert!(matches!(stopped, Ok(Ok(Ok(())))), "the server stopped: {stopped:?}");
     assert!(closed_by_server(&mut idle).await);
@@ -408,13 +383,13 @@ async fn a_request_under_way_finishes_when_the_stop_comes() {
     })
     .await;
     assert!(waited.is_ok(), "the route called the provider");
-    let _ = e.stop.take().unwrap().send(());
+    let served = e.serving.stop();
     let other = reqwest::Client::new()
         .post(format!("{}/other", e.provider.url()))
         .send();
     assert_eq!(other.await.unwrap().status(), 200);
     assert_eq!(answer(&mut s).await.0, 200, "the request under way was answered");
-    assert!(tokio::time::timeout(BOUND, e.served.take().unwrap()).await.is_ok());
+    assert!(tokio::time::timeout(BOUND, served).await.is_ok());
 }
 
 const TOKEN: &str = "test-token-0123456789abcdef012345";

@@ -34,15 +34,7 @@ struct Server {
     provider: TestProvider,
     token: Option<String>,
     _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _serving: crate::api::tests::Serving,
 }
 
 impl Server {
@@ -51,36 +43,17 @@ impl Server {
     async fn start(token: Option<&str>) -> Server {
         let provider = TestProvider::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
-        let store = SqliteStore::open(&url).await.unwrap();
-        let provider_url = provider.url();
-        let jadpo = jadpo::builder()
-            .app_source("app.jadpo", APP)
-            .unwrap()
-            .env(move |k| (k == "PAYMENTS_URL").then(|| provider_url.clone()))
-            .build(store.clone())
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (jadpo, store) = crate::api::tests::with_payments(APP, dir.path(), &provider).await;
         let router = super::super::router(jadpo, token.map(str::to_owned), true);
-        tokio::spawn(super::super::server::serve(
-            listener,
-            router,
-            Default::default(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let serving = crate::api::tests::Serving::start(router, Default::default()).await;
         Server {
-            base,
+            base: format!("http://{}", serving.addr),
             client: reqwest::Client::new(),
             store,
             provider,
             token: token.map(str::to_owned),
             _dir: dir,
-            stop: Some(stop),
+            _serving: serving,
         }
     }
 

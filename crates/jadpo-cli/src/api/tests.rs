@@ -10,6 +10,66 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// A router served on 127.0.0.1 at a port of its own, until dropped or
+/// stopped: what every API test module starts its server with.
+pub(crate) struct Serving {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Serving {
+    pub async fn start(app: axum::Router, limits: Limits) -> Serving {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, app, limits, async {
+            let _ = stopped.await;
+        }));
+        Serving {
+            addr,
+            stop: Some(stop),
+            served: Some(served),
+        }
+    }
+
+    /// Asks the server to stop; the task that served, to await.
+    pub fn stop(&mut self) -> tokio::task::JoinHandle<std::io::Result<()>> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.served.take().expect("stopped once")
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A Jadpo on a new SQLite file in `dir` whose `PAYMENTS_URL` is
+/// `provider`'s: the app's calls reach a real local provider.
+pub(crate) async fn with_payments(
+    app: &str,
+    dir: &std::path::Path,
+    provider: &jadpo_runtime::provider::TestProvider,
+) -> (jadpo::Jadpo<SqliteStore>, SqliteStore) {
+    let url = format!("sqlite:{}", dir.join("jadpo.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let provider_url = provider.url();
+    let jadpo = jadpo::builder()
+        .app_source("app.jadpo", app)
+        .unwrap()
+        .env(move |k| (k == "PAYMENTS_URL").then(|| provider_url.clone()))
+        .build(store.clone())
+        .await
+        .unwrap();
+    (jadpo, store)
+}
+
 const APP: &str = r#"
 event PaymentReceived { payment_id: string  amount_cents: int }
 connection payments { base_url: env("PAYMENTS_URL") }
@@ -25,15 +85,7 @@ pub(crate) struct Server {
     client: reqwest::Client,
     pub store: SqliteStore,
     dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _serving: Serving,
 }
 
 impl Server {
@@ -65,19 +117,13 @@ impl Server {
         }
         let app = jadpo::check_app("app.jadpo", APP).unwrap();
         let jadpo = crate::operator::jadpo(app, store.clone()).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = router(jadpo, token.map(str::to_owned), loopback);
-        tokio::spawn(serve(listener, app, Limits::default(), async {
-            let _ = stopped.await;
-        }));
+        let serving = Serving::start(router(jadpo, token.map(str::to_owned), loopback), Limits::default()).await;
         Server {
-            base,
+            base: format!("http://{}", serving.addr),
             client: reqwest::Client::new(),
             store,
             dir,
-            stop: Some(stop),
+            _serving: serving,
         }
     }
 
