@@ -1,6 +1,9 @@
 //! `jadpo dev`, `jadpo serve` and `jadpo demo` as processes: started for
 //! real, asked over HTTP, stopped with SIGTERM.
 
+#[path = "support/serve.rs"]
+mod serve;
+
 use jadpo_testing::process::Logged;
 use std::io::Read;
 use std::path::Path;
@@ -99,7 +102,7 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
 }
 
 /// An API token `serve` takes: 32 characters or more.
-const TOKEN: &str = "test-token-0123456789abcdef012345";
+use serve::TOKEN;
 
 #[test]
 fn serve_requires_a_token_and_a_store_and_refuses_time_scale() {
@@ -175,27 +178,6 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
     }
 }
 
-/// `http`, giving up after `bound`: a server that never answers fails the
-/// test instead of hanging it.
-fn http_within(bound: Duration, method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, String) {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(bound)).unwrap();
-    let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out)
-        .unwrap_or_else(|e| panic!("{method} {path} got no answer within {bound:?}: {e}"));
-    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, out.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
-}
-
 /// Hundreds of sockets sending half a request, under a low file limit:
 /// `serve` keeps answering (its cap keeps it under the limit, its header
 /// timeout frees the sockets), and a SIGTERM with a body still coming
@@ -228,9 +210,9 @@ fn serve_outlasts_a_flood_of_unfinished_requests_and_stops_promptly() {
         })
         .collect();
     let bound = Duration::from_secs(60);
-    assert_eq!(http_within(bound, "GET", port, "/healthz", None).0, 200);
+    assert_eq!(serve::http(port, "GET", "/healthz", None, bound).0, 200);
     assert_eq!(
-        http_within(bound, "POST", port, "/events/Ping", Some(r#"{"id":"x"}"#)).0,
+        serve::http(port, "POST", "/events/Ping", Some(r#"{"id":"x"}"#), bound).0,
         202
     );
     drop(flood);

@@ -112,20 +112,7 @@ impl Serve {
     /// Sends a request to this process's API with the token; the status and
     /// the body.
     pub fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let body = body.unwrap_or("");
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-             Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-        (status, body)
+        http(self.port, method, path, body, jadpo_testing::wait::CEILING)
     }
 
     /// Kills it with SIGKILL, as a crash would: nothing is given back.
@@ -231,4 +218,25 @@ impl Pair {
         let a = self.a.terminate();
         (a, b)
     }
+}
+
+/// Sends a request to the API on `port` with [`TOKEN`]; the status and the
+/// body. Gives up after `within`: a server that never answers fails the
+/// test instead of hanging it.
+pub fn http(port: u16, method: &str, path: &str, body: Option<&str>, within: Duration) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(within)).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out)
+        .unwrap_or_else(|e| panic!("{method} {path} got no answer within {within:?}: {e}"));
+    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
 }
