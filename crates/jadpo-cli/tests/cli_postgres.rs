@@ -108,3 +108,18 @@ fn serve_started_and_migrate_never_show_the_password() {
     assert!(out.contains("password=***"), "{out}");
     assert!(!out.contains("hunter2") && !run.stderr().contains("hunter2"), "{out}");
 }
+
+/// The shared server has `ssl = on`: `sslmode=require` connects over TLS
+/// (it answered "no TLS implementation configured" before), and a mode
+/// libpq does not know is the URL's error, said before connecting.
+#[test]
+fn a_url_with_sslmode_require_connects_over_tls() {
+    let Some((_schema, url, _)) = schema() else { return };
+    let f = Folder::with_app();
+    let list = f
+        .run(&["deliveries", "--store", &format!("{url}&sslmode=require"), "--json"])
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 10);
+    f.run(&["deliveries", "--store", &format!("{url}&sslmode=verify")])
+        .expect(2, Some("store.url_invalid"));
+}

@@ -21,18 +21,17 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
         return;
     };
     let direct = schema.store(Options::default()).await;
-    let mut url = url::Url::parse(schema.url()).unwrap();
+    let url = url::Url::parse(schema.url()).unwrap();
     let upstream = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
     let proxy = Proxy::start(upstream).await;
-    url.set_host(Some("127.0.0.1")).unwrap();
-    url.set_port(Some(proxy.port())).unwrap();
+    let url = proxy.url_through(schema.url());
     let options = Options {
         connect_timeout: Duration::from_millis(500),
         op_timeout: Duration::from_secs(2),
         schema: Some(schema.name().to_owned()),
         ..Options::default()
     };
-    let store = Arc::new(PgStore::connect(url.as_str(), options).await.unwrap());
+    let store = Arc::new(PgStore::connect(&url, options).await.unwrap());
 
     let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
     let seen = runs.clone();

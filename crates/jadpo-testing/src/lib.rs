@@ -6,9 +6,12 @@
 //! - [`wait`]: waiting for something to happen, with one generous ceiling.
 //! - [`process`]: a child process whose stderr is kept as it comes, with
 //!   the port its API chose.
+//! - [`pg_server`]: a PostgreSQL server of a test's own (its settings, its
+//!   files, a restart).
 //! - [`proxy`]: a TCP proxy in front of a server (PostgreSQL) that can cut,
 //!   refuse and stall connections, for store outages.
 
+pub mod pg_server;
 pub mod process;
 pub mod proxy;
 pub mod skip;

@@ -119,8 +119,15 @@ impl Proxy {
     }
 
     /// `url` (a `scheme://user@host:port/db?...` URL) with its host and port
-    /// this proxy's.
+    /// this proxy's, and `sslmode=disable`: the proxy reads the protocol
+    /// (to cut at a `COMMIT`), which TLS would hide from it.
     pub fn url_through(&self, url: &str) -> String {
+        let through = self.authority_through(url);
+        let sep = if through.contains('?') { '&' } else { '?' };
+        format!("{through}{sep}sslmode=disable")
+    }
+
+    fn authority_through(&self, url: &str) -> String {
         let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
             panic!("not a URL with an authority: {url}");
         };
@@ -248,11 +255,11 @@ mod tests {
         let port = p.port();
         assert_eq!(
             p.url_through("postgres://postgres@127.0.0.1:5432/test?options=x"),
-            format!("postgres://postgres@127.0.0.1:{port}/test?options=x")
+            format!("postgres://postgres@127.0.0.1:{port}/test?options=x&sslmode=disable")
         );
         assert_eq!(
             p.url_through("postgres://u:p%40w@db.example/test"),
-            format!("postgres://u:p%40w@127.0.0.1:{port}/test")
+            format!("postgres://u:p%40w@127.0.0.1:{port}/test?sslmode=disable")
         );
         drop(p);
     }

@@ -80,15 +80,25 @@ pub(crate) async fn channel(tx: &Transaction<'_>) -> Result<String, Abort> {
     Ok(tx.query_one(CHANNEL, &[]).await?.try_get(0)?)
 }
 
+/// How the listener reaches the server: what the pool's connections get.
+#[derive(Clone)]
+pub(crate) struct Dial {
+    pub config: tokio_postgres::Config,
+    pub tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// Run once on each new connection (`SET`s a pooler lets through).
+    pub session: String,
+    pub timeout: Duration,
+}
+
 /// Listens on the schema's channel, waking `wake` for each notification,
 /// until dropped.
-pub(crate) async fn run(config: &tokio_postgres::Config, connect_timeout: Duration, wake: &Notify) {
+pub(crate) async fn run(dial: &Dial, wake: &Notify) {
     // Connections lost in a row, without a LISTEN in between.
     let mut lost = 0u32;
     let mut reconnect = false;
     loop {
         let listened = AtomicBool::new(false);
-        let why = session(config, connect_timeout, wake, reconnect, &listened).await;
+        let why = session(dial, wake, reconnect, &listened).await;
         if listened.load(Ordering::Relaxed) {
             lost = 0;
         }
@@ -102,19 +112,13 @@ pub(crate) async fn run(config: &tokio_postgres::Config, connect_timeout: Durati
 
 /// One connection's life: connect, LISTEN, wake once, then hand over each
 /// notification until the connection fails. Returns why it ended.
-async fn session(
-    config: &tokio_postgres::Config,
-    connect_timeout: Duration,
-    wake: &Notify,
-    reconnect: bool,
-    listened: &AtomicBool,
-) -> String {
-    let (client, mut connection) =
-        match tokio::time::timeout(connect_timeout, config.connect(tokio_postgres::NoTls)).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return format!("PostgreSQL: {}", reason(&e)),
-            Err(_) => return format!("PostgreSQL: no connection within {connect_timeout:?}"),
-        };
+async fn session(dial: &Dial, wake: &Notify, reconnect: bool, listened: &AtomicBool) -> String {
+    let timeout = dial.timeout;
+    let (client, mut connection) = match tokio::time::timeout(timeout, dial.config.connect(dial.tls.clone())).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return format!("PostgreSQL: {}", reason(&e)),
+        Err(_) => return format!("PostgreSQL: no connection within {timeout:?}"),
+    };
     // The connection runs here, beside the client's requests, rather than
     // in a task of its own: it ends with this future.
     let driven = async {
@@ -129,7 +133,7 @@ async fn session(
     };
     tokio::select! {
         why = driven => why,
-        ended = listening(&client, wake, reconnect, listened) => match ended {
+        ended = listening(&client, &dial.session, wake, reconnect, listened) => match ended {
             Ok(why) => why,
             Err(e) => format!("PostgreSQL: {}", reason(&e)),
         },
@@ -140,10 +144,14 @@ async fn session(
 /// why it gave up, or the driver's error.
 async fn listening(
     client: &tokio_postgres::Client,
+    session: &str,
     wake: &Notify,
     reconnect: bool,
     listened: &AtomicBool,
 ) -> Result<String, tokio_postgres::Error> {
+    // The channel is named after the schema the session's search_path
+    // finds first.
+    client.batch_execute(session).await?;
     let channel: String = client.query_one(CHANNEL, &[]).await?.try_get(0)?;
     client
         .batch_execute(&format!("LISTEN \"{}\"", channel.replace('"', "\"\"")))

@@ -69,6 +69,7 @@ mod sessions;
 mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 mod writes;
 
 use crate::redact::redact_url;
@@ -126,8 +127,7 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     /// For the listening connection, which is not the pool's.
-    listen_config: tokio_postgres::Config,
-    connect_timeout: Duration,
+    dial: listen::Dial,
     policy: BreakerPolicy,
     op_timeout: Duration,
     /// Transactions redone because another process moved a breaker.
@@ -268,53 +268,68 @@ impl PgStore {
 
     /// The store without connecting yet: connections open on first use.
     pub fn lazy(url: &str, options: Options) -> Result<PgStore, StoreError> {
-        let mut config = parse_url(url)?;
+        let (url_for_driver, tls) = tls::split(url)
+            .map_err(|why| StoreError::InvalidUrl(format!("bad PostgreSQL URL {:?}: {why}", redact_url(url))))?;
+        let mut config = parse_url(&url_for_driver)?;
+        config.ssl_mode(tls.driver_mode());
+        let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls::client_config(&tls)?);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
         if config.get_application_name().is_none() {
             config.application_name("jadpo");
         }
-        // JIT compiles a plan whose estimated cost is high, which a queue's
-        // short statements never repay: a claim on a table without
-        // statistics spent 0.4 s compiling for 2 ms of work.
-        let mut session = String::from("-c jit=off");
+        // Set on each new connection rather than sent as the startup
+        // parameter `options`, which PgBouncer refuses. JIT compiles a plan
+        // whose estimated cost is high, which a queue's short statements
+        // never repay: a claim on a table without statistics spent 0.4 s
+        // compiling for 2 ms of work.
+        let mut session = String::from("SET jit = off");
         if let Some(schema) = &options.schema {
             if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(StoreError::Unavailable(format!(
                     "schema name {schema:?}: only letters, digits and _"
                 )));
             }
-            session.push_str(&format!(" -c search_path={schema}"));
+            session.push_str(&format!("; SET search_path = {schema}"));
         }
-        let all = match config.get_options() {
-            Some(o) => format!("{o} {session}"),
-            None => session,
+        let dial = listen::Dial {
+            config: config.clone(),
+            tls: connector.clone(),
+            session: session.clone(),
+            timeout: options.connect_timeout,
         };
-        config.options(all);
-        let listen_config = config.clone();
         let manager = Manager::from_config(
             config,
-            tokio_postgres::NoTls,
+            connector,
             ManagerConfig {
                 // A closed connection is noticed without a round trip; a
                 // broken one fails its next statement and is then dropped.
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let session: Arc<str> = session.into();
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(options.op_timeout))
             .create_timeout(Some(options.connect_timeout))
             .recycle_timeout(Some(options.connect_timeout))
+            .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+                let session = session.clone();
+                Box::pin(async move {
+                    client
+                        .batch_execute(&session)
+                        .await
+                        .map_err(deadpool_postgres::HookError::Backend)
+                })
+            }))
             .build()
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL pool: {e}")))?;
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,
-                listen_config,
-                connect_timeout: options.connect_timeout,
+                dial,
                 policy: options.policy,
                 op_timeout: options.op_timeout,
                 redone: AtomicU64::new(0),
@@ -637,7 +652,7 @@ impl Store for PgStore {
     }
 
     async fn listen(&self, wake: Arc<Notify>) {
-        listen::run(&self.inner.listen_config, self.inner.connect_timeout, &wake).await
+        listen::run(&self.inner.dial, &wake).await
     }
 }
 
