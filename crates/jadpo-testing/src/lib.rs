@@ -8,10 +8,12 @@
 //!   the port its API chose.
 //! - [`pg_server`]: a PostgreSQL server of a test's own (its settings, its
 //!   files, a restart).
+//! - [`pgbouncer`]: a PgBouncer of a test's own in front of a server.
 //! - [`proxy`]: a TCP proxy in front of a server (PostgreSQL) that can cut,
 //!   refuse and stall connections, for store outages.
 
 pub mod pg_server;
+pub mod pgbouncer;
 pub mod process;
 pub mod proxy;
 pub mod skip;
