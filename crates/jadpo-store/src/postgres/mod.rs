@@ -179,6 +179,11 @@ fn retryable(e: &tokio_postgres::Error) -> bool {
         .is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
 }
 
+/// SQLSTATE 25006: the server is read-only.
+fn refuses_writes(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+}
+
 /// Runs `$body` (an expression using the transaction `$tx` and giving
 /// `Result<T, Abort>`) in one transaction on a pooled connection, under the
 /// store's time limit, redone from the start on a conflict. Evaluates to
@@ -420,6 +425,14 @@ impl PgStore {
             Ok(Err(Abort::Store(e))) => Some(Err(e)),
             Ok(Err(Abort::Conflict)) => again("breaker contention"),
             Ok(Err(Abort::Db(e))) if retryable(&e) => again(&reason(&e)),
+            Ok(Err(Abort::Db(e))) if refuses_writes(&e) => {
+                // A standby, or a primary since demoted that a DNS name
+                // still points at: this connection will never write again.
+                // Dropped, so the next try connects anew, and a URL with
+                // `target_session_attrs=read-write` finds the writable one.
+                drop(Object::take(client));
+                again(&format!("the server refuses writes (a standby?): {}", reason(&e)))
+            }
             Ok(Err(Abort::Db(e))) => Some(Err(StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e))))),
             Err(_) => {
                 // The statement may still be running or its answer half
