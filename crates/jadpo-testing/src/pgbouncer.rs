@@ -31,70 +31,19 @@ impl PgBouncer {
             skip::missing("PgBouncer", "no pgbouncer in /usr/sbin or /usr/bin", FIX);
             return None;
         };
-        let dir = tempfile::Builder::new()
-            .prefix("jadpo-pgbouncer-")
-            .tempdir()
-            .expect("a temporary folder");
-        let listen = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let own_port = listen.local_addr().unwrap().port();
-        // PgBouncer binds the port itself; it is free once this is dropped.
-        drop(listen);
-        let log = dir.path().join("pgbouncer.log");
-        let users = dir.path().join("users.txt");
-        std::fs::write(&users, "\"postgres\" \"\"\n").unwrap();
-        let ini = dir.path().join("pgbouncer.ini");
-        std::fs::write(
-            &ini,
-            format!(
-                "[databases]\n* = host={host} port={port}\n\n[pgbouncer]\n\
-                 listen_addr = 127.0.0.1\nlisten_port = {own_port}\n\
-                 auth_type = trust\nauth_file = {users}\npool_mode = {pool_mode}\n\
-                 unix_socket_dir =\nlogfile = {log}\nmax_client_conn = 500\ndefault_pool_size = 40\n",
-                users = users.display(),
-                log = log.display(),
-            ),
-        )
-        .unwrap();
         let root = Command::new("id")
             .arg("-u")
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-        let mut command = if root {
-            let chown = Command::new("chown")
-                .args(["-R", "postgres"])
-                .arg(dir.path())
-                .status()
-                .expect("chown");
-            assert!(chown.success(), "chown postgres {}", dir.path().display());
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&binary);
-            c
-        } else {
-            Command::new(&binary)
-        };
-        let child = command
-            .arg(&ini)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start pgbouncer");
-        let bouncer = PgBouncer {
-            child,
-            port: own_port,
-            _dir: dir,
-            log,
-        };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", own_port)).is_err() {
-            assert!(
-                started.elapsed() < crate::wait::CEILING,
-                "PgBouncer did not listen on {own_port}:\n{}",
-                bouncer.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        // The port is found free and handed to PgBouncer by number (it
+        // cannot take a listening socket), so another process may take it
+        // first: then PgBouncer exits, and another port is tried.
+        for _ in 0..5 {
+            if let Some(bouncer) = try_start(&binary, root, host, port, pool_mode) {
+                return Some(bouncer);
+            }
         }
-        Some(bouncer)
+        panic!("no free port for PgBouncer after five tries");
     }
 
     pub fn port(&self) -> u16 {
@@ -114,4 +63,72 @@ impl Drop for PgBouncer {
             .status();
         let _ = self.child.wait();
     }
+}
+
+/// Starts PgBouncer on a port found free, in a folder of its own; `None`
+/// if it exited before listening (the port was taken meanwhile).
+fn try_start(binary: &std::path::Path, root: bool, host: &str, port: u16, pool_mode: &str) -> Option<PgBouncer> {
+    let dir = tempfile::Builder::new()
+        .prefix("jadpo-pgbouncer-")
+        .tempdir()
+        .expect("a temporary folder");
+    let own_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let log = dir.path().join("pgbouncer.log");
+    let users = dir.path().join("users.txt");
+    std::fs::write(&users, "\"postgres\" \"\"\n").unwrap();
+    let ini = dir.path().join("pgbouncer.ini");
+    std::fs::write(
+        &ini,
+        format!(
+            "[databases]\n* = host={host} port={port}\n\n[pgbouncer]\n\
+             listen_addr = 127.0.0.1\nlisten_port = {own_port}\n\
+             auth_type = trust\nauth_file = {users}\npool_mode = {pool_mode}\n\
+             unix_socket_dir =\nlogfile = {log}\nmax_client_conn = 500\ndefault_pool_size = 40\n",
+            users = users.display(),
+            log = log.display(),
+        ),
+    )
+    .unwrap();
+    let mut command = if root {
+        let chown = Command::new("chown")
+            .args(["-R", "postgres"])
+            .arg(dir.path())
+            .status()
+            .expect("chown");
+        assert!(chown.success(), "chown postgres {}", dir.path().display());
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(binary);
+        c
+    } else {
+        Command::new(binary)
+    };
+    let child = command
+        .arg(&ini)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start pgbouncer");
+    let mut bouncer = PgBouncer {
+        child,
+        port: own_port,
+        _dir: dir,
+        log,
+    };
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", own_port)).is_err() {
+        if bouncer.child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        assert!(
+            started.elapsed() < crate::wait::CEILING,
+            "PgBouncer did not listen on {own_port}:\n{}",
+            bouncer.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(bouncer)
 }
