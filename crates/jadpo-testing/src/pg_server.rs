@@ -210,14 +210,14 @@ fn bindir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn chown(p: &Path, user: &str) {
+pub(crate) fn chown(p: &Path, user: &str) {
     let out = Command::new("chown")
         .args(["-R", user])
         .arg(p)
@@ -227,7 +227,7 @@ fn chown(p: &Path, user: &str) {
 }
 
 /// A port nothing listens on as this runs.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -31,10 +31,7 @@ impl PgBouncer {
             skip::missing("PgBouncer", "no pgbouncer in /usr/sbin or /usr/bin", FIX);
             return None;
         };
-        let root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let root = crate::pg_server::is_root();
         // The port is found free and handed to PgBouncer by number (it
         // cannot take a listening socket), so another process may take it
         // first: then PgBouncer exits, and another port is tried.
@@ -72,10 +69,7 @@ fn try_start(binary: &std::path::Path, root: bool, host: &str, port: u16, pool_m
         .prefix("jadpo-pgbouncer-")
         .tempdir()
         .expect("a temporary folder");
-    let own_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
+    let own_port = crate::pg_server::free_port();
     let log = dir.path().join("pgbouncer.log");
     let users = dir.path().join("users.txt");
     std::fs::write(&users, "\"postgres\" \"\"\n").unwrap();
@@ -93,12 +87,7 @@ fn try_start(binary: &std::path::Path, root: bool, host: &str, port: u16, pool_m
     )
     .unwrap();
     let mut command = if root {
-        let chown = Command::new("chown")
-            .args(["-R", "postgres"])
-            .arg(dir.path())
-            .status()
-            .expect("chown");
-        assert!(chown.success(), "chown postgres {}", dir.path().display());
+        crate::pg_server::chown(dir.path(), "postgres");
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(binary);
         c
