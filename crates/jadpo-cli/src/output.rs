@@ -58,7 +58,7 @@ impl CliError {
         match e {
             StoreError::Unavailable(why) => CliError::environment("store.unavailable", why),
             StoreError::InvalidUrl(why) => CliError::environment("store.url_invalid", why),
-            other => CliError::environment("store.failed", other.to_string()),
+            other => CliError::environment(other.code(), other.to_string()),
         }
     }
 

@@ -15,7 +15,7 @@
 
 use crate::output::CliError;
 use jadpo_store::postgres::{Options, PgStore};
-use jadpo_store::sqlite::SqliteStore;
+use jadpo_store::sqlite::{SqliteOptions, SqliteStore};
 
 /// The embedded default, relative to the current folder.
 pub const DEFAULT_URL: &str = "sqlite:.jadpo/jadpo.db";
@@ -113,18 +113,37 @@ pub fn kind(url: &str) -> Result<Kind, CliError> {
     Err(url_invalid(url, &why))
 }
 
-/// Opens (and migrates) the store at `url`.
+/// Opens (and migrates) the store at `url`: every migration that stops no
+/// older process still running on it.
 pub async fn open(url: &str) -> Result<AnyStore, CliError> {
+    open_migrating(url, false).await
+}
+
+/// Opens the store at `url` and applies every migration, contracts that stop
+/// older processes included (`jadpo migrate --force`).
+pub async fn open_forced(url: &str) -> Result<AnyStore, CliError> {
+    open_migrating(url, true).await
+}
+
+async fn open_migrating(url: &str, force: bool) -> Result<AnyStore, CliError> {
     let url = url.trim();
-    let unavailable = |e: jadpo_store::StoreError| {
-        CliError::environment(
-            "store.unavailable",
-            format!("cannot open the store {}: {}", redact(url), reason(e)),
-        )
+    let failed = |e: jadpo_store::StoreError| {
+        let code = match e {
+            jadpo_store::StoreError::InvalidUrl(_) => "store.unavailable",
+            _ => e.code(),
+        };
+        CliError::environment(code, format!("cannot open the store {}: {}", redact(url), reason(e)))
     };
     match kind(url)? {
-        Kind::Sqlite => SqliteStore::open(url).await.map(AnyStore::Sqlite).map_err(unavailable),
-        Kind::Postgres => PgStore::open(url).await.map(AnyStore::Postgres).map_err(unavailable),
+        Kind::Sqlite => SqliteStore::open_migrating(url, SqliteOptions::default(), force)
+            .await
+            .map(AnyStore::Sqlite)
+            .map_err(failed),
+        Kind::Postgres => {
+            let store = PgStore::lazy(url, Options::default()).map_err(failed)?;
+            store.migrate_with(force).await.map_err(failed)?;
+            Ok(AnyStore::Postgres(store))
+        }
     }
 }
 

@@ -72,6 +72,8 @@ pub(crate) struct Shared<S, E> {
     pub alert_wake: Arc<Notify>,
     /// This process's counts for the per-minute summary (`minutes.rs`).
     pub minutes: Arc<crate::minutes::Minutes>,
+    /// Closed while the store's schema is newer than this build runs on.
+    pub schema: crate::schema_gate::SchemaGate,
 }
 
 pub struct Engine<S: ScheduleStore, E: Executor> {
@@ -127,6 +129,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 alert_route: None,
                 alert_wake: Arc::new(Notify::new()),
                 minutes: Default::default(),
+                schema: Default::default(),
             }),
         }
     }

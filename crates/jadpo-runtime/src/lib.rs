@@ -23,6 +23,7 @@ mod minutes;
 pub mod provider;
 pub mod run;
 pub mod schedules;
+mod schema_gate;
 mod tick;
 mod wake;
 mod worker;

@@ -30,6 +30,10 @@ impl Default for TickConfig {
     }
 }
 
+/// How often, in real time, the tick asks whether this build still runs on
+/// the store's schema (`schema_gate.rs`).
+const SCHEMA_EVERY: Duration = Duration::from_secs(1);
+
 /// How often the tick prunes, in engine time, and how many deliveries one
 /// prune deletes at most: retention never holds the store for long.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -58,11 +62,17 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
     let mut runs = tokio::task::JoinSet::new();
     // Sweeps failed in a row: the next waits at least a store's backoff.
     let mut store_faults = 0u32;
+    let mut last_schema_check: Option<tokio::time::Instant> = None;
     while !*shutdown.borrow() {
         while runs.try_join_next().is_some() {}
         if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
             last_flush = tokio::time::Instant::now();
             shared.minutes.flush(&**store, clock.now()).await;
+        }
+        // Every second of real time, whatever the clock's scale.
+        if last_schema_check.is_none_or(|t| t.elapsed() >= SCHEMA_EVERY) {
+            last_schema_check = Some(tokio::time::Instant::now());
+            shared.schema.check(&**store).await;
         }
         let now = clock.now();
         if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune) {

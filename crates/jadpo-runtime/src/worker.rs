@@ -72,6 +72,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
     let mut backoff_until: Option<tokio::time::Instant> = None;
     // Claims failed in a row.
     let mut store_faults = 0u32;
+    let mut schema = shared.schema.watch();
     loop {
         let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
@@ -109,7 +110,15 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
         // should hold ahead, so the next batch arrives before the slots run
         // dry even when a claim is slow.
         let low = coming <= ahead.target() * 3 / 4 || free > coming;
-        if claiming.len() < MAX_CLAIMS_IN_FLIGHT && !stopping && !idling && want > 0 && low && !queue.full_of_bytes() {
+        let refused = schema.borrow_and_update().is_some();
+        if claiming.len() < MAX_CLAIMS_IN_FLIGHT
+            && !stopping
+            && !idling
+            && !refused
+            && want > 0
+            && low
+            && !queue.full_of_bytes()
+        {
             backoff_until = None;
             let s = shared.clone();
             // Two claims of half the target each keep the store busy on two
@@ -162,6 +171,10 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
                             tracing::debug!(until = %until, "worker.idle");
                         }
                     }
+                    // A newer build's migration took away what the claim
+                    // reads: the gate closes and says so once, instead of
+                    // a warning at each claim.
+                    Err(_) if shared.schema.check(&*shared.store).await => {}
                     Err(e) => {
                         // A fault before anything committed: nothing was
                         // claimed. Runs already queued go on; claim again
@@ -184,6 +197,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut sh
             }
             _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
             _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
+            _ = schema.changed() => {}
             _ = shutdown.changed(), if !stopping => {}
         }
     }

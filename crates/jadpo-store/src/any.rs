@@ -12,7 +12,7 @@
 #[cfg(feature = "postgres")]
 use crate::postgres::PgStore;
 #[cfg(feature = "sqlite")]
-use crate::sqlite::SqliteStore;
+use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::types::*;
 use crate::{ScheduleStore, Store};
 use jadpo_core::alert::SendDecision;
@@ -54,16 +54,32 @@ impl AnyStore {
     /// build left out is `InvalidUrl` naming the feature, so the mistake is
     /// told apart from an unreachable store.
     pub async fn open(url: &str) -> Result<AnyStore, StoreError> {
+        AnyStore::open_migrating(url, false).await
+    }
+
+    /// Opens the store `url` names and applies every migration, contracts
+    /// that stop older builds included (`jadpo migrate --force`, once no
+    /// older process runs on the store).
+    pub async fn open_forced(url: &str) -> Result<AnyStore, StoreError> {
+        AnyStore::open_migrating(url, true).await
+    }
+
+    async fn open_migrating(url: &str, force: bool) -> Result<AnyStore, StoreError> {
         let url = url.trim();
         if url.starts_with("sqlite:") {
             #[cfg(feature = "sqlite")]
-            return SqliteStore::open(url).await.map(AnyStore::Sqlite);
+            return SqliteStore::open_migrating(url, SqliteOptions::default(), force)
+                .await
+                .map(AnyStore::Sqlite);
             #[cfg(not(feature = "sqlite"))]
             return Err(left_out(url, "SQLite", "sqlite"));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             #[cfg(feature = "postgres")]
-            return PgStore::open(url).await.map(AnyStore::Postgres);
+            return match PgStore::lazy(url, crate::postgres::Options::default()) {
+                Ok(store) => store.migrate_with(force).await.map(|()| AnyStore::Postgres(store)),
+                Err(e) => Err(e),
+            };
             #[cfg(not(feature = "postgres"))]
             return Err(left_out(url, "PostgreSQL", "postgres"));
         }
@@ -114,6 +130,10 @@ macro_rules! delegate {
 impl Store for AnyStore {
     async fn migrate(&self) -> Result<(), StoreError> {
         delegate!(self, s => s.migrate())
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        delegate!(self, s => s.check_schema())
     }
 
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {

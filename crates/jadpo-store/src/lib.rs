@@ -38,6 +38,7 @@ pub mod sqlite;
 pub mod step;
 mod store;
 mod types;
+pub mod upgrade;
 
 pub use any::AnyStore;
 pub use memory::SharedMemoryStore;

@@ -50,8 +50,15 @@ impl<E> From<StoreError> for Abort<E> {
 /// claim names the lease token it was claimed with and is refused with
 /// [`StoreError::LeaseLost`] once that lease was taken over.
 pub trait Store: Send + Sync + 'static {
-    /// Creates or upgrades the system tables.
+    /// Creates or upgrades the system tables with every migration that
+    /// stops no build still running on the store (`crate::upgrade`); a
+    /// contract still to apply is [`StoreError::Schema`].
     fn migrate(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether this build still runs on the store's schema: a newer build's
+    /// contract makes it [`StoreError::Schema`]. Asked at every tick, so a
+    /// process finds out at once and stops claiming.
+    fn check_schema(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Writes events and one due delivery per subscriber of each.
     fn emit(

@@ -358,6 +358,24 @@ pub enum StoreError {
     /// An event of this name was emitted under the same idempotency key
     /// with another payload. Nothing was made.
     IdempotencyConflict(String),
+    /// The store's schema and this build do not go together: the schema is
+    /// newer than this build runs on, or a migration would stop builds that
+    /// may still be running (`crate::upgrade`). A deploy to finish, not a
+    /// fault to retry.
+    Schema(crate::upgrade::Refusal),
+}
+
+impl StoreError {
+    /// The stable error code a command, the API or a log line shows for it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable(_) => "store.unavailable",
+            StoreError::InvalidUrl(_) => "store.url_invalid",
+            StoreError::Schema(refusal) => refusal.code(),
+            StoreError::IdempotencyConflict(_) => "event.idempotency_conflict",
+            StoreError::LeaseLost(_) | StoreError::ScheduleLeaseLost(_) | StoreError::NotFound(_) => "store.failed",
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -370,6 +388,7 @@ impl fmt::Display for StoreError {
             StoreError::NotFound(id) => write!(f, "delivery {id} does not exist"),
             StoreError::Unavailable(why) => write!(f, "the store is unavailable: {why}"),
             StoreError::InvalidUrl(why) => write!(f, "the store URL is not valid: {why}"),
+            StoreError::Schema(refusal) => write!(f, "{refusal}"),
             StoreError::IdempotencyConflict(name) => write!(
                 f,
                 "a {name} event was emitted with this idempotency key and another payload; \

@@ -7,6 +7,8 @@ use jadpo_core::{DeliveryState, FailureKind, FailureRecord, Outcome};
 use jadpo_store::conformance::{at, emit, open_breaker, routes, LEASE};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{emit_in, Options, PgStore};
+use jadpo_store::postgres::schema::LATEST;
+use jadpo_store::upgrade::Refusal;
 use jadpo_store::{ClaimReport, ClaimRequest, DeliveryFilter, Finish, NewEvent, Store, StoreError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -163,8 +165,78 @@ async fn a_store_newer_than_this_build_is_refused() {
         .execute("INSERT INTO jadpo_migrations VALUES (9999, 0)", &[])
         .await
         .unwrap();
-    let why = unavailable(schema.store_at(schema.url(), Options::default()).await);
-    assert!(why.contains("newer than this build"), "{why}");
+    // It records no oldest reader: assumed to remove what this build uses.
+    let newer = Refusal::SchemaNewer {
+        store: 9999,
+        needs: 9999,
+        build: LATEST,
+    };
+    let refused = schema.store_at(schema.url(), Options::default()).await.map(drop);
+    assert_eq!(refused, Err(StoreError::Schema(newer)));
+}
+
+/// A newer build's expand leaves this build running; its contract stops
+/// it, at start and while it runs, with both versions.
+#[tokio::test]
+async fn a_newer_schema_runs_until_a_contract_passes_this_build() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let client = schema.client().await;
+    let last: (i32, Option<i32>) = client
+        .query_one(
+            "SELECT version, oldest_reader FROM jadpo_migrations ORDER BY version DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(last, (LATEST, Some(5)), "each row records its oldest reader");
+
+    let add = "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES ($1, 0, $2)";
+    client.execute(add, &[&(LATEST + 1), &LATEST]).await.unwrap();
+    let again = schema.store(Options::default()).await;
+    assert_eq!(store.check_schema().await, Ok(()));
+    emit(&again, "log", 1, 0).await;
+    assert_eq!(claim(&again, "w", 0, 10).await.claimed.len(), 1, "it still claims");
+
+    client.execute(add, &[&(LATEST + 2), &(LATEST + 2)]).await.unwrap();
+    let newer = Refusal::SchemaNewer {
+        store: LATEST + 2,
+        needs: LATEST + 2,
+        build: LATEST,
+    };
+    assert_eq!(store.check_schema().await, Err(StoreError::Schema(newer.clone())));
+    let refused = schema.store_at(schema.url(), Options::default()).await.map(drop);
+    assert_eq!(refused, Err(StoreError::Schema(newer)));
+}
+
+/// A store three migrations old: migration 4 drops a table builds before
+/// it write, so opening refuses it and applies nothing; force applies it.
+#[tokio::test]
+async fn a_pending_contract_waits_for_force() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let client = schema.client().await;
+    migrated_to(&client, 3).await;
+    let pending = Refusal::ContractPending {
+        version: 4,
+        oldest_reader: 4,
+        running: 0,
+    };
+    let refused = schema.store_at(schema.url(), Options::default()).await.map(drop);
+    assert_eq!(refused, Err(StoreError::Schema(pending)));
+    let applied: i64 = client
+        .query_one("SELECT count(*) FROM jadpo_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(applied, 3, "nothing applied");
+
+    schema.unmigrated(Options::default()).migrate_with(true).await.unwrap();
+    schema.store(Options::default()).await;
 }
 
 #[tokio::test]
@@ -671,12 +743,12 @@ async fn migrated_to(client: &tokio_postgres::Client, n: usize) {
         .batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)")
         .await
         .unwrap();
-    for (version, sql) in &jadpo_store::postgres::schema::MIGRATIONS[..n] {
-        client.batch_execute(sql).await.unwrap();
+    for m in &jadpo_store::postgres::schema::MIGRATIONS[..n] {
+        client.batch_execute(m.sql).await.unwrap();
         client
             .execute(
                 "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, 0)",
-                &[version],
+                &[&m.version],
             )
             .await
             .unwrap();
@@ -705,7 +777,9 @@ async fn migration_4_keeps_every_handled_record() {
         .await
         .unwrap();
 
-    let store = schema.store(Options::default()).await;
+    // Migration 4 is a contract: what `jadpo migrate --force` applies.
+    let store = schema.unmigrated(Options::default());
+    store.migrate_with(true).await.unwrap();
     let of_event = DeliveryFilter {
         event: Some(jadpo_core::EventId(1)),
         ..DeliveryFilter::default()
@@ -839,7 +913,9 @@ async fn migration_5_keeps_earlier_alerts_unsent() {
         )
         .await
         .unwrap();
-    let store = schema.store(Options::default()).await;
+    // Migration 5 is a contract: what `jadpo migrate --force` applies.
+    let store = schema.unmigrated(Options::default());
+    store.migrate_with(true).await.unwrap();
     let kept = store.alerts(10).await.unwrap();
     assert_eq!(kept.len(), 1);
     let a = &kept[0];

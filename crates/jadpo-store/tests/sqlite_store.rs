@@ -4,6 +4,7 @@
 use jadpo_core::{DeliveryState, FailureRecord, Outcome};
 use jadpo_store::conformance::{at, claim, claim_as, emit, finish, LEASE};
 use jadpo_store::sqlite::{self, emit_in, rusqlite, SqliteOptions, SqliteStore, SCHEMA_VERSION};
+use jadpo_store::upgrade::Refusal;
 use jadpo_store::{DeliveryFilter, NewEvent, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,14 +120,107 @@ async fn migrations_run_once_even_from_two_stores_at_once() {
     let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
 
-    // A file from a newer jadpo is refused, not downgraded.
+    // A file from a newer jadpo that records no oldest reader is assumed
+    // to have removed what this build uses: refused, not downgraded.
     conn.execute(
         "INSERT INTO jadpo_migrations (version, applied_at) VALUES (?1, 0)",
         [SCHEMA_VERSION + 1],
     )
     .unwrap();
-    let why = unavailable(a.migrate().await);
-    assert!(why.contains("newer"), "{why}");
+    let latest = SCHEMA_VERSION as i32;
+    let newer = Refusal::SchemaNewer {
+        store: latest + 1,
+        needs: latest + 1,
+        build: latest,
+    };
+    assert_eq!(a.migrate().await, Err(StoreError::Schema(newer)));
+}
+
+/// The oldest reader each migration row records.
+fn oldest_readers(path: &Path) -> Vec<(i32, Option<i32>)> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT version, oldest_reader FROM jadpo_migrations ORDER BY version")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+fn add_migration(path: &Path, version: i64, oldest_reader: i64) {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute(
+            "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES (?1, 0, ?2)",
+            [version, oldest_reader],
+        )
+        .unwrap();
+}
+
+/// A newer build's expand leaves this build running; its contract stops
+/// it, at start and while it runs, with both versions.
+#[tokio::test]
+async fn a_newer_schema_runs_until_a_contract_passes_this_build() {
+    let path = fresh_dir("newer").join("n.db");
+    let store = SqliteStore::open(&url(&path)).await.unwrap();
+    let latest = SCHEMA_VERSION as i32;
+    assert_eq!(oldest_readers(&path).last(), Some(&(latest, Some(8))), "each row records its oldest reader");
+
+    add_migration(&path, SCHEMA_VERSION + 1, SCHEMA_VERSION);
+    let again = SqliteStore::open(&url(&path)).await.unwrap();
+    assert_eq!(store.check_schema().await, Ok(()));
+    emit(&again, "log", 1, 0).await;
+    assert_eq!(claim(&again, 0, 10).await.claimed.len(), 1, "it still claims");
+    assert_eq!(oldest_readers(&path).len(), SCHEMA_VERSION as usize + 1, "and applied nothing");
+
+    add_migration(&path, SCHEMA_VERSION + 2, SCHEMA_VERSION + 2);
+    let newer = Refusal::SchemaNewer {
+        store: latest + 2,
+        needs: latest + 2,
+        build: latest,
+    };
+    assert_eq!(store.check_schema().await, Err(StoreError::Schema(newer.clone())));
+    let refused = SqliteStore::open(&url(&path)).await.map(drop);
+    assert_eq!(refused, Err(StoreError::Schema(newer)));
+}
+
+/// A file four migrations old: migration 5 drops a table builds before it
+/// write, so opening refuses it and applies nothing; `--force` applies it.
+#[tokio::test]
+async fn a_pending_contract_waits_for_force() {
+    let path = fresh_dir("contract").join("c.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE jadpo_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)")
+            .unwrap();
+        for m in &sqlite::MIGRATIONS[..4] {
+            conn.execute_batch(m.sql).unwrap();
+            conn.execute("INSERT INTO jadpo_migrations VALUES (?1, 0)", [m.version]).unwrap();
+        }
+    }
+    let pending = Refusal::ContractPending {
+        version: 5,
+        oldest_reader: 5,
+        running: 0,
+    };
+    let refused = SqliteStore::open(&url(&path)).await.map(drop);
+    assert_eq!(refused, Err(StoreError::Schema(pending)));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let applied: i64 = conn.query_row("SELECT count(*) FROM jadpo_migrations", [], |r| r.get(0)).unwrap();
+    assert_eq!(applied, 4, "nothing applied");
+    assert!(
+        StoreError::Schema(Refusal::ContractPending {
+            version: 5,
+            oldest_reader: 5,
+            running: 0
+        })
+        .to_string()
+        .contains("jadpo migrate --force")
+    );
+
+    let forced = SqliteStore::open_migrating(&url(&path), SqliteOptions::default(), true).await;
+    forced.unwrap();
+    assert_eq!(oldest_readers(&path).len(), SCHEMA_VERSION as usize);
+    SqliteStore::open(&url(&path)).await.unwrap();
 }
 
 #[tokio::test]
@@ -418,7 +512,10 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
     ))
     .unwrap();
 
-    let store = SqliteStore::open(&url(&path)).await.unwrap();
+    // Migration 5 is a contract: what `jadpo migrate --force` applies.
+    let store = SqliteStore::open_migrating(&url(&path), SqliteOptions::default(), true)
+        .await
+        .unwrap();
     assert_eq!(store.delivery(ids[1]).await.unwrap().unwrap(), before);
     assert_eq!(store.delivery(ids[0]).await.unwrap().unwrap(), running.delivery);
     assert!(store.delivery(ids[2]).await.unwrap().is_none());

@@ -83,9 +83,7 @@ impl StartError {
             StartError::Startup(e) => e.first().map_or("connection.invalid", |e| e.code),
             StartError::Unregistered(_) => "action.unregistered",
             StartError::Register(_) => "action.register_invalid",
-            StartError::Store(StoreError::Unavailable(_)) => "store.unavailable",
-            StartError::Store(StoreError::InvalidUrl(_)) => "store.url_invalid",
-            StartError::Store(_) => "store.failed",
+            StartError::Store(e) => e.code(),
             StartError::Clock(e) => e.code(),
         }
     }

@@ -1,6 +1,10 @@
-//! `jadpo migrate [--store URL]`: creates or upgrades the store's tables.
-//! Safe to run again, and from several processes at once. Exit codes: 0
-//! migrated; 2 `store.url_invalid`, `store.unavailable`.
+//! `jadpo migrate [--store URL] [--force]`: creates or upgrades the store's
+//! tables. Safe to run again, and from several processes at once. Applies
+//! every migration that stops no older jadpo still running on the store; a
+//! contract (one that removes what older versions use) needs `--force`,
+//! given once no older process is left (docs/deploy.md, "Upgrades"). Exit
+//! codes: 0 migrated; 2 `store.url_invalid`, `store.unavailable`,
+//! `store.migration_contract`, `store.schema_newer`.
 
 use super::{AppArg, StoreArg};
 use crate::operator;
@@ -14,6 +18,10 @@ pub struct Args {
     pub store: StoreArg,
     #[command(flatten)]
     pub app: AppArg,
+    /// Also apply migrations that stop older jadpo versions (contracts):
+    /// only once every older process on the store is stopped.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -21,7 +29,11 @@ pub fn run(args: Args) -> ExitCode {
         let app = operator::stores_app(args.app.app.as_deref())?;
         let url = store_url::for_operator(args.store.store.as_deref(), app.as_ref())?;
         // Opening a store migrates it.
-        let store = store_url::open(&url).await?;
+        let store = if args.force {
+            store_url::open_forced(&url).await?
+        } else {
+            store_url::open(&url).await?
+        };
         let kind = match store {
             AnyStore::Sqlite(_) => "SQLite",
             AnyStore::Postgres(_) => "PostgreSQL",

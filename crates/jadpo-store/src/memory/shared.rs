@@ -34,6 +34,10 @@ impl Store for SharedMemoryStore {
         Ok(())
     }
 
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
         self.with(|s| s.emit(events, now))
     }

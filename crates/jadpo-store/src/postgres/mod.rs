@@ -271,6 +271,12 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Applies the migrations [`crate::upgrade::plan`] gives; `force` applies
+    /// contracts that stop older builds too (`jadpo migrate --force`).
+    pub async fn migrate_with(&self, force: bool) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| schema::migrate(&tx, force).await).map(drop)
+    }
+
     /// The store without connecting yet: connections open on first use.
     pub fn lazy(url: &str, options: Options) -> Result<PgStore, StoreError> {
         let (url_for_driver, tls) = tls::split(url)
@@ -485,7 +491,12 @@ fn parse_reason(url: &str, shown: &str, e: &tokio_postgres::Error) -> String {
 
 impl Store for PgStore {
     async fn migrate(&self) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| schema::migrate(&tx).await)
+        self.migrate_with(false).await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        let applied = in_transaction!(self, |tx| schema::applied(&tx).await)?;
+        crate::upgrade::check(schema::MIGRATIONS, &applied).map_err(StoreError::Schema)
     }
 
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {

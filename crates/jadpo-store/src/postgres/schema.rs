@@ -6,23 +6,46 @@
 //! the second finds everything applied and does nothing.
 
 use super::Abort;
+use crate::upgrade::{self, Applied, Change, Migration, Plan};
 use deadpool_postgres::Transaction;
 
-/// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[
-    (1, V1),
-    (2, V2),
-    (3, V3),
-    (4, V4),
-    (5, V5),
-    (6, V6),
-    (7, V7),
-    (8, V8),
-    (9, V9),
+/// Every migration, in order, each an expand or a contract
+/// (`crate::upgrade`). Never edit one that has shipped: add the next. A
+/// contract ships a version after the expand that replaced what it removes.
+pub const MIGRATIONS: &[Migration] = &[
+    expand(1, V1),
+    expand(2, V2),
+    expand(3, V3),
+    // Drops jadpo_handled, which builds before 4 write, and adds columns
+    // without defaults that their inserts leave out.
+    contract(4, 4, V4),
+    // Alerts' connection and held may be NULL, which builds before 5 read
+    // as required.
+    contract(5, 5, V5),
+    expand(6, V6),
+    expand(7, V7),
+    expand(8, V8),
+    expand(9, V9),
 ];
 
+const fn expand(version: i32, sql: &'static str) -> Migration {
+    Migration {
+        version,
+        change: Change::Expand,
+        sql,
+    }
+}
+
+const fn contract(version: i32, oldest_reader: i32, sql: &'static str) -> Migration {
+    Migration {
+        version,
+        change: Change::Contract { oldest_reader },
+        sql,
+    }
+}
+
 /// The latest version this build knows.
-pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
 
 /// Partial indexes carry the hot queries, so they cost what is live, not
 /// every delivery ever made:
@@ -289,8 +312,10 @@ CREATE TABLE jadpo_console_sessions (
 CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at);
 ";
 
-/// Applies every migration not yet applied, in `tx`.
-pub(crate) async fn migrate(tx: &Transaction<'_>) -> Result<(), Abort> {
+/// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet
+/// applied, unless one is a contract that would stop builds still running
+/// and `force` is not given, or the store is ahead of this build.
+pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, Abort> {
     // Keyed on the schema: stores in different schemas (tests) migrate in
     // parallel, two processes on one schema take turns.
     tx.execute(
@@ -298,36 +323,43 @@ pub(crate) async fn migrate(tx: &Transaction<'_>) -> Result<(), Abort> {
         &[],
     )
     .await?;
+    // The oldest reader is a column builds before it never read (they
+    // select `version` only), so adding it stops none of them.
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS jadpo_migrations (
             version     INT PRIMARY KEY,
             applied_at  BIGINT NOT NULL
-        )",
+        );
+        ALTER TABLE jadpo_migrations ADD COLUMN IF NOT EXISTS oldest_reader INT",
     )
     .await?;
-    let applied: Vec<i32> = tx
-        .query("SELECT version FROM jadpo_migrations", &[])
+    let applied = applied(tx).await?;
+    let plan = upgrade::plan(MIGRATIONS, &applied, force).map_err(|r| Abort::Store(crate::StoreError::Schema(r)))?;
+    if let Plan::Apply(steps) = &plan {
+        for (version, oldest_reader) in steps {
+            let sql = MIGRATIONS.iter().find(|m| m.version == *version).map(|m| m.sql).unwrap_or_default();
+            tx.batch_execute(sql).await?;
+            tx.execute(
+                "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES ($1, $2, $3)",
+                &[version, &applied_at(), oldest_reader],
+            )
+            .await?;
+        }
+    }
+    Ok(plan)
+}
+
+/// The store's migrations table, as `crate::upgrade` reads it.
+pub(crate) async fn applied(client: &impl deadpool_postgres::GenericClient) -> Result<Vec<Applied>, Abort> {
+    Ok(client
+        .query("SELECT version, oldest_reader FROM jadpo_migrations", &[])
         .await?
         .iter()
-        .map(|r| r.get(0))
-        .collect();
-    if let Some(newer) = applied.iter().find(|v| **v > LATEST) {
-        return Err(Abort::Store(crate::StoreError::Unavailable(format!(
-            "the store is at migration {newer}, newer than this build knows ({LATEST}): upgrade jadpo"
-        ))));
-    }
-    for (version, sql) in MIGRATIONS {
-        if applied.contains(version) {
-            continue;
-        }
-        tx.batch_execute(sql).await?;
-        tx.execute(
-            "INSERT INTO jadpo_migrations (version, applied_at) VALUES ($1, $2)",
-            &[version, &applied_at()],
-        )
-        .await?;
-    }
-    Ok(())
+        .map(|r| Applied {
+            version: r.get(0),
+            oldest_reader: r.get(1),
+        })
+        .collect())
 }
 
 /// When a migration ran, for people reading the table. The one timestamp

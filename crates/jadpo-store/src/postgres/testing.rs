@@ -112,6 +112,20 @@ impl TestSchema {
 
     /// A migrated store on this schema through another URL (a proxy).
     pub async fn store_at(self: &Arc<Self>, url: &str, options: Options) -> Result<PgStore, crate::StoreError> {
+        let store = self.unmigrated_at(url, options)?;
+        store.migrate_with(false).await?;
+        Ok(store)
+    }
+
+    /// A store on this schema that has not migrated it (connections open on
+    /// first use): for tests that migrate it themselves.
+    pub fn unmigrated(self: &Arc<Self>, options: Options) -> PgStore {
+        let url = self.url.clone();
+        self.unmigrated_at(&url, options)
+            .unwrap_or_else(|e| panic!("store on {}: {e}", self.name))
+    }
+
+    fn unmigrated_at(self: &Arc<Self>, url: &str, options: Options) -> Result<PgStore, crate::StoreError> {
         let options = Options {
             schema: Some(self.name.clone()),
             ..options
@@ -120,7 +134,7 @@ impl TestSchema {
         let sep = if url.contains('?') { '&' } else { '?' };
         let url = format!("{url}{sep}application_name={}", self.name);
         let guard: Arc<dyn Send + Sync> = self.clone();
-        PgStore::connect(&url, options).await.map(|s| s.with_guard(guard))
+        PgStore::lazy(&url, options).map(|s| s.with_guard(guard))
     }
 
     /// A plain connection with this schema first on its `search_path`, for

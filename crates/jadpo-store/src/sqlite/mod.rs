@@ -44,7 +44,7 @@ mod sweep;
 pub mod testing;
 
 pub use rusqlite;
-pub use schema::LATEST as SCHEMA_VERSION;
+pub use schema::{LATEST as SCHEMA_VERSION, MIGRATIONS};
 
 use crate::types::*;
 use crate::{ScheduleStore, Store};
@@ -150,6 +150,12 @@ impl SqliteStore {
     }
 
     pub async fn open_with(url: &str, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_migrating(url, options, false).await
+    }
+
+    /// Opens the file and applies the migrations [`crate::upgrade::plan`]
+    /// gives; `force` applies contracts that stop older builds too.
+    pub async fn open_migrating(url: &str, options: SqliteOptions, force: bool) -> Result<SqliteStore, StoreError> {
         let path = parse_url(url)?;
         prepare(&path)?;
         let store = SqliteStore {
@@ -161,7 +167,7 @@ impl SqliteStore {
         // migration is tried again within the busy bound.
         let deadline = std::time::Instant::now() + options.busy_timeout;
         loop {
-            match store.migrate().await {
+            match store.migrate_with(force).await {
                 Ok(()) => return Ok(store),
                 Err(StoreError::Unavailable(why))
                     if why.starts_with("database is locked") && std::time::Instant::now() < deadline =>
@@ -171,6 +177,10 @@ impl SqliteStore {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    async fn migrate_with(&self, force: bool) -> Result<(), StoreError> {
+        self.pool.write(move |tx| schema::migrate(tx, force)).await
     }
 
     pub fn path(&self) -> &Path {
@@ -210,7 +220,12 @@ pub fn emit_in(conn: &rusqlite::Connection, events: &[NewEvent], now: Timestamp)
 
 impl Store for SqliteStore {
     async fn migrate(&self) -> Result<(), StoreError> {
-        self.pool.write(|tx| schema::migrate(tx)).await
+        self.migrate_with(false).await
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        let applied = self.pool.read(|c| Ok(schema::applied(c)?)).await?;
+        crate::upgrade::check(schema::MIGRATIONS, &applied).map_err(StoreError::Schema)
     }
 
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {

@@ -3,14 +3,49 @@
 
 use super::pool::Fault;
 use crate::types::StoreError;
+use crate::upgrade::{self, Applied, Change, Migration, Plan};
 use rusqlite::{params, Connection};
 
-/// Migration `N` is `MIGRATIONS[N - 1]`. Append only: a migration that has
-/// shipped is never edited, since files out there already ran it.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+/// Migration `N` is `MIGRATIONS[N - 1]`, an expand or a contract
+/// (`crate::upgrade`). Append only: a migration that has shipped is never
+/// edited, since files out there already ran it. A contract ships a version
+/// after the expand that replaced what it removes.
+pub const MIGRATIONS: &[Migration] = &[
+    expand(1, V1),
+    expand(2, V2),
+    expand(3, V3),
+    expand(4, V4),
+    // Drops jadpo_handled, which builds before 5 write.
+    contract(5, 5, V5),
+    expand(6, V6),
+    expand(7, V7),
+    // Alerts' connection and held may be NULL, which builds before 8 read
+    // as required.
+    contract(8, 8, V8),
+    expand(9, V9),
+    expand(10, V10),
+    expand(11, V11),
+    expand(12, V12),
+];
+
+const fn expand(version: i32, sql: &'static str) -> Migration {
+    Migration {
+        version,
+        change: Change::Expand,
+        sql,
+    }
+}
+
+const fn contract(version: i32, oldest_reader: i32, sql: &'static str) -> Migration {
+    Migration {
+        version,
+        change: Change::Contract { oldest_reader },
+        sql,
+    }
+}
 
 /// The newest schema this build knows.
-pub const LATEST: i64 = MIGRATIONS.len() as i64;
+pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version as i64;
 
 // Ids are `INTEGER PRIMARY KEY` (SQLite's rowid, spelled so it is one) with
 // AUTOINCREMENT on events and deliveries: pruning the newest finished row
@@ -310,33 +345,51 @@ CREATE TABLE jadpo_console_sessions (
 CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at);
 ";
 
-/// Applies every migration the file has not had, inside the caller's
-/// `BEGIN IMMEDIATE` transaction: two processes migrating at once are
-/// serialised by the write lock, and the second finds nothing to do.
-pub(crate) fn migrate(tx: &Connection) -> Result<(), Fault> {
+/// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
+/// IMMEDIATE` transaction: two processes migrating at once are serialised
+/// by the write lock, and the second finds nothing to do.
+pub(crate) fn migrate(tx: &Connection, force: bool) -> Result<(), Fault> {
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS jadpo_migrations (
             version     INTEGER PRIMARY KEY,
             applied_at  BIGINT  NOT NULL
         )",
     )?;
-    let current: i64 = tx.query_row("SELECT COALESCE(MAX(version), 0) FROM jadpo_migrations", [], |r| {
-        r.get(0)
-    })?;
-    if current > LATEST {
-        return Err(Fault::Store(StoreError::Unavailable(format!(
-            "the database is at schema version {current}, newer than this jadpo's {LATEST}: \
-             upgrade jadpo before using it"
-        ))));
+    // A column builds before it never read (they read MAX(version) only),
+    // so adding it stops none of them. SQLite has no ADD COLUMN IF NOT
+    // EXISTS.
+    let has_reader: bool = tx.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('jadpo_migrations') WHERE name = 'oldest_reader'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_reader {
+        tx.execute_batch("ALTER TABLE jadpo_migrations ADD COLUMN oldest_reader INTEGER")?;
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO jadpo_migrations (version, applied_at) VALUES (?1, ?2)",
-            params![i as i64 + 1, wall_clock_ms()],
-        )?;
+    let plan = upgrade::plan(MIGRATIONS, &applied(tx)?, force).map_err(|r| Fault::Store(StoreError::Schema(r)))?;
+    if let Plan::Apply(steps) = plan {
+        for (version, oldest_reader) in steps {
+            let sql = MIGRATIONS.iter().find(|m| m.version == version).map(|m| m.sql).unwrap_or_default();
+            tx.execute_batch(sql)?;
+            tx.execute(
+                "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES (?1, ?2, ?3)",
+                params![version, wall_clock_ms(), oldest_reader],
+            )?;
+        }
     }
     Ok(())
+}
+
+/// The file's migrations table, as `crate::upgrade` reads it.
+pub(crate) fn applied(c: &Connection) -> rusqlite::Result<Vec<Applied>> {
+    let mut stmt = c.prepare("SELECT version, oldest_reader FROM jadpo_migrations")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Applied {
+            version: r.get(0)?,
+            oldest_reader: r.get(1)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// `applied_at` is bookkeeping for a person reading the table, not a time
@@ -356,8 +409,8 @@ mod tests {
     #[test]
     fn migration_8_keeps_earlier_alerts_unsent() {
         let c = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..7] {
-            c.execute_batch(sql).unwrap();
+        for m in &MIGRATIONS[..7] {
+            c.execute_batch(m.sql).unwrap();
         }
         c.execute_batch(
             "CREATE TABLE jadpo_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
@@ -367,7 +420,8 @@ mod tests {
                         ('connection_unavailable', 'mail', 3000, 1, 4000);",
         )
         .unwrap();
-        migrate(&c).unwrap();
+        // Migration 8 is a contract: what `jadpo migrate --force` applies.
+        migrate(&c, true).unwrap();
         let kept = super::super::alerts::list(&c, 10).unwrap();
         assert_eq!(kept.len(), 2);
         let a = &kept[1];
