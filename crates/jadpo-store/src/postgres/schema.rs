@@ -324,9 +324,12 @@ pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, A
     )
     .await?;
     // The oldest reader is a column builds before it never read (they
-    // select `version` only), so adding it stops none of them.
+    // select `version` only), so adding it stops none of them. Without the
+    // NOTICE each IF NOT EXISTS sends, which would be a log line at every
+    // start.
     tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS jadpo_migrations (
+        "SET LOCAL client_min_messages = warning;
+        CREATE TABLE IF NOT EXISTS jadpo_migrations (
             version     INT PRIMARY KEY,
             applied_at  BIGINT NOT NULL
         );
