@@ -57,7 +57,8 @@ fn a_schema_contracted_past_the_process_stops_its_claims_until_it_runs_again() {
 
     // A newer build applied a contract that needs schema LATEST + 1.
     let client = rt.block_on(schema.client());
-    rt.block_on(client.execute(ADD, &[&(LATEST + 1), &(LATEST + 1)])).unwrap();
+    rt.block_on(client.execute(ADD, &[&(LATEST + 1), &(LATEST + 1)]))
+        .unwrap();
     serve.wait_for("the process to see it", |s| s.logged("store.schema_newer") == 1);
     let said = &serve.events("store.schema_newer")[0];
     assert_eq!(said["code"], "store.schema_newer");
@@ -85,13 +86,19 @@ fn a_schema_contracted_past_the_process_stops_its_claims_until_it_runs_again() {
     serve.wait_for("the second delivery", |_| pay.calls() == 2);
     assert_eq!(serve.logged("store.schema_newer"), 1);
     assert_eq!(serve.logged("store.schema_runs"), 1);
-    assert_eq!(serve.logged("store.unavailable"), 0, "no claim failed: {}", serve.log_text());
+    assert_eq!(
+        serve.logged("store.unavailable"),
+        0,
+        "no claim failed: {}",
+        serve.log_text()
+    );
     let (status, log) = serve.terminate();
     assert!(status.success(), "{log}");
 
     // A process that starts on such a schema refuses at once, and so
     // does migrate: code 2, both versions.
-    rt.block_on(client.execute(ADD, &[&(LATEST + 1), &(LATEST + 1)])).unwrap();
+    rt.block_on(client.execute(ADD, &[&(LATEST + 1), &(LATEST + 1)]))
+        .unwrap();
     for args in [&["migrate"][..], &["serve", "--port", "0"][..]] {
         let out = run(dir.path(), args, &url);
         let text = stderr(&out);
@@ -111,14 +118,18 @@ fn migrate_applies_a_contract_only_with_force() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("app.jadpo"), APP.replace("PAY_URL", "http://127.0.0.1:9")).unwrap();
+    std::fs::write(
+        dir.path().join("app.jadpo"),
+        APP.replace("PAY_URL", "http://127.0.0.1:9"),
+    )
+    .unwrap();
     let url = schema.url_with_search_path();
     // The schema as a build that knew three migrations left it: the fourth
     // drops a table that build writes.
     let client = rt.block_on(schema.client());
-    rt.block_on(client.batch_execute(
-        "CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-    ))
+    rt.block_on(
+        client.batch_execute("CREATE TABLE jadpo_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)"),
+    )
     .unwrap();
     for m in &MIGRATIONS[..3] {
         rt.block_on(client.batch_execute(m.sql)).unwrap();
@@ -130,7 +141,10 @@ fn migrate_applies_a_contract_only_with_force() {
         let text = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
         assert!(text.contains("error[store.migration_contract]"), "{args:?}: {text}");
-        assert!(text.contains("migration 4") && text.contains("jadpo migrate --force"), "{text}");
+        assert!(
+            text.contains("migration 4") && text.contains("jadpo migrate --force"),
+            "{text}"
+        );
     }
     let applied = || -> i64 {
         rt.block_on(client.query_one("SELECT count(*) FROM jadpo_migrations", &[]))

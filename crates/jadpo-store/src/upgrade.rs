@@ -64,7 +64,11 @@ pub enum Plan {
 pub enum Refusal {
     /// `store.schema_newer`: the store's schema needs a build at least as
     /// new as `needs`; this one knows `build`.
-    SchemaNewer { store: Version, needs: Version, build: Version },
+    SchemaNewer {
+        store: Version,
+        needs: Version,
+        build: Version,
+    },
     /// `store.migration_contract`: migration `version` would stop builds
     /// older than `oldest_reader`, and builds as old as `running` may still
     /// run on the store.

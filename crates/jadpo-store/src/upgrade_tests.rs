@@ -37,18 +37,14 @@ fn recorded(rows: &[(Version, Version)]) -> Vec<Applied> {
 }
 
 /// 1-3 expand, 4 contracts what builds before 4 use, 5-6 expand.
-const KNOWN: &[Migration] = &[
-    expand(1),
-    expand(2),
-    expand(3),
-    contract(4, 4),
-    expand(5),
-    expand(6),
-];
+const KNOWN: &[Migration] = &[expand(1), expand(2), expand(3), contract(4, 4), expand(5), expand(6)];
 
 #[test]
 fn oldest_readers_carry_the_largest_contract_so_far() {
-    assert_eq!(oldest_readers(KNOWN), vec![(1, 0), (2, 0), (3, 0), (4, 4), (5, 4), (6, 4)]);
+    assert_eq!(
+        oldest_readers(KNOWN),
+        vec![(1, 0), (2, 0), (3, 0), (4, 4), (5, 4), (6, 4)]
+    );
 }
 
 /// A name, the store's rows, whether forced, and the plan.
@@ -58,14 +54,24 @@ type Case = (&'static str, Vec<Applied>, bool, Result<Plan, Refusal>);
 fn plans() {
     let all = oldest_readers(KNOWN);
     let cases: Vec<Case> = vec![
-        ("a fresh store gets every migration", vec![], false, Ok(Plan::Apply(all.clone()))),
+        (
+            "a fresh store gets every migration",
+            vec![],
+            false,
+            Ok(Plan::Apply(all.clone())),
+        ),
         (
             "expands after the last contract apply without force",
             recorded(&all[..4]),
             false,
             Ok(Plan::Apply(all[4..].to_vec())),
         ),
-        ("a current store applies nothing", recorded(&all), false, Ok(Plan::Apply(vec![]))),
+        (
+            "a current store applies nothing",
+            recorded(&all),
+            false,
+            Ok(Plan::Apply(vec![])),
+        ),
         (
             "a pending contract is refused while older builds may run",
             legacy(1..=3),
@@ -129,7 +135,10 @@ fn refusals_name_their_code_versions_and_fix() {
     };
     assert_eq!(newer.code(), "store.schema_newer");
     let text = newer.to_string();
-    assert!(text.contains("version 12") && text.contains("schema 11") && text.contains("schema 9"), "{text}");
+    assert!(
+        text.contains("version 12") && text.contains("schema 11") && text.contains("schema 9"),
+        "{text}"
+    );
     let contract = Refusal::ContractPending {
         version: 4,
         oldest_reader: 4,

@@ -38,7 +38,13 @@ impl Serve {
     /// As [`Serve::start`], logging what `rust_log` says (`RUST_LOG`), not
     /// the default.
     pub fn start_logging(dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_jadpo"));
+        Serve::start_binary(Path::new(env!("CARGO_BIN_EXE_jadpo")), dir, store, args, rust_log)
+    }
+
+    /// As [`Serve::start_logging`], with another `jadpo` binary (a previous
+    /// version's).
+    pub fn start_binary(bin: &Path, dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
+        let mut command = Command::new(bin);
         command.env_remove("RUST_LOG");
         if let Some(filter) = rust_log {
             command.env("RUST_LOG", filter);
