@@ -39,6 +39,24 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
+impl Migration {
+    pub const fn expand(version: Version, sql: &'static str) -> Migration {
+        Migration {
+            version,
+            change: Change::Expand,
+            sql,
+        }
+    }
+
+    pub const fn contract(version: Version, oldest_reader: Version, sql: &'static str) -> Migration {
+        Migration {
+            version,
+            change: Change::Contract { oldest_reader },
+            sql,
+        }
+    }
+}
+
 /// One row of the store's migrations table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Applied {

@@ -2,19 +2,11 @@ use super::*;
 use proptest::prelude::*;
 
 const fn expand(version: Version) -> Migration {
-    Migration {
-        version,
-        change: Change::Expand,
-        sql: "",
-    }
+    Migration::expand(version, "")
 }
 
 const fn contract(version: Version, oldest_reader: Version) -> Migration {
-    Migration {
-        version,
-        change: Change::Contract { oldest_reader },
-        sql: "",
-    }
+    Migration::contract(version, oldest_reader, "")
 }
 
 /// Applied by builds from before oldest readers were recorded.

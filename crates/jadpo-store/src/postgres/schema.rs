@@ -6,43 +6,27 @@
 //! the second finds everything applied and does nothing.
 
 use super::Abort;
-use crate::upgrade::{self, Applied, Change, Migration, Plan};
+use crate::upgrade::{self, Applied, Migration, Plan};
 use deadpool_postgres::Transaction;
 
 /// Every migration, in order, each an expand or a contract
 /// (`crate::upgrade`). Never edit one that has shipped: add the next. A
 /// contract ships a version after the expand that replaced what it removes.
 pub const MIGRATIONS: &[Migration] = &[
-    expand(1, V1),
-    expand(2, V2),
-    expand(3, V3),
+    Migration::expand(1, V1),
+    Migration::expand(2, V2),
+    Migration::expand(3, V3),
     // Drops jadpo_handled, which builds before 4 write, and adds columns
     // without defaults that their inserts leave out.
-    contract(4, 4, V4),
+    Migration::contract(4, 4, V4),
     // Alerts' connection and held may be NULL, which builds before 5 read
     // as required.
-    contract(5, 5, V5),
-    expand(6, V6),
-    expand(7, V7),
-    expand(8, V8),
-    expand(9, V9),
+    Migration::contract(5, 5, V5),
+    Migration::expand(6, V6),
+    Migration::expand(7, V7),
+    Migration::expand(8, V8),
+    Migration::expand(9, V9),
 ];
-
-const fn expand(version: i32, sql: &'static str) -> Migration {
-    Migration {
-        version,
-        change: Change::Expand,
-        sql,
-    }
-}
-
-const fn contract(version: i32, oldest_reader: i32, sql: &'static str) -> Migration {
-    Migration {
-        version,
-        change: Change::Contract { oldest_reader },
-        sql,
-    }
-}
 
 /// The latest version this build knows.
 pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;

@@ -3,7 +3,7 @@
 
 use super::pool::Fault;
 use crate::types::StoreError;
-use crate::upgrade::{self, Applied, Change, Migration, Plan};
+use crate::upgrade::{self, Applied, Migration, Plan};
 use rusqlite::{params, Connection};
 
 /// Migration `N` is `MIGRATIONS[N - 1]`, an expand or a contract
@@ -11,38 +11,22 @@ use rusqlite::{params, Connection};
 /// edited, since files out there already ran it. A contract ships a version
 /// after the expand that replaced what it removes.
 pub const MIGRATIONS: &[Migration] = &[
-    expand(1, V1),
-    expand(2, V2),
-    expand(3, V3),
-    expand(4, V4),
+    Migration::expand(1, V1),
+    Migration::expand(2, V2),
+    Migration::expand(3, V3),
+    Migration::expand(4, V4),
     // Drops jadpo_handled, which builds before 5 write.
-    contract(5, 5, V5),
-    expand(6, V6),
-    expand(7, V7),
+    Migration::contract(5, 5, V5),
+    Migration::expand(6, V6),
+    Migration::expand(7, V7),
     // Alerts' connection and held may be NULL, which builds before 8 read
     // as required.
-    contract(8, 8, V8),
-    expand(9, V9),
-    expand(10, V10),
-    expand(11, V11),
-    expand(12, V12),
+    Migration::contract(8, 8, V8),
+    Migration::expand(9, V9),
+    Migration::expand(10, V10),
+    Migration::expand(11, V11),
+    Migration::expand(12, V12),
 ];
-
-const fn expand(version: i32, sql: &'static str) -> Migration {
-    Migration {
-        version,
-        change: Change::Expand,
-        sql,
-    }
-}
-
-const fn contract(version: i32, oldest_reader: i32, sql: &'static str) -> Migration {
-    Migration {
-        version,
-        change: Change::Contract { oldest_reader },
-        sql,
-    }
-}
 
 /// The newest schema this build knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version as i64;
