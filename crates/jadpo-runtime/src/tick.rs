@@ -34,12 +34,39 @@ impl Default for TickConfig {
 /// the store's schema (`schema_gate.rs`).
 const SCHEMA_EVERY: Duration = Duration::from_secs(1);
 
-/// How often the tick prunes, in engine time, and how many deliveries one
-/// prune deletes at most: retention never holds the store for long.
+/// How often the tick prunes, in engine time, while retention keeps up,
+/// and how many deliveries one batch deletes at most (one short
+/// transaction: retention never holds the store for long).
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
 pub const PRUNE_BATCH: usize = 1_000;
-/// The most prune batches in one tick.
-const PRUNE_BATCHES: usize = 10;
+/// The real time one tick may spend pruning: batch after batch while they
+/// come back full, up to this share of its second, so the sweep and the
+/// schedules keep their turn. A tick whose batches were all full prunes
+/// again at the next tick instead of a minute later: retention keeps up
+/// with whatever rate the engine drains (docs/decisions.md, "Retention
+/// keeps pace").
+const PRUNE_SHARE: Duration = Duration::from_millis(250);
+
+/// Whether a prune pass goes on after a batch that deleted `deleted` of
+/// [`PRUNE_BATCH`], `spent` into the pass: `None` to go on, else whether
+/// retention is behind (the last batch was full: more is old enough).
+fn prune_pass_ends(deleted: usize, spent: Duration) -> Option<bool> {
+    match (deleted < PRUNE_BATCH, spent >= PRUNE_SHARE) {
+        (true, _) => Some(false),
+        (false, true) => Some(true),
+        (false, false) => None,
+    }
+}
+
+/// When the next prune pass starts: at once (the next tick) while retention
+/// is behind, else after [`PRUNE_EVERY`].
+fn next_prune(now: Timestamp, behind: bool) -> Timestamp {
+    if behind {
+        now
+    } else {
+        now.plus(PRUNE_EVERY)
+    }
+}
 
 /// The least real time before the next sweep: 20 ms while the store
 /// answers (a scaled clock's second may be a millisecond), a store's backoff
@@ -55,7 +82,7 @@ fn sweep_floor(faults: u32, rng: &mut impl rand::Rng) -> Duration {
 pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
     let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
-    let mut next_prune = clock.now();
+    let mut next_prune_at = clock.now();
     let mut last_flush = tokio::time::Instant::now();
     // Schedules' runs under way: a stop waits for them (each within its
     // time limit), as it does for deliveries, so none is left half-written.
@@ -75,13 +102,13 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
             shared.schema.check(&**store).await;
         }
         let now = clock.now();
-        if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune) {
-            next_prune = now.plus(PRUNE_EVERY);
-            prune(
+        if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune_at) {
+            let behind = prune(
                 &**store,
                 Timestamp::from_millis(now.as_millis().saturating_sub(retention.as_millis() as i64)),
             )
             .await;
+            next_prune_at = next_prune(now, behind);
         }
         match store.sweep(now, wake_lease).await {
             Ok(report) => {
@@ -122,32 +149,56 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>
     shared.minutes.flush(&**store, clock.now()).await;
 }
 
-/// Deletes finished deliveries older than `before`, in bounded batches.
-async fn prune<S: Store>(store: &S, before: Timestamp) {
+/// Deletes finished deliveries older than `before`, in bounded batches,
+/// for at most [`PRUNE_SHARE`] of real time. Returns whether retention is
+/// behind (more is old enough than this pass deleted). Several processes
+/// prune at once without waiting on each other: each batch skips rows
+/// another is deleting.
+async fn prune<S: Store>(store: &S, before: Timestamp) -> bool {
+    let started = std::time::Instant::now();
     let mut total = 0;
-    for _ in 0..PRUNE_BATCHES {
+    let behind = loop {
         match store.prune(before, PRUNE_BATCH).await {
             Ok(n) => {
                 total += n;
-                if n < PRUNE_BATCH {
-                    break;
+                if let Some(behind) = prune_pass_ends(n, started.elapsed()) {
+                    break behind;
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "retention.store_unavailable");
-                break;
+                break false;
             }
         }
-    }
+    };
     if total > 0 {
-        tracing::info!(pruned = total, before = %crate::rfc3339(before), "retention.pruned");
+        tracing::info!(pruned = total, behind, before = %crate::rfc3339(before), "retention.pruned");
     }
+    behind
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn a_prune_pass_goes_on_while_batches_are_full_within_its_share() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (PRUNE_BATCH, ms(0), None),
+            (PRUNE_BATCH, PRUNE_SHARE - ms(1), None),
+            (PRUNE_BATCH, PRUNE_SHARE, Some(true)),
+            (PRUNE_BATCH - 1, ms(0), Some(false)),
+            (0, PRUNE_SHARE * 2, Some(false)),
+        ];
+        for (deleted, spent, ends) in cases {
+            assert_eq!(prune_pass_ends(deleted, spent), ends, "{deleted} after {spent:?}");
+        }
+        let now = Timestamp::from_millis(1_000_000);
+        assert_eq!(next_prune(now, true), now, "behind: the next tick");
+        assert_eq!(next_prune(now, false), now.plus(PRUNE_EVERY));
+    }
 
     #[test]
     fn a_failing_store_is_swept_no_sooner_than_its_backoff() {
