@@ -101,6 +101,48 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
     );
 }
 
+/// `--retention DURATION`: a delivery that failed is pruned once a minute
+/// of engine time has passed (120 times faster here), with its event; a
+/// retention under a minute, or both flags, is a usage error.
+#[test]
+fn dev_prunes_finished_deliveries_after_its_retention_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = APP.replace(
+        "run: forward(event.id) }",
+        "run: forward(event.id)  retry: { attempts: 1 } }",
+    );
+    std::fs::write(dir.path().join("app.jadpo"), app).unwrap();
+    for (flags, why) in [
+        (&["--retention", "30s"][..], "from 1m to 3650d"),
+        (
+            &["--retention", "5m", "--retention-days", "3"][..],
+            "cannot be used with",
+        ),
+    ] {
+        let out = jadpo(dir.path()).arg("dev").args(flags).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(why), "{flags:?}: {err}");
+    }
+    let mut child = Logged::spawn(
+        jadpo(dir.path())
+            .args(["dev", "--port", "0", "--time-scale", "120", "--retention", "1m"])
+            .stdout(Stdio::null()),
+    );
+    let port = child.port("api.listening");
+    let (status, body) = http("POST", port, "/events/Ping", Some(r#"{"id":"a1"}"#), None);
+    assert_eq!(status, 202, "{body}");
+    let listed =
+        || -> serde_json::Value { serde_json::from_str(&http("GET", port, "/deliveries", None, None).1).unwrap() };
+    jadpo_testing::wait::until("the delivery to fail", || listed()[0]["state"] == "failed");
+    jadpo_testing::wait::until("the failed delivery pruned", || {
+        listed().as_array().is_some_and(Vec::is_empty)
+    });
+    let (status, logs) = child.terminate();
+    assert!(status.success(), "{status}: {logs}");
+    assert!(logs.contains("retention.pruned"), "{logs}");
+}
+
 /// An API token `serve` takes: 32 characters or more.
 use serve::TOKEN;
 

@@ -126,8 +126,40 @@ pub struct Workers {
     pub mode: &'static str,
     pub concurrency: u32,
     pub poll: std::time::Duration,
-    /// 0 keeps finished deliveries.
-    pub retention_days: u32,
+    /// How long finished deliveries are kept; `None` keeps them.
+    pub retention: Option<std::time::Duration>,
+}
+
+/// `--retention DURATION`: `30m`, `12h`, `7d` (minutes to ten years), or
+/// `0`, which keeps finished deliveries.
+pub fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
+    const MINUTE: u64 = 60;
+    const MOST: u64 = 3650 * 86_400;
+    let t = s.trim();
+    let d = match t.strip_suffix('d') {
+        Some(days) => {
+            let n: u64 = days
+                .parse()
+                .map_err(|_| format!("{s:?} is not a duration such as 30m, 12h or 7d"))?;
+            std::time::Duration::from_secs(n.saturating_mul(86_400))
+        }
+        None => super::retry::parse_duration(t)?,
+    };
+    let secs = d.as_secs();
+    if d.is_zero() {
+        return Ok(d);
+    }
+    if secs < MINUTE || secs > MOST || d.subsec_nanos() != 0 {
+        return Err(format!("{s:?}: retention is 0 (keep everything) or from 1m to 3650d"));
+    }
+    Ok(d)
+}
+
+/// The retention `dev` and `serve` run with: `--retention` if given, else
+/// `--retention-days`; zero keeps everything.
+pub fn retention(given: Option<std::time::Duration>, days: u32) -> Option<std::time::Duration> {
+    let d = given.unwrap_or(std::time::Duration::from_secs(u64::from(days) * 86_400));
+    (!d.is_zero()).then_some(d)
 }
 
 /// Checks every setting of `app` before any store is opened or anything
@@ -146,10 +178,7 @@ pub fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<jadpo::Re
             poll: w.poll,
             ..jadpo_runtime::WorkerConfig::default()
         })
-        .tick(jadpo_runtime::TickConfig {
-            retention: (w.retention_days > 0)
-                .then(|| std::time::Duration::from_secs(u64::from(w.retention_days) * 86_400)),
-        })
+        .tick(jadpo_runtime::TickConfig { retention: w.retention })
         .ready()
         .map_err(operator::start_error)
 }
@@ -240,4 +269,39 @@ pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, Cl
     }
     tracing::info!("process.stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn retention_is_zero_or_minutes_to_ten_years() {
+        let ok = [
+            ("0", 0),
+            ("1m", 60),
+            ("90m", 5_400),
+            ("12h", 43_200),
+            ("7d", 604_800),
+            ("3650d", 315_360_000),
+        ];
+        for (text, secs) in ok {
+            assert_eq!(parse_retention(text), Ok(Duration::from_secs(secs)), "{text}");
+        }
+        for bad in ["30s", "59s", "500ms", "3651d", "d", "7w", "-1d", "1.5h", ""] {
+            assert!(parse_retention(bad).is_err(), "{bad}");
+        }
+        assert_eq!(retention(None, 30), Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(retention(None, 0), None);
+        assert_eq!(
+            retention(Some(Duration::ZERO), 30),
+            None,
+            "--retention 0 keeps everything"
+        );
+        assert_eq!(
+            retention(Some(Duration::from_secs(300)), 30),
+            Some(Duration::from_secs(300))
+        );
+    }
 }

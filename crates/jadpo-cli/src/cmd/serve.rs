@@ -24,6 +24,10 @@ pub struct Args {
     /// Finished deliveries are deleted after this many days (0 keeps them).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
     pub retention_days: u32,
+    /// Finished deliveries are deleted after this long: minutes to days
+    /// (`30m`, `12h`, `7d`; `0` keeps them). Instead of --retention-days.
+    #[arg(long, value_name = "DURATION", value_parser = process::parse_retention, conflicts_with = "retention_days")]
+    pub retention: Option<std::time::Duration>,
     /// Deliveries run at once in this process.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: u32,
@@ -87,7 +91,7 @@ pub fn run(args: Args) -> ExitCode {
             mode: "serve",
             concurrency: args.workers,
             poll: args.poll,
-            retention_days: args.retention_days,
+            retention: process::retention(args.retention, args.retention_days),
         };
         let ready = process::ready_each(&app, &stores, Wanted::Real, &workers)?;
         let store = store_url::describe(&stores);
