@@ -149,7 +149,7 @@ pub fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
     if d.is_zero() {
         return Ok(d);
     }
-    if secs < MINUTE || secs > MOST || d.subsec_nanos() != 0 {
+    if !(MINUTE..=MOST).contains(&secs) || d.subsec_nanos() != 0 {
         return Err(format!("{s:?}: retention is 0 (keep everything) or from 1m to 3650d"));
     }
     Ok(d)
