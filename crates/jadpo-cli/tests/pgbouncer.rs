@@ -1,19 +1,29 @@
-//! `jadpo serve` through PgBouncer in session mode, the way a managed
-//! PostgreSQL often sits: two processes on one database through the
-//! pooler deliver every event once, and their listeners hear emits through
-//! it. PgBouncer refuses the startup parameter `options`, so the database
-//! is a fresh one of the test's own (its `public` schema), not a schema
+//! `jadpo serve` and `jadpo dev` through PgBouncer in session mode, the
+//! way a managed PostgreSQL often sits: two `serve` processes on one
+//! database through the pooler deliver every event once, and their
+//! listeners hear emits through it; the crash test (`support/crash_pg.rs`:
+//! three `dev` processes killed, stalled and cut off) delivers everything
+//! through it.
+//!
+//! PgBouncer refuses the startup parameter `options`, so each test's store
+//! is a fresh database of its own (its `public` schema), not a schema
 //! named in the URL.
 
+#[path = "support/crash.rs"]
+mod crash;
+#[path = "support/crash_pg.rs"]
+mod crash_pg;
 #[path = "support/serve.rs"]
 mod serve;
 
 use jadpo_runtime::provider::TestProvider;
 use jadpo_store::postgres::testing::TestSchema;
+use jadpo_store::postgres::{Options, PgStore};
 use jadpo_testing::pgbouncer::PgBouncer;
 use jadpo_testing::wait;
 use serve::Serve;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const APP: &str = r#"
 event Ping { id: string }
@@ -37,25 +47,87 @@ fn server() -> (String, u16) {
     }
 }
 
+/// A database of the test's own on the shared server, named after a fresh
+/// test schema (`jadpo_pgb_<schema>`), with PgBouncer in `pool_mode` in
+/// front of it. Dropped, it stops PgBouncer and drops the database.
+struct Pooled {
+    /// Always there until dropped: stopped before the database is.
+    bouncer: Option<PgBouncer>,
+    db: String,
+    schema: Arc<TestSchema>,
+}
+
+impl Pooled {
+    /// `None` after the skip rule when PostgreSQL or PgBouncer is missing.
+    fn start(rt: &tokio::runtime::Runtime, pool_mode: &str) -> Option<Pooled> {
+        // Fails under CI (skips loudly elsewhere) when the server is down.
+        let schema = rt.block_on(TestSchema::create())?;
+        let db = format!("jadpo_pgb_{}", schema.name());
+        let admin = rt.block_on(schema.client());
+        rt.block_on(admin.batch_execute(&format!("CREATE DATABASE {db}")))
+            .unwrap();
+        let (host, port) = server();
+        let pooled = Pooled {
+            bouncer: Some(PgBouncer::start(&host, port, pool_mode)?),
+            db,
+            schema,
+        };
+        Some(pooled)
+    }
+
+    /// The database through PgBouncer.
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{}", self.bouncer().port(), self.db)
+    }
+
+    fn bouncer(&self) -> &PgBouncer {
+        self.bouncer.as_ref().expect("running until dropped")
+    }
+
+    /// A store on the database reached directly, not through PgBouncer,
+    /// neither checked nor migrated: to look at the rows.
+    fn direct(&self) -> PgStore {
+        let server = self.schema.url();
+        let base = server.split('?').next().unwrap_or_default();
+        let at = base.rfind('/').expect("a database in the URL");
+        PgStore::lazy(&format!("{}/{}", &base[..at], self.db), Options::default()).unwrap()
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        drop(self.bouncer.take());
+        let (url, db) = (self.schema.url().to_owned(), self.db.clone());
+        // From a thread of its own: the test's runtime may be the one this
+        // runs on, and a destructor cannot await.
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let store = PgStore::lazy(&url, Options::default()).ok()?;
+                let admin = store.connection().await.ok()?;
+                admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                    .await
+                    .ok()
+            })
+        });
+        let _ = dropped.join();
+    }
+}
+
 #[test]
 fn two_serve_processes_through_pgbouncer_in_session_mode_deliver_every_event_once() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    // Fails under CI (skips loudly elsewhere) when the server is down.
-    let Some(schema) = rt.block_on(TestSchema::create()) else {
-        return;
-    };
-    let admin = rt.block_on(schema.client());
-    let db = format!("jadpo_pgb_{}", schema.name());
-    rt.block_on(admin.batch_execute(&format!("CREATE DATABASE {db}")))
-        .unwrap();
-    let (host, port) = server();
-    let Some(bouncer) = PgBouncer::start(&host, port, "session") else {
+    let Some(pooled) = Pooled::start(&rt, "session") else {
         return;
     };
     let provider = rt.block_on(TestProvider::start());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.jadpo"), APP.replace("PROVIDER", &provider.url())).unwrap();
-    let url = format!("postgres://postgres@127.0.0.1:{}/{db}", bouncer.port());
+    let url = pooled.url();
     // Each waits until its listener listens through the pooler.
     let a = Serve::start(dir.path(), &url, &[]);
     let b = Serve::start(dir.path(), &url, &[]);
@@ -74,12 +146,17 @@ fn two_serve_processes_through_pgbouncer_in_session_mode_deliver_every_event_onc
     }
     assert_eq!(seen.len(), N, "every event reached the provider");
     assert!(seen.values().all(|n| *n == 1), "each exactly once: {seen:?}");
-    assert!(
-        !bouncer.log_text().contains("unsupported startup parameter"),
-        "{}",
-        bouncer.log_text()
-    );
-    drop(bouncer);
-    rt.block_on(admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")))
-        .unwrap();
+    let log = pooled.bouncer().log_text();
+    assert!(!log.contains("unsupported startup parameter"), "{log}");
+}
+
+#[test]
+fn the_crash_test_passes_through_pgbouncer_in_session_mode() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(pooled) = Pooled::start(&rt, "session") else {
+        return;
+    };
+    // The proxy sits between one process and PgBouncer: its cut drops that
+    // process's client connections, and PgBouncer its server sessions.
+    crash_pg::run(&rt, &pooled.url(), &pooled.direct());
 }
