@@ -18,14 +18,15 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TickConfig {
     /// Finished deliveries older than this are pruned, with their events
-    /// and attempts; `None` keeps everything.
+    /// and attempts; `None` keeps everything. Seven days by default
+    /// (docs/decisions.md, "Seven days of finished deliveries").
     pub retention: Option<Duration>,
 }
 
 impl Default for TickConfig {
     fn default() -> Self {
         TickConfig {
-            retention: Some(Duration::from_secs(30 * 86_400)),
+            retention: Some(Duration::from_secs(7 * 86_400)),
         }
     }
 }
@@ -181,6 +182,11 @@ async fn prune<S: Store>(store: &S, before: Timestamp) -> bool {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn finished_deliveries_are_kept_seven_days_by_default() {
+        assert_eq!(TickConfig::default().retention, Some(Duration::from_secs(7 * 86_400)));
+    }
 
     #[test]
     fn a_prune_pass_goes_on_while_batches_are_full_within_its_share() {

@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, env = "JADPO_STORE", hide_env_values = true, action = clap::ArgAction::Append)]
     pub store: Vec<String>,
     /// Finished deliveries are deleted after this many days (0 keeps them).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(0..=3650))]
     pub retention_days: u32,
     /// Finished deliveries are deleted after this long: minutes to days
     /// (`30m`, `12h`, `7d`; `0` keeps them). Instead of --retention-days.
