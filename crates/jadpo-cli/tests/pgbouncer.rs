@@ -1,9 +1,12 @@
-//! `jadpo serve` and `jadpo dev` through PgBouncer in session mode, the
-//! way a managed PostgreSQL often sits: two `serve` processes on one
-//! database through the pooler deliver every event once, and their
-//! listeners hear emits through it; the crash test (`support/crash_pg.rs`:
-//! three `dev` processes killed, stalled and cut off) delivers everything
-//! through it.
+//! `jadpo serve` and `jadpo dev` through PgBouncer, the way a managed
+//! PostgreSQL often sits.
+//!
+//! In session mode: two `serve` processes on one database through the
+//! pooler deliver every event once, and their listeners hear emits through
+//! it; the crash test (`support/crash_pg.rs`: three `dev` processes killed,
+//! stalled and cut off) delivers everything through it. In transaction
+//! mode a start is refused with `store.transaction_pooling`, before
+//! anything is written (docs/decisions.md, "PgBouncer").
 //!
 //! PgBouncer refuses the startup parameter `options`, so each test's store
 //! is a fresh database of its own (its `public` schema), not a schema
@@ -19,11 +22,14 @@ mod serve;
 use jadpo_runtime::provider::TestProvider;
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{Options, PgStore};
+use jadpo_store::StoreError;
 use jadpo_testing::pgbouncer::PgBouncer;
 use jadpo_testing::wait;
 use serve::Serve;
 use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const APP: &str = r#"
 event Ping { id: string }
@@ -159,4 +165,69 @@ fn the_crash_test_passes_through_pgbouncer_in_session_mode() {
     // The proxy sits between one process and PgBouncer: its cut drops that
     // process's client connections, and PgBouncer its server sessions.
     crash_pg::run(&rt, &pooled.url(), &pooled.direct());
+}
+
+#[test]
+fn a_start_through_pgbouncer_in_transaction_mode_is_refused_before_anything_is_written() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(pooled) = Pooled::start(&rt, "transaction") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("app.jadpo"),
+        APP.replace("PROVIDER", "http://127.0.0.1:9"),
+    )
+    .unwrap();
+    let url = pooled.url();
+    let began = Instant::now();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_jadpo"))
+        .current_dir(dir.path())
+        .env_remove("JADPO_STORE")
+        .env_remove("RUST_LOG")
+        .env("JADPO_API_TOKEN", serve::TOKEN)
+        .args(["serve", "--store", &url, "--bind", "127.0.0.1", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("jadpo runs");
+    // The embedded API's store, meanwhile: the same check, the same error.
+    let embedded = rt.block_on(PgStore::connect(&url, Options::default()));
+    // A start let through would serve until stopped.
+    while serve.try_wait().unwrap().is_none() && began.elapsed() < wait::CEILING {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = serve.kill();
+    let out = serve.wait_with_output().unwrap();
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "serve through transaction pooling:\n{stderr}"
+    );
+    assert!(stderr.contains("error[store.transaction_pooling]"), "{stderr}");
+    assert!(
+        stderr.contains("PgBouncer in session mode (`pool_mode = session`)") && stderr.contains("PostgreSQL directly"),
+        "the message names the fix: {stderr}"
+    );
+    assert!(!stderr.contains("api.listening"), "{stderr}");
+    match embedded {
+        Err(StoreError::TransactionPooling(why)) => assert!(why.contains("pool_mode = session"), "{why}"),
+        Err(other) => panic!("the embedded store failed otherwise: {other}"),
+        Ok(_) => panic!("the embedded store opened through transaction pooling"),
+    }
+    // Nothing written: not even the migrations' tables.
+    let direct = pooled.direct();
+    let conn = rt.block_on(direct.connection()).unwrap();
+    let tables: i64 = rt
+        .block_on(conn.query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+            &[],
+        ))
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "tables were made through transaction pooling");
+    eprintln!("refused in {:.1}s", took.as_secs_f64());
 }

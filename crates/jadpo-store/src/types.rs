@@ -358,6 +358,12 @@ pub enum StoreError {
     /// An event of this name was emitted under the same idempotency key
     /// with another payload. Nothing was made.
     IdempotencyConflict(String),
+    /// `store.transaction_pooling`: the URL leads to connections that do
+    /// not keep a session of their own (PgBouncer in transaction or
+    /// statement mode), which a PostgreSQL store needs. Refused when the
+    /// store is opened, before anything is written; the message names the
+    /// fix.
+    TransactionPooling(String),
     /// The store's schema and this build do not go together: the schema is
     /// newer than this build runs on, or a migration would stop builds that
     /// may still be running (`crate::upgrade`). A deploy to finish, not a
@@ -371,6 +377,7 @@ impl StoreError {
         match self {
             StoreError::Unavailable(_) => "store.unavailable",
             StoreError::InvalidUrl(_) => "store.url_invalid",
+            StoreError::TransactionPooling(_) => "store.transaction_pooling",
             StoreError::Schema(refusal) => refusal.code(),
             StoreError::IdempotencyConflict(_) => "event.idempotency_conflict",
             StoreError::LeaseLost(_) | StoreError::ScheduleLeaseLost(_) | StoreError::NotFound(_) => "store.failed",
@@ -394,6 +401,7 @@ impl fmt::Display for StoreError {
                 "a {name} event was emitted with this idempotency key and another payload; \
                  send the same payload, or another key"
             ),
+            StoreError::TransactionPooling(why) => f.write_str(why),
         }
     }
 }

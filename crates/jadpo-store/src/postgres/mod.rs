@@ -58,6 +58,7 @@ mod finish;
 mod limits;
 mod listen;
 mod minutes;
+mod pooler;
 mod prune;
 mod read;
 mod retry;
@@ -132,6 +133,8 @@ struct Inner {
     op_timeout: Duration,
     /// Transactions redone because another process moved a breaker.
     redone: AtomicU64,
+    /// Set once the connections were seen to keep their sessions.
+    session_checked: tokio::sync::OnceCell<()>,
     /// Whatever must live as long as the store (a test's schema).
     _guard: Option<Arc<dyn Send + Sync>>,
 }
@@ -265,6 +268,8 @@ impl PgStore {
 
     /// Connects to `url` and migrates. A bad URL or an unreachable server is
     /// `StoreError::Unavailable` with the reason, within `connect_timeout`.
+    /// Connections that do not keep their sessions (PgBouncer in transaction
+    /// mode) are `StoreError::TransactionPooling`, before anything is written.
     pub async fn connect(url: &str, options: Options) -> Result<PgStore, StoreError> {
         let store = PgStore::lazy(url, options)?;
         store.migrate().await?;
@@ -274,6 +279,9 @@ impl PgStore {
     /// Applies the migrations [`crate::upgrade::plan`] gives; `force` applies
     /// contracts that stop older builds too (`jadpo migrate --force`).
     pub async fn migrate_with(&self, force: bool) -> Result<(), StoreError> {
+        // Once per store, before anything is written: connections that do
+        // not keep their sessions are refused (`pooler.rs`).
+        self.inner.session_checked.get_or_try_init(|| pooler::check(self)).await?;
         in_transaction!(self, |tx| schema::migrate(&tx, force).await).map(drop)
     }
 
@@ -344,6 +352,7 @@ impl PgStore {
                 policy: options.policy,
                 op_timeout: options.op_timeout,
                 redone: AtomicU64::new(0),
+                session_checked: tokio::sync::OnceCell::new(),
                 _guard: None,
             }),
         })
