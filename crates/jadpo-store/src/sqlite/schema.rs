@@ -398,7 +398,8 @@ mod tests {
         }
         c.execute_batch(
             "CREATE TABLE jadpo_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL);
-             INSERT INTO jadpo_migrations (version, applied_at) VALUES (7, 0);
+             INSERT INTO jadpo_migrations (version, applied_at)
+                 VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0);
              INSERT INTO jadpo_alerts (alert, connection, since, held, raised_at)
                  VALUES ('connection_unavailable', 'payments', 1000, 4, 2000),
                         ('connection_unavailable', 'mail', 3000, 1, 4000);",
