@@ -5,9 +5,9 @@
 use jadpo_core::breaker::{BreakerState, CallVerdict};
 use jadpo_core::{DeliveryState, FailureKind, FailureRecord, Outcome};
 use jadpo_store::conformance::{at, emit, open_breaker, routes, LEASE};
+use jadpo_store::postgres::schema::LATEST;
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{emit_in, Options, PgStore};
-use jadpo_store::postgres::schema::LATEST;
 use jadpo_store::upgrade::Refusal;
 use jadpo_store::{ClaimReport, ClaimRequest, DeliveryFilter, Finish, NewEvent, Store, StoreError};
 use std::sync::Arc;

@@ -163,14 +163,22 @@ async fn a_newer_schema_runs_until_a_contract_passes_this_build() {
     let path = fresh_dir("newer").join("n.db");
     let store = SqliteStore::open(&url(&path)).await.unwrap();
     let latest = SCHEMA_VERSION as i32;
-    assert_eq!(oldest_readers(&path).last(), Some(&(latest, Some(8))), "each row records its oldest reader");
+    assert_eq!(
+        oldest_readers(&path).last(),
+        Some(&(latest, Some(8))),
+        "each row records its oldest reader"
+    );
 
     add_migration(&path, SCHEMA_VERSION + 1, SCHEMA_VERSION);
     let again = SqliteStore::open(&url(&path)).await.unwrap();
     assert_eq!(store.check_schema().await, Ok(()));
     emit(&again, "log", 1, 0).await;
     assert_eq!(claim(&again, 0, 10).await.claimed.len(), 1, "it still claims");
-    assert_eq!(oldest_readers(&path).len(), SCHEMA_VERSION as usize + 1, "and applied nothing");
+    assert_eq!(
+        oldest_readers(&path).len(),
+        SCHEMA_VERSION as usize + 1,
+        "and applied nothing"
+    );
 
     add_migration(&path, SCHEMA_VERSION + 2, SCHEMA_VERSION + 2);
     let newer = Refusal::SchemaNewer {
@@ -194,7 +202,8 @@ async fn a_pending_contract_waits_for_force() {
             .unwrap();
         for m in &sqlite::MIGRATIONS[..4] {
             conn.execute_batch(m.sql).unwrap();
-            conn.execute("INSERT INTO jadpo_migrations VALUES (?1, 0)", [m.version]).unwrap();
+            conn.execute("INSERT INTO jadpo_migrations VALUES (?1, 0)", [m.version])
+                .unwrap();
         }
     }
     let pending = Refusal::ContractPending {
@@ -205,17 +214,17 @@ async fn a_pending_contract_waits_for_force() {
     let refused = SqliteStore::open(&url(&path)).await.map(drop);
     assert_eq!(refused, Err(StoreError::Schema(pending)));
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let applied: i64 = conn.query_row("SELECT count(*) FROM jadpo_migrations", [], |r| r.get(0)).unwrap();
+    let applied: i64 = conn
+        .query_row("SELECT count(*) FROM jadpo_migrations", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(applied, 4, "nothing applied");
-    assert!(
-        StoreError::Schema(Refusal::ContractPending {
-            version: 5,
-            oldest_reader: 5,
-            running: 0
-        })
-        .to_string()
-        .contains("jadpo migrate --force")
-    );
+    assert!(StoreError::Schema(Refusal::ContractPending {
+        version: 5,
+        oldest_reader: 5,
+        running: 0
+    })
+    .to_string()
+    .contains("jadpo migrate --force"));
 
     let forced = SqliteStore::open_migrating(&url(&path), SqliteOptions::default(), true).await;
     forced.unwrap();

@@ -281,7 +281,10 @@ impl PgStore {
     pub async fn migrate_with(&self, force: bool) -> Result<(), StoreError> {
         // Once per store, before anything is written: connections that do
         // not keep their sessions are refused (`pooler.rs`).
-        self.inner.session_checked.get_or_try_init(|| pooler::check(self)).await?;
+        self.inner
+            .session_checked
+            .get_or_try_init(|| pooler::check(self))
+            .await?;
         in_transaction!(self, |tx| schema::migrate(&tx, force).await).map(drop)
     }
 

@@ -324,7 +324,11 @@ pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, A
     let plan = upgrade::plan(MIGRATIONS, &applied, force).map_err(|r| Abort::Store(crate::StoreError::Schema(r)))?;
     if let Plan::Apply(steps) = &plan {
         for (version, oldest_reader) in steps {
-            let sql = MIGRATIONS.iter().find(|m| m.version == *version).map(|m| m.sql).unwrap_or_default();
+            let sql = MIGRATIONS
+                .iter()
+                .find(|m| m.version == *version)
+                .map(|m| m.sql)
+                .unwrap_or_default();
             tx.batch_execute(sql).await?;
             tx.execute(
                 "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES ($1, $2, $3)",

@@ -353,7 +353,11 @@ pub(crate) fn migrate(tx: &Connection, force: bool) -> Result<(), Fault> {
     let plan = upgrade::plan(MIGRATIONS, &applied(tx)?, force).map_err(|r| Fault::Store(StoreError::Schema(r)))?;
     if let Plan::Apply(steps) = plan {
         for (version, oldest_reader) in steps {
-            let sql = MIGRATIONS.iter().find(|m| m.version == version).map(|m| m.sql).unwrap_or_default();
+            let sql = MIGRATIONS
+                .iter()
+                .find(|m| m.version == version)
+                .map(|m| m.sql)
+                .unwrap_or_default();
             tx.execute_batch(sql)?;
             tx.execute(
                 "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES (?1, ?2, ?3)",
