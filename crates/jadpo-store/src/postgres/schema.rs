@@ -328,7 +328,7 @@ pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, A
                 .iter()
                 .find(|m| m.version == *version)
                 .map(|m| m.sql)
-                .unwrap_or_default();
+                .expect("a plan applies only migrations this build knows");
             tx.batch_execute(sql).await?;
             tx.execute(
                 "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES ($1, $2, $3)",
