@@ -23,8 +23,16 @@ WITH old AS (
 )
 SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}') FROM gone";
 
+/// The events of pruned deliveries, locked in id order before
+/// `PRUNE_EVENTS` looks at them. Two processes pruning two deliveries of
+/// one event at once would each still see the other's delivery and keep
+/// the event, for good; with the lock, the second waits for the first to
+/// commit and, in its next statement (a new snapshot), sees both gone.
+const LOCK_EVENTS: &str = "SELECT id FROM jadpo_events WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
 /// The events of pruned deliveries that no delivery refers to any more. A
-/// second statement: the first one's deletions are not visible to itself.
+/// statement of its own: the first one's deletions are not visible to
+/// itself.
 ///
 /// An event's deliveries are looked up by id, between its first and last
 /// (`jadpo_deliveries` has no index on `event_id`). `OFFSET 0` keeps the
@@ -37,14 +45,27 @@ WHERE e.id = ANY($1) AND e.emitted_at < $2
                   WHERE d.id BETWEEN e.first_delivery AND e.last_delivery AND d.event_id = e.id
                   OFFSET 0)";
 
-/// Events no delivery refers to (emitted with no subscriber), oldest first,
-/// each delivery looked up as in `PRUNE_EVENTS`. The batch is deleted by
-/// its ids: an `IN (subquery)` may be planned as a hash join over every
-/// event.
+/// Old events emitted with no subscriber, oldest first, through their own
+/// index (`jadpo_events_unreferenced`): a few rows read per row deleted,
+/// however many old events still wait on their deliveries.
+const PRUNE_UNREFERENCED_EVENTS: &str = "
+DELETE FROM jadpo_events WHERE id = ANY(ARRAY(
+  SELECT id FROM jadpo_events
+  WHERE first_delivery IS NULL AND emitted_at < $1
+  ORDER BY emitted_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED))";
+
+/// Old events whose deliveries are all gone but that were kept: what the
+/// race `LOCK_EVENTS` closes left behind under builds before it. It reads
+/// every old event still waiting on a delivery, so it runs only once a pass
+/// has caught up (then those are few). Each delivery is looked up as in
+/// `PRUNE_EVENTS`, and the batch is deleted by its ids: an `IN (subquery)`
+/// may be planned as a hash join over every event.
 const PRUNE_ORPHAN_EVENTS: &str = "
 DELETE FROM jadpo_events WHERE id = ANY(ARRAY(
   SELECT e.id FROM jadpo_events AS e
-  WHERE e.emitted_at < $1
+  WHERE e.emitted_at < $1 AND e.first_delivery IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries AS d
                     WHERE d.id BETWEEN e.first_delivery AND e.last_delivery AND d.event_id = e.id
                     OFFSET 0)
@@ -60,17 +81,25 @@ DELETE FROM jadpo_alerts WHERE id = ANY(ARRAY(
   SELECT id FROM jadpo_alerts WHERE raised_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED))";
 
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
+    let before_ms = rows::at_ms(before);
+    let limit = batch as i64;
     let stmt = tx.prepare_cached(PRUNE).await?;
-    let row = tx.query_one(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
+    let row = tx.query_one(&stmt, &[&before_ms, &limit]).await?;
     let deleted: i64 = row.try_get(0)?;
     let events: Vec<i64> = row.try_get(1)?;
     if !events.is_empty() {
+        let stmt = tx.prepare_cached(LOCK_EVENTS).await?;
+        tx.execute(&stmt, &[&events]).await?;
         let stmt = tx.prepare_cached(PRUNE_EVENTS).await?;
-        tx.execute(&stmt, &[&events, &rows::at_ms(before)]).await?;
+        tx.execute(&stmt, &[&events, &before_ms]).await?;
     }
-    let stmt = tx.prepare_cached(PRUNE_ORPHAN_EVENTS).await?;
-    tx.execute(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
+    let stmt = tx.prepare_cached(PRUNE_UNREFERENCED_EVENTS).await?;
+    tx.execute(&stmt, &[&before_ms, &limit]).await?;
+    if (deleted as usize) < batch {
+        let stmt = tx.prepare_cached(PRUNE_ORPHAN_EVENTS).await?;
+        tx.execute(&stmt, &[&before_ms, &limit]).await?;
+    }
     let stmt = tx.prepare_cached(PRUNE_ALERTS).await?;
-    tx.execute(&stmt, &[&rows::at_ms(before), &(batch as i64)]).await?;
+    tx.execute(&stmt, &[&before_ms, &limit]).await?;
     Ok(deleted as usize)
 }

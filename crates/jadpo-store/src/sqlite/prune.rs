@@ -41,12 +41,16 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
     )?
     .execute(params![before.as_millis(), batch as i64])?;
     // Events no delivery refers to (emitted with no subscriber), oldest
-    // first, as many as a batch.
-    c.prepare_cached(
-        "DELETE FROM jadpo_events WHERE id IN (SELECT e.id FROM jadpo_events e \
+    // first, as many as a batch. Finding them reads every old event still
+    // waiting on a delivery, so only once a pass has caught up: behind a
+    // backlog, that is the whole backlog at every batch.
+    if old.len() < batch {
+        c.prepare_cached(
+            "DELETE FROM jadpo_events WHERE id IN (SELECT e.id FROM jadpo_events e \
          WHERE e.emitted_at < ?1 AND NOT EXISTS (SELECT 1 FROM jadpo_deliveries d WHERE d.event_id = e.id) \
          ORDER BY e.emitted_at, e.id LIMIT ?2)",
-    )?
-    .execute(params![before.as_millis(), batch as i64])?;
+        )?
+        .execute(params![before.as_millis(), batch as i64])?;
+    }
     Ok(old.len())
 }
