@@ -27,6 +27,7 @@ pub mod any;
 mod codec;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod footprint;
 pub mod limits;
 pub mod memory;
 pub mod plan;
@@ -41,6 +42,7 @@ mod types;
 pub mod upgrade;
 
 pub use any::AnyStore;
+pub use footprint::{Footprint, TableFootprint};
 pub use memory::SharedMemoryStore;
 pub use redact::redact_url;
 pub use store::{ScheduleStore, Store};

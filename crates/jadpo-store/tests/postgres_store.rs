@@ -533,6 +533,95 @@ async fn prune_deletes_the_events_left_without_deliveries() {
     }
 }
 
+/// Two processes prune the two deliveries of one event at once. Here the
+/// first is a transaction of our own that did what a prune does (deleted
+/// its delivery, locked the event, kept it because the other delivery was
+/// still there) and has not committed; the store's prune takes the second
+/// delivery, waits for the event's lock, and, once the first commits,
+/// sees both deliveries gone and deletes the event. Without the lock each
+/// would keep the event for the other, and it would stay for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_pruning_one_events_deliveries_leave_no_event_behind() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let two = NewEvent {
+        name: "E".into(),
+        payload: "{}".into(),
+        subscribers: vec!["log".into(), "pay".into()],
+        idempotency_key: None,
+    };
+    let emitted = store.emit(&[two], at(0)).await.unwrap().remove(0);
+    let r = claim(&store, "w", 0, 2).await;
+    assert_eq!(r.claimed.len(), 2);
+    for c in &r.claimed {
+        store.finish(&finish_of(c, Outcome::Succeeded, 1)).await.unwrap();
+    }
+    let [first, second] = emitted.deliveries[..] else {
+        panic!("two deliveries: {emitted:?}")
+    };
+    let mut other = schema.client().await;
+    let tx = other.transaction().await.unwrap();
+    let other_pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    tx.execute("DELETE FROM jadpo_deliveries WHERE id = $1", &[&first.0])
+        .await
+        .unwrap();
+    tx.execute(
+        "SELECT id FROM jadpo_events WHERE id = $1 FOR UPDATE",
+        &[&emitted.event_id.0],
+    )
+    .await
+    .unwrap();
+    let pruning = {
+        let store = store.clone();
+        tokio::spawn(async move { store.prune(at(100), 1).await })
+    };
+    blocked_behind(
+        &schema.client().await,
+        other_pid,
+        "the prune never waited for the other's lock on the event",
+    )
+    .await;
+    tx.commit().await.unwrap();
+    let pruned = tokio::time::timeout(Duration::from_secs(10), pruning)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(pruned, 1, "the prune took the other delivery");
+    assert_eq!(store.delivery(second).await.unwrap(), None);
+    assert_eq!(
+        store.event(emitted.event_id).await.unwrap(),
+        None,
+        "the event is left without deliveries"
+    );
+}
+
+/// The size a soak reports: the store's own tables (not another schema's)
+/// with their rows, dead rows and bytes, and the server's WAL position,
+/// which moves as the store writes.
+#[tokio::test]
+async fn the_footprint_reads_the_stores_tables_and_the_wal_position() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let before = store.footprint().await.unwrap();
+    emit(&store, "log", 500, 0).await;
+    schema.client().await.batch_execute("ANALYZE").await.unwrap();
+    let fp = store.footprint().await.unwrap();
+    let deliveries = fp.table("jadpo_deliveries").unwrap();
+    assert_eq!(deliveries.live_rows, 500);
+    assert!(deliveries.dead_rows.is_some() && deliveries.vacuums.is_some(), "{fp:?}");
+    assert!(deliveries.bytes.unwrap() > 8_192, "{fp:?}");
+    assert!(fp.table("jadpo_events").is_some() && fp.table("jadpo_migrations").is_some());
+    assert!(fp.tables.iter().all(|t| t.name.starts_with("jadpo_")), "{fp:?}");
+    assert!(fp.table_bytes().unwrap() > deliveries.bytes.unwrap());
+    assert!(fp.wal_position.unwrap() > before.wal_position.unwrap(), "{fp:?}");
+    assert_eq!((fp.file_bytes, fp.wal_bytes, fp.free_bytes), (None, None, None));
+}
+
 /// Two processes' ticks claim the same due schedule at once: one run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_claiming_one_schedule_start_one_run() {

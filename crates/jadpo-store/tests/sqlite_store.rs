@@ -560,3 +560,33 @@ async fn a_state_update_builds_no_temporary_btree() {
     assert!(ops.iter().any(|op| op == "IdxInsert"), "{ops:?}");
     assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{ops:?}");
 }
+
+/// The size a soak reports: the tables' rows, the file and its WAL, and the
+/// pages a prune freed, which new rows then reuse rather than grow the file.
+#[tokio::test]
+async fn the_footprint_counts_rows_and_the_pages_a_prune_frees() {
+    let dir = fresh_dir("footprint");
+    let store = SqliteStore::open(&url(&dir.join("j.db"))).await.unwrap();
+    let ids = emit(&store, "log", 2_000, 0).await;
+    let fp = store.footprint().await.unwrap();
+    let deliveries = fp.table("jadpo_deliveries").unwrap();
+    assert_eq!(deliveries.live_rows, 2_000);
+    assert_eq!(deliveries.dead_rows, None);
+    assert_eq!(fp.table("jadpo_events").unwrap().live_rows, 2_000);
+    assert!(fp.file_bytes.unwrap() > 0 || fp.wal_bytes.unwrap() > 0, "{fp:?}");
+    assert!(fp.tables.iter().all(|t| t.name.starts_with("jadpo_")), "{fp:?}");
+    for batch in ids.chunks(500) {
+        let r = claim(&store, 1, batch.len()).await;
+        for c in &r.claimed {
+            finish(&store, c, Outcome::Succeeded, &[], 2).await.unwrap();
+        }
+    }
+    assert_eq!(store.prune(at(100), 1_000).await.unwrap(), 1_000);
+    assert_eq!(store.prune(at(100), 1_000).await.unwrap(), 1_000);
+    let conn = rusqlite::Connection::open(dir.join("j.db")).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let fp = store.footprint().await.unwrap();
+    assert_eq!(fp.table("jadpo_deliveries").unwrap().live_rows, 0);
+    assert!(fp.free_bytes.unwrap() > 0, "pruned pages are on the freelist: {fp:?}");
+}

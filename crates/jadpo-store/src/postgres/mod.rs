@@ -55,6 +55,7 @@ mod claim;
 mod clock;
 mod emit;
 mod finish;
+mod footprint;
 mod limits;
 mod listen;
 mod minutes;
@@ -411,6 +412,12 @@ impl PgStore {
 
     /// The channel this store's notifications go to (`jadpo_due_<schema>`):
     /// `LISTEN` on it to hear of deliveries made due.
+    /// The store's tables' rows, dead rows and bytes, and the server's
+    /// WAL position (docs/performance.md, "Soak").
+    pub async fn footprint(&self) -> Result<crate::Footprint, StoreError> {
+        in_transaction!(self, |tx| footprint::read(&tx).await)
+    }
+
     pub async fn channel(&self) -> Result<String, StoreError> {
         in_transaction!(self, |tx| listen::channel(&tx).await)
     }

@@ -29,6 +29,7 @@ mod claim;
 mod clock;
 mod emit;
 mod finish;
+mod footprint;
 mod limits;
 mod minutes;
 mod pool;
@@ -185,6 +186,13 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         self.pool.path()
+    }
+
+    /// The store's tables' rows, the file, its write-ahead log and the
+    /// pages free for reuse (docs/performance.md, "Soak").
+    pub async fn footprint(&self) -> Result<crate::Footprint, StoreError> {
+        let path = self.path().to_path_buf();
+        self.pool.read(move |c| footprint::read(c, &path)).await
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the store's file and
