@@ -35,15 +35,17 @@ impl Default for TickConfig {
 /// the store's schema (`schema_gate.rs`).
 const SCHEMA_EVERY: Duration = Duration::from_secs(1);
 
-/// How often the tick prunes, in engine time, while retention keeps up,
-/// and how many deliveries one batch deletes at most (one short
-/// transaction: retention never holds the store for long).
-pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+/// How often the tick prunes, in engine time, while retention keeps up
+/// (so a store holds at most this much beyond its retention: 3% over a
+/// retention of five minutes), and how many deliveries one batch deletes
+/// at most (one short transaction: retention never holds the store for
+/// long).
+pub const PRUNE_EVERY: Duration = Duration::from_secs(10);
 pub const PRUNE_BATCH: usize = 1_000;
 /// The real time one tick may spend pruning: batch after batch while they
 /// come back full, up to this share of its second, so the sweep and the
 /// schedules keep their turn. A tick whose batches were all full prunes
-/// again at the next tick instead of a minute later: retention keeps up
+/// again at the next tick instead of [`PRUNE_EVERY`] later: retention keeps up
 /// with whatever rate the engine drains (docs/decisions.md, "Retention
 /// keeps pace").
 const PRUNE_SHARE: Duration = Duration::from_millis(250);

@@ -259,6 +259,14 @@ impl Builder {
         self
     }
 
+    /// How long finished deliveries are kept before the tick prunes them,
+    /// with their events and attempts (`None` keeps everything; seven days
+    /// by default): the same as `tick(TickConfig { retention })`.
+    pub fn retention(mut self, keep: Option<std::time::Duration>) -> Self {
+        self.tick.retention = keep;
+        self
+    }
+
     /// Replaces a connection with a fake or a recording (for your tests):
     /// its calls never reach a breaker.
     pub fn double(mut self, connection: &str, double: impl Into<Double>) -> Self {
