@@ -114,6 +114,19 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         (vec!["bench", "--concurrency", "0"], "bench.concurrency_invalid"),
         (vec!["bench", "--http", "--latency", "1h"], "bench.latency_invalid"),
         (vec!["bench", "--store", "mysql://h/db"], "store.url_invalid"),
+        (
+            vec!["bench", "--rate", "5/s", "--duration", "5s"],
+            "bench.duration_invalid",
+        ),
+        (
+            vec!["bench", "--rate", "1000000/s", "--duration", "24h"],
+            "bench.duration_invalid",
+        ),
+        (
+            vec!["bench", "--rate", "5/s", "--duration", "1m", "--report-every", "0s"],
+            "bench.report_every_invalid",
+        ),
+        (vec!["bench", "--retention", "soon"], "bench.retention_invalid"),
     ] {
         let run = f.run(&args);
         run.expect(2, Some(code));
@@ -123,9 +136,82 @@ fn bad_bench_arguments_exit_2_with_their_code() {
     for args in [
         vec!["bench", "--backlog", "--rate", "5/s"],
         vec!["bench", "--latency", "5ms"],
+        vec!["bench", "--duration", "1m"],
+        vec!["bench", "--rate", "5/s", "--duration", "1m", "--events", "10"],
+        vec!["bench", "--report-every", "1s"],
     ] {
         assert_eq!(f.run(&args).code(), 2, "{args:?}");
     }
     let left: Vec<_> = std::fs::read_dir(f.path()).unwrap().collect();
     assert!(left.is_empty(), "nothing was created: {left:?}");
+}
+
+/// A soak: events at a rate for a duration, retention pruning behind the
+/// drain, one report a second (a JSON line each), and the summary last.
+/// Only the shape and what must hold whatever the machine are asserted:
+/// every delivery finished, and rows older than the retention were pruned.
+fn soak_on(url: &str, store: &str) {
+    let f = Folder::empty();
+    let run = f.run(&[
+        "bench",
+        "--store",
+        url,
+        "--rate",
+        "500/s",
+        "--duration",
+        "14s",
+        "--report-every",
+        "1s",
+        "--retention",
+        "2s",
+        "--json",
+    ]);
+    run.expect(0, None);
+    let v = last_json(&run);
+    assert_eq!(v["events"], 7_000, "{v:#}");
+    assert_eq!(v["store"], store);
+    assert_eq!(v["duration_seconds"], 14.0);
+    assert_eq!(v["retention_seconds"], 2.0);
+    assert_eq!(v["seen_finished"], 7_000, "{v:#}");
+    let intervals = v["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 13, "one a second: {v:#}");
+    let stdout = run.stdout();
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l.get("interval").is_some())
+        .collect();
+    assert!(&lines == intervals, "each interval was printed as it came:\n{stdout}");
+    let sum = |field: &str| intervals.iter().map(|i| i[field].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("emitted"), 7_000);
+    assert_eq!(sum("finished"), 7_000);
+    for (k, i) in intervals.iter().enumerate() {
+        assert_eq!(i["interval"], k as u64 + 1);
+        assert!(i["tables"]["jadpo_deliveries"]["live_rows"].is_u64(), "{i:#}");
+    }
+    // The tick prunes every 10 s of engine time once it keeps up: by the
+    // end some of the first seconds' deliveries are gone.
+    let last = intervals.last().unwrap();
+    assert!(
+        last["finished_rows"].as_u64().unwrap() < 7_000,
+        "retention pruned nothing: {last:#}"
+    );
+    match store {
+        "sqlite" => assert!(last["file_bytes"].as_u64().is_some_and(|b| b > 0), "{last:#}"),
+        _ => assert!(last["table_bytes"].as_u64().is_some_and(|b| b > 0), "{last:#}"),
+    }
+}
+
+#[test]
+fn a_soak_on_sqlite_reports_each_interval_and_prunes_behind_the_drain() {
+    let f = Folder::empty();
+    soak_on(&format!("sqlite:{}", f.path().join("jadpo.db").display()), "sqlite");
+}
+
+#[test]
+fn a_soak_on_postgres_reports_each_interval_and_prunes_behind_the_drain() {
+    let Some(_reachable) = block_on(TestSchema::create()) else {
+        return;
+    };
+    soak_on(&testing::url(), "postgres");
 }

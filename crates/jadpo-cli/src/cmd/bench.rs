@@ -7,6 +7,9 @@
 //! the engine first and emits at that rate. Either way it waits until every
 //! delivery finished, knowing it from the runtime's own log events
 //! (`finishes.rs`), not by asking the store; the store's counts confirm it.
+//! `--rate` with `--duration` is a soak: it emits at the rate for that
+//! long, with `--retention` pruning behind, and reports every interval
+//! (`soak.rs`).
 //! It works in a schema or file of its own (`scratch.rs`), removed at the
 //! end unless `--keep`. See docs/cli.md.
 
@@ -15,6 +18,7 @@ mod histogram;
 mod report;
 mod scratch;
 mod sink;
+mod soak;
 
 use crate::cmd::dev::worker_name;
 use crate::output::{self, CliError};
@@ -58,6 +62,18 @@ pub struct Args {
     /// time until every delivery finished.
     #[arg(long, value_name = "R/s")]
     pub rate: Option<String>,
+    /// With --rate: emit for this long (such as 30m; 10s to 24h) instead of
+    /// --events, and report every --report-every: a soak.
+    #[arg(long, value_name = "DURATION", requires = "rate", conflicts_with = "events")]
+    pub duration: Option<String>,
+    /// With --duration: how often to report (1s to 1h; default 1m).
+    #[arg(long, value_name = "DURATION", requires = "duration")]
+    pub report_every: Option<String>,
+    /// Prune finished deliveries older than this while the bench runs, as
+    /// `serve --retention` does (such as 5m; 1s to 3650d; 0 keeps them);
+    /// default: 7d.
+    #[arg(long, value_name = "DURATION")]
+    pub retention: Option<String>,
     /// The subscriber calls a local HTTP sink over real HTTP; a plain HTTP
     /// loop is timed against the same sink to compare.
     #[arg(long)]
@@ -89,6 +105,13 @@ const MAX_RATE: u64 = 1_000_000;
 /// The most deliveries one process runs at once (the runtime's bound).
 const MAX_CONCURRENCY: u64 = 10_000;
 const MAX_LATENCY: Duration = Duration::from_secs(10);
+/// A soak's bounds: its length, its report interval, and the events it
+/// may emit in all.
+const SOAK_MIN: Duration = Duration::from_secs(10);
+const SOAK_MAX: Duration = Duration::from_secs(24 * 3600);
+const REPORT_MIN: Duration = Duration::from_secs(1);
+const REPORT_MAX: Duration = Duration::from_secs(3600);
+const SOAK_MAX_EVENTS: u64 = 1_000_000_000;
 /// Without a delivery finishing for this long, the store is asked.
 const CONFIRM_AFTER: Duration = Duration::from_secs(2);
 /// Without a delivery finishing for this long, the bench gives up.
@@ -123,6 +146,10 @@ struct Settings {
     latency: Option<Duration>,
     /// The sink connection's `rate:`, calls a second.
     connection_rate: Option<u64>,
+    /// `--duration`: a soak of this length (`events` is rate × it).
+    duration: Option<Duration>,
+    report_every: Duration,
+    retention: Option<Duration>,
     json: bool,
     keep: bool,
 }
@@ -188,8 +215,66 @@ fn parse_latency(text: &str) -> Result<Duration, CliError> {
     })
 }
 
+/// A `--duration` or `--report-every` within `min..=max`.
+fn parse_span(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Duration, CliError> {
+    let code = if flag == "--duration" {
+        "bench.duration_invalid"
+    } else {
+        "bench.report_every_invalid"
+    };
+    match super::retry::parse_duration(text) {
+        Ok(d) if (min..=max).contains(&d) => Ok(d),
+        _ => Err(usage(
+            code,
+            format!(
+                "{flag} {text:?}: a duration from {} to {}, such as 30m",
+                crate::output::duration_short(min),
+                crate::output::duration_short(max)
+            ),
+        )),
+    }
+}
+
+/// `--retention`: as `serve` takes it, and, the bench being short, down to
+/// a second; `0` keeps everything (`None`).
+fn parse_retention(text: &str) -> Result<Option<Duration>, CliError> {
+    let seconds = super::retry::parse_duration(text)
+        .ok()
+        .filter(|d| d.subsec_nanos() == 0 && (d.is_zero() || d.as_secs() < 60));
+    match seconds.map(Ok).unwrap_or_else(|| super::process::parse_retention(text)) {
+        Ok(d) => Ok(Some(d).filter(|d| !d.is_zero())),
+        Err(_) => Err(usage(
+            "bench.retention_invalid",
+            format!("--retention {text:?}: 0 (keep everything) or a duration from 1s to 3650d, such as 5m"),
+        )),
+    }
+}
+
 fn settings(args: &Args) -> Result<Settings, CliError> {
-    if !(1..=MAX_EVENTS).contains(&args.events) {
+    let rate = args.rate.as_deref().map(parse_rate).transpose()?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| parse_span("--duration", d, SOAK_MIN, SOAK_MAX))
+        .transpose()?;
+    let events = match (duration, rate) {
+        (Some(d), Some(r)) => {
+            let n = r.saturating_mul(d.as_secs());
+            if n > SOAK_MAX_EVENTS {
+                return Err(usage(
+                    "bench.duration_invalid",
+                    format!(
+                        "--rate {r}/s for --duration {}s is {n} events: at most {SOAK_MAX_EVENTS}",
+                        d.as_secs()
+                    ),
+                ));
+            }
+            n
+        }
+        _ => args.events,
+    };
+    let retention = args.retention.as_deref().map(parse_retention).transpose()?.flatten();
+    if duration.is_none() && !(1..=MAX_EVENTS).contains(&args.events) {
         return Err(usage(
             "bench.events_invalid",
             format!("--events {}: from 1 to {MAX_EVENTS}", args.events),
@@ -207,11 +292,19 @@ fn settings(args: &Args) -> Result<Settings, CliError> {
         (None, false) => None,
     };
     Ok(Settings {
-        events: args.events,
+        events,
         concurrency: args.concurrency as usize,
-        rate: args.rate.as_deref().map(parse_rate).transpose()?,
+        rate,
         latency,
         connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
+        duration,
+        report_every: args
+            .report_every
+            .as_deref()
+            .map(|d| parse_span("--report-every", d, REPORT_MIN, REPORT_MAX))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(60)),
+        retention,
         json: args.json,
         keep: args.keep,
     })
@@ -261,7 +354,7 @@ pub fn run(args: Args) -> ExitCode {
         } else {
             output::print(&report.human());
         }
-        if report.succeeded() == s.events {
+        if report.all_succeeded() {
             Ok(ExitCode::SUCCESS)
         } else {
             Err(CliError::invalid(
@@ -283,7 +376,13 @@ async fn measure_in(scratch: &Scratch, s: &Settings, finishes: Arc<Finishes>) ->
         None => None,
     };
     let sink_url = sink.as_ref().map(sink::Sink::url);
-    let mut report = with_store!(store, |st| measure(st, s, sink_url.clone(), finishes).await)?;
+    // A soak reads the store's size through a handle of its own.
+    let reader = match s.duration {
+        Some(_) => Some(scratch.open().await?),
+        None => None,
+    };
+    let reader = reader.as_ref();
+    let mut report = with_store!(store, |st| measure(st, s, sink_url.clone(), finishes, reader).await)?;
     report.store = scratch.kind();
     report.schema = scratch.schema().map(str::to_owned);
     if let (Some(sink), Some(url)) = (sink, sink_url) {
@@ -315,14 +414,17 @@ async fn measure<S: ScheduleStore>(
     s: &Settings,
     sink_url: Option<String>,
     finishes: Arc<Finishes>,
+    reader: Option<&crate::store_url::AnyStore>,
 ) -> Result<Report, CliError> {
+    let mut intervals = Vec::new();
     let builder = jadpo::builder()
         .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
         .worker(WorkerConfig {
             name: worker_name("bench"),
             concurrency: s.concurrency,
             ..WorkerConfig::default()
-        });
+        })
+        .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
     let builder = if s.latency.is_some() {
         builder.app_source("bench.jadpo", &http_app(s.connection_rate))
     } else {
@@ -361,14 +463,31 @@ async fn measure<S: ScheduleStore>(
         }
         Some(rate) => {
             let running = jadpo.start();
-            let finish_bar = bar(s, n, "finished");
+            // A soak's reports are its progress.
+            let finish_bar = match reader {
+                Some(_) => ProgressBar::hidden(),
+                None => bar(s, n, "finished"),
+            };
             let started = Instant::now();
-            let result = tokio::try_join!(
-                emit_at(&jadpo, &finishes, n, rate),
-                wait(jadpo.store().as_ref(), &finishes, n, &finish_bar)
-            );
+            let done = AtomicBool::new(false);
+            let draining = async {
+                let result = tokio::try_join!(
+                    emit_at(&jadpo, &finishes, n, rate),
+                    wait(jadpo.store().as_ref(), &finishes, n, &finish_bar)
+                );
+                done.store(true, Ordering::Release);
+                result
+            };
+            let reporting = async {
+                match reader {
+                    Some(r) => soak::report(r, &finishes, s.report_every, s.json, &done).await,
+                    None => Ok(Vec::new()),
+                }
+            };
+            let (result, reported) = tokio::join!(draining, reporting);
             running.stop().await;
             finish_bar.finish_and_clear();
+            intervals = reported?;
             (result?.0, started)
         }
     };
@@ -379,7 +498,11 @@ async fn measure<S: ScheduleStore>(
         .unwrap_or_else(|| finishes.micros(Instant::now()));
     let drain = Duration::from_micros(end.saturating_sub(finishes.micros(started)));
     let p = finishes.percentiles(&[0.50, 0.99]);
-    let counts = settled_counts(jadpo.store().as_ref(), n).await?;
+    let counts = match s.retention {
+        // Pruned rows are not counted: the finishes seen are.
+        Some(_) => jadpo.store().counts().await.map_err(CliError::store)?,
+        None => settled_counts(jadpo.store().as_ref(), n).await?,
+    };
     Ok(Report {
         events: n,
         concurrency: s.concurrency,
@@ -394,6 +517,10 @@ async fn measure<S: ScheduleStore>(
         p99_ms: p.as_ref().map(|p| p[1]),
         peak_rss_bytes,
         counts,
+        seen_finished: finishes.count(),
+        duration: s.duration,
+        retention: s.retention,
+        intervals,
         ..Report::default()
     })
 }
@@ -534,6 +661,40 @@ mod tests {
         for bad in ["11s", "50", "soon", "1m"] {
             assert_eq!(parse_latency(bad).unwrap_err().code, "bench.latency_invalid", "{bad}");
         }
+        let secs = |n: u64| Some(Duration::from_secs(n));
+        for (text, keep) in [
+            ("2s", secs(2)),
+            ("5m", secs(300)),
+            ("7d", secs(7 * 86_400)),
+            ("0", None),
+        ] {
+            assert_eq!(parse_retention(text).unwrap(), keep, "{text}");
+        }
+        for bad in ["500ms", "soon", "-1s", "3651d"] {
+            assert_eq!(
+                parse_retention(bad).unwrap_err().code,
+                "bench.retention_invalid",
+                "{bad}"
+            );
+        }
+        let minute = Duration::from_secs(60);
+        assert_eq!(
+            parse_span("--duration", "30m", SOAK_MIN, SOAK_MAX).unwrap(),
+            minute * 30
+        );
+        for bad in ["5s", "25h", "x"] {
+            assert_eq!(
+                parse_span("--duration", bad, SOAK_MIN, SOAK_MAX).unwrap_err().code,
+                "bench.duration_invalid",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse_span("--report-every", "2h", REPORT_MIN, REPORT_MAX)
+                .unwrap_err()
+                .code,
+            "bench.report_every_invalid"
+        );
     }
 
     #[test]

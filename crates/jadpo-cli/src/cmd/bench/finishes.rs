@@ -10,7 +10,10 @@
 //! emitted chunk as id ranges, and each finish's latency is folded at once
 //! into a fixed-size histogram (`histogram.rs`). Only a finish seen before
 //! its emit was noted (the emit committed, the engine ran it, and the
-//! bench had not yet read the clock) waits, until that emit is noted.
+//! bench had not yet read the clock) waits, until that emit is noted. A
+//! soak (`--duration`) forgets emits older than it needs, so its memory
+//! stays flat over hours too: a finish of a forgotten emit is counted
+//! without a latency.
 
 use super::histogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +51,10 @@ struct Timing {
     /// Finishes whose emit time is not known yet: id, finish time.
     early: Vec<(i64, u64)>,
     latencies: Histogram,
+    /// The latencies since the last [`Finishes::take_window`].
+    window: Histogram,
+    /// Emits up to this id were forgotten.
+    forgotten: Option<i64>,
 }
 
 impl Timing {
@@ -67,6 +74,21 @@ impl Timing {
         }
         self.spans.insert(i, span);
     }
+
+    fn record(&mut self, latency: u64) {
+        self.latencies.record(latency);
+        self.window.record(latency);
+    }
+
+    /// Notes a finish at `done`: its latency if its emit is known, else
+    /// kept until it is (unless that emit was forgotten).
+    fn finish(&mut self, id: i64, done: u64) {
+        match self.emitted_at(id) {
+            Some(at) => self.record(done.saturating_sub(at)),
+            None if self.forgotten.is_some_and(|f| id <= f) => {}
+            None => self.early.push((id, done)),
+        }
+    }
 }
 
 /// Finished deliveries as they are seen: how many, when the last one was,
@@ -75,6 +97,7 @@ impl Timing {
 pub struct Finishes {
     start: Instant,
     count: AtomicU64,
+    emitted: AtomicU64,
     /// The latest finish seen, in microseconds since the start, plus one (0: none).
     last: AtomicU64,
     timing: Mutex<Timing>,
@@ -85,6 +108,7 @@ impl Finishes {
         Arc::new(Finishes {
             start,
             count: AtomicU64::new(0),
+            emitted: AtomicU64::new(0),
             last: AtomicU64::new(0),
             timing: Mutex::new(Timing::default()),
         })
@@ -97,6 +121,11 @@ impl Finishes {
     /// Deliveries seen finishing so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Acquire)
+    }
+
+    /// Deliveries whose emit was noted so far.
+    pub fn emitted_count(&self) -> u64 {
+        self.emitted.load(Ordering::Acquire)
     }
 
     /// Microseconds since the start, on the same scale as the finishes.
@@ -114,7 +143,9 @@ impl Finishes {
         let at = self.micros(at);
         let mut t = self.timing();
         let mut run: Option<Span> = None;
+        let mut n = 0;
         for id in ids {
+            n += 1;
             match &mut run {
                 Some(s) if s.last.checked_add(1) == Some(id) => s.last = id,
                 _ => {
@@ -131,13 +162,11 @@ impl Finishes {
         if let Some(s) = run {
             t.add(s);
         }
+        self.emitted.fetch_add(n, Ordering::AcqRel);
         if !t.early.is_empty() {
             let early = std::mem::take(&mut t.early);
             for (id, done) in early {
-                match t.emitted_at(id) {
-                    Some(at) => t.latencies.record(done.saturating_sub(at)),
-                    None => t.early.push((id, done)),
-                }
+                t.finish(id, done);
             }
         }
     }
@@ -152,15 +181,29 @@ impl Finishes {
         Some(ps.iter().map(|p| t.latencies.quantile(*p) as f64 / 1000.0).collect())
     }
 
+    /// The latencies recorded since the last call, and a fresh window.
+    pub fn take_window(&self) -> Histogram {
+        std::mem::take(&mut self.timing().window)
+    }
+
+    /// Forgets the emits noted before `before`, oldest first, and the
+    /// early finishes they leave unmatched.
+    pub fn forget_emits_before(&self, before: Instant) {
+        let before = self.micros(before);
+        let mut t = self.timing();
+        let old = t.spans.partition_point(|s| s.at < before);
+        if old == 0 {
+            return;
+        }
+        let last = t.spans[old - 1].last;
+        t.spans.drain(..old);
+        t.forgotten = Some(t.forgotten.map_or(last, |f| f.max(last)));
+        t.early.retain(|(id, _)| *id > last);
+    }
+
     fn finished(&self, delivery: i64, at: Instant) {
         let micros = self.micros(at);
-        {
-            let mut t = self.timing();
-            match t.emitted_at(delivery) {
-                Some(emitted) => t.latencies.record(micros.saturating_sub(emitted)),
-                None => t.early.push((delivery, micros)),
-            }
-        }
+        self.timing().finish(delivery, micros);
         self.last.fetch_max(micros.saturating_add(1), Ordering::AcqRel);
         self.count.fetch_add(1, Ordering::Release);
     }
@@ -260,6 +303,32 @@ mod tests {
         assert_eq!(f.count(), 101);
         assert_eq!(f.last_finish(), Some(101_000));
         assert_eq!(Finishes::new(start).percentiles(&[0.5]), None);
+    }
+
+    #[test]
+    fn a_window_holds_the_latencies_since_it_was_taken_and_old_emits_are_forgotten() {
+        let start = Instant::now();
+        let f = Finishes::new(start);
+        f.emitted(1..=10, start);
+        f.finished(1, start + ms(10));
+        assert_eq!(f.take_window().count(), 1);
+        f.finished(2, start + ms(20));
+        f.finished(3, start + ms(30));
+        let w = f.take_window();
+        assert_eq!(w.count(), 2);
+        assert!(w.quantile(1.0).abs_diff(30_000) <= 300, "{}", w.quantile(1.0));
+        assert_eq!(f.take_window().count(), 0);
+        // Emits of 11..=20 are noted later; 1..=10 are forgotten.
+        f.emitted(11..=20, start + ms(100));
+        f.finished(25, start + ms(101));
+        f.forget_emits_before(start + ms(50));
+        f.finished(4, start + ms(200));
+        f.finished(12, start + ms(110));
+        assert_eq!(f.count(), 6, "every finish is counted");
+        let t = f.timing();
+        assert_eq!(t.window.count(), 1, "a forgotten emit's finish has no latency");
+        assert_eq!(t.early, vec![(25, 101_000)], "an unknown later id still waits");
+        assert_eq!(t.latencies.count(), 4);
     }
 
     #[test]

@@ -32,6 +32,13 @@ pub struct Report {
     pub counts: BTreeMap<DeliveryState, u64>,
     pub sink_requests: Option<u64>,
     pub http_baseline_per_s: Option<f64>,
+    /// Deliveries seen finishing in process.
+    pub seen_finished: u64,
+    /// A soak's length and its intervals.
+    pub duration: Option<Duration>,
+    pub intervals: Vec<super::soak::Interval>,
+    /// `--retention`: finished deliveries older were pruned during the run.
+    pub retention: Option<Duration>,
 }
 
 fn per_s(n: u64, d: Duration) -> f64 {
@@ -62,6 +69,22 @@ impl Report {
 
     pub fn succeeded(&self) -> u64 {
         self.counts.get(&DeliveryState::Succeeded).copied().unwrap_or(0)
+    }
+
+    /// Whether every delivery succeeded: by the store's counts, or, where
+    /// retention pruned some, by the finishes seen and no delivery failed
+    /// or parked among those left.
+    pub fn all_succeeded(&self) -> bool {
+        match self.retention {
+            None => self.succeeded() == self.events,
+            Some(_) => {
+                self.seen_finished >= self.events
+                    && self
+                        .counts
+                        .iter()
+                        .all(|(s, n)| *s == DeliveryState::Succeeded || *n == 0)
+            }
+        }
     }
 
     /// The engine's drain against the plain HTTP loop, as a fraction.
@@ -100,6 +123,10 @@ impl Report {
             "sink_requests": self.sink_requests,
             "http_baseline_per_s": self.http_baseline_per_s.map(tenth),
             "http_ratio": self.http_ratio().map(|r| (r * 1000.0).round() / 1000.0),
+            "seen_finished": self.seen_finished,
+            "duration_seconds": self.duration.map(|d| d.as_secs_f64()),
+            "retention_seconds": self.retention.map(|d| d.as_secs_f64()),
+            "intervals": self.intervals.iter().map(super::soak::Interval::json).collect::<Vec<_>>(),
         })
     }
 
@@ -120,6 +147,25 @@ impl Report {
             "jadpo bench: {} events, concurrency {}, {mode}, {subscriber}, {}\n",
             self.events, self.concurrency, self.store
         ));
+        if let Some(d) = self.duration {
+            out.push_str(&format!(
+                "  soak      {}, {} intervals reported above\n",
+                crate::output::duration_short(d),
+                self.intervals.len()
+            ));
+        }
+        if let Some(r) = self.retention {
+            out.push_str(&format!(
+                "  retention {}: {} finished, {} seen in process\n",
+                crate::output::duration_short(r),
+                self.counts
+                    .iter()
+                    .filter(|(s, _)| s.is_finished())
+                    .map(|(_, n)| n)
+                    .sum::<u64>(),
+                self.seen_finished
+            ));
+        }
         out.push_str(&format!(
             "  emit      {:>10.0} events/s      ({} in {:.2} s)\n",
             self.emit_per_s(),
