@@ -204,13 +204,15 @@ fn one_process_killed_five_times_delivers_everything_and_keeps_its_file_whole() 
 
     let mut stmt = db
         .prepare(
-            "SELECT d.id, e.payload, d.state, d.attempts, d.lease_owner, d.lease_until, d.handled_at, d.finished_at \
-             FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id ORDER BY d.id",
+            "SELECT d.id, e.payload, d.state, d.attempts, d.lease_owner, d.lease_until, d.handled_at, d.finished_at, \
+             d.success_started_at FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id ORDER BY d.id",
         )
         .unwrap();
+    // The attempt that succeeded has no attempts row: the delivery keeps
+    // its start, and its history ends with it.
     let rows: Vec<Delivery> = stmt
         .query_map([], |r| {
-            Ok(Delivery {
+            let d = Delivery {
                 id: r.get(0)?,
                 event: crash::event_of(&r.get::<_, String>(1)?),
                 state: r.get(2)?,
@@ -219,7 +221,14 @@ fn one_process_killed_five_times_delivers_everything_and_keeps_its_file_whole() 
                 lease_until: r.get(5)?,
                 handled_at: r.get(6)?,
                 finished_at: r.get(7)?,
-            })
+            };
+            if r.get::<_, Option<i64>>(8)?.is_some() {
+                history
+                    .entry(d.id)
+                    .or_default()
+                    .push((d.attempts, "succeeded".to_owned()));
+            }
+            Ok(d)
         })
         .unwrap()
         .collect::<Result<_, _>>()

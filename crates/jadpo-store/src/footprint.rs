@@ -31,6 +31,9 @@ pub struct Footprint {
     /// PostgreSQL: WAL written by the whole server since it was made
     /// (`pg_current_wal_lsn`), to see how much one interval wrote.
     pub wal_position: Option<u64>,
+    /// PostgreSQL: whether the server's autovacuum is on. Off, nothing
+    /// reclaims the row versions every claim and finish leave behind.
+    pub autovacuum: Option<bool>,
 }
 
 impl Footprint {

@@ -622,6 +622,52 @@ async fn the_footprint_reads_the_stores_tables_and_the_wal_position() {
     assert_eq!((fp.file_bytes, fp.wal_bytes, fp.free_bytes), (None, None, None));
 }
 
+/// A log line written into a shared buffer.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Without the server's autovacuum nothing reclaims the row versions each
+/// delivery leaves: a store opening on such a server says so once, as a
+/// warning, and its footprint says which the server runs. (This machine's
+/// server runs without it; one with it on takes the other branch.)
+#[tokio::test]
+async fn a_server_without_autovacuum_is_said_at_start() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let on: bool = schema
+        .client()
+        .await
+        .query_one("SELECT current_setting('autovacuum')::bool", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let store = {
+        let _logging = tracing::subscriber::set_default(subscriber);
+        schema.store(Options::default()).await
+    };
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.contains("store.autovacuum_off"), !on, "autovacuum {on}: {text}");
+    assert_eq!(store.footprint().await.unwrap().autovacuum, Some(on));
+}
+
 /// Two processes' ticks claim the same due schedule at once: one run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_claiming_one_schedule_start_one_run() {

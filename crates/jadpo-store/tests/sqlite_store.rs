@@ -511,6 +511,7 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          DROP INDEX jadpo_deliveries_waiting;
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_on;
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_for;
+         ALTER TABLE jadpo_deliveries DROP COLUMN success_started_at;
          ALTER TABLE jadpo_events DROP COLUMN depth;
          DROP TABLE jadpo_clock;
          DROP TABLE jadpo_console_sessions;

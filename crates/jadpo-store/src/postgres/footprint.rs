@@ -1,5 +1,7 @@
 //! The store's size: its tables' rows, dead rows and bytes from the
-//! statistics views, and the server's WAL position.
+//! statistics views, and the server's WAL position; and whether the
+//! server's autovacuum runs, without which every delivery's dead row
+//! versions stay and the tables grow however much retention deletes.
 
 use super::Abort;
 use crate::footprint::{Footprint, TableFootprint};
@@ -15,6 +17,13 @@ WHERE s.schemaname = current_schema() AND s.relname LIKE 'jadpo\\_%'
 ORDER BY s.relname";
 
 const WAL: &str = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint";
+
+const AUTOVACUUM: &str = "SELECT current_setting('autovacuum')::bool";
+
+/// Whether the server's autovacuum is on (`autovacuum` in its settings).
+pub(crate) async fn autovacuum(client: &impl GenericClient) -> Result<bool, Abort> {
+    Ok(client.query_one(AUTOVACUUM, &[]).await?.try_get(0)?)
+}
 
 pub(crate) async fn read(client: &impl GenericClient) -> Result<Footprint, Abort> {
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -36,6 +45,7 @@ pub(crate) async fn read(client: &impl GenericClient) -> Result<Footprint, Abort
     Ok(Footprint {
         tables,
         wal_position: Some(count(wal)),
+        autovacuum: Some(autovacuum(client).await?),
         ..Footprint::default()
     })
 }

@@ -286,7 +286,17 @@ impl PgStore {
             .session_checked
             .get_or_try_init(|| pooler::check(self))
             .await?;
-        in_transaction!(self, |tx| schema::migrate(&tx, force).await).map(drop)
+        in_transaction!(self, |tx| schema::migrate(&tx, force).await)?;
+        // Said, not refused: a server may vacuum by hand on a schedule.
+        if let Ok(false) = in_transaction!(self, |tx| footprint::autovacuum(&tx).await) {
+            tracing::warn!(
+                reason = "the server's autovacuum is off: nothing reclaims the row versions each delivery leaves, \
+                          and the tables grow whatever the retention",
+                fix = "turn autovacuum on (docs/deploy.md, \"Autovacuum\")",
+                "store.autovacuum_off"
+            );
+        }
+        Ok(())
     }
 
     /// The store without connecting yet: connections open on first use.

@@ -103,7 +103,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         LeaseToken(tokens[&d.id] + 1)
     });
     for d in &plan.deliveries {
-        rows::update(c, d, None, None)?;
+        rows::update(c, d, None, None, None)?;
     }
     rows::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;

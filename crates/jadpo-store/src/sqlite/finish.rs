@@ -7,7 +7,7 @@ use super::rows::{self};
 use crate::plan::{self, Breakers};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
-use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, LeaseToken, Timestamp};
+use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, DeliveryState, LeaseToken, Timestamp};
 use rusqlite::{params, Connection};
 
 /// Reads a delivery and checks it is still running under `token`.
@@ -20,7 +20,7 @@ fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery,
 /// Writes `d` only if it is still running under `token`; `handled` as
 /// [`rows::update`].
 fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Fault> {
-    match rows::update(c, d, Some(token), handled)? {
+    match rows::update(c, d, Some(token), handled, None)? {
         1 => Ok(()),
         _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
     }
@@ -127,7 +127,9 @@ fn finish_from(
     };
     let mut breakers = Breakers::new(rows);
     let plan = plan::finish(d, &mut breakers, f, policy);
-    if rows::update(c, &plan.delivery, Some(f.token), plan.handled.then_some(f.ended_at))? != 1 {
+    let succeeded_from = (plan.attempt.state == DeliveryState::Succeeded).then_some(plan.attempt.started_at);
+    let handled = plan.handled.then_some(f.ended_at);
+    if rows::update(c, &plan.delivery, Some(f.token), handled, succeeded_from)? != 1 {
         return Ok(None);
     }
     let (releases, answers) = crate::limits::of_finish(f);
@@ -137,7 +139,9 @@ fn finish_from(
     } else {
         Vec::new()
     };
-    rows::insert_attempt(c, &plan.attempt)?;
+    if succeeded_from.is_none() {
+        rows::insert_attempt(c, &plan.attempt)?;
+    }
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {

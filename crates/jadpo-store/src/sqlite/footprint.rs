@@ -36,5 +36,6 @@ pub(crate) fn read(c: &Connection, path: &Path) -> Result<Footprint, Fault> {
         wal_bytes: Some(size(Path::new(&wal)).unwrap_or(0)),
         free_bytes: Some(u64::try_from(page_size * free_pages).unwrap_or(0)),
         wal_position: None,
+        autovacuum: None,
     })
 }

@@ -53,10 +53,17 @@ pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delive
     Ok(rows)
 }
 
+/// The attempts' rows, then the attempt that succeeded, kept on the
+/// delivery's own row (docs/system-tables.md): nothing comes after it.
 pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptRecord>, Fault> {
     Ok(c.prepare_cached(
-        "SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind \
-         FROM jadpo_attempts WHERE delivery_id = ?1 ORDER BY id",
+        "SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind FROM ( \
+           SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind, id AS k \
+           FROM jadpo_attempts WHERE delivery_id = ?1 \
+           UNION ALL \
+           SELECT id, attempts, success_started_at, finished_at, 'succeeded', NULL, NULL, NULL \
+           FROM jadpo_deliveries WHERE id = ?1 AND success_started_at IS NOT NULL) \
+         ORDER BY k IS NULL, k",
     )?
     .query_map([id.0], rows::attempt)?
     .collect::<rusqlite::Result<_>>()?)

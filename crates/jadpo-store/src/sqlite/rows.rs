@@ -82,11 +82,15 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
 /// still running under that token (every write after a claim). Returns the
 /// rows changed: 0 when the fence refused it. `handled`: the run committed,
 /// so the row gets its handled record (one there already is kept).
+/// `succeeded_from`: the attempt that succeeded, started then, is kept on
+/// the row (`success_started_at`) instead of as a row of `jadpo_attempts`:
+/// the last attempt of a delivery, one write fewer on every success.
 pub(crate) fn update(
     c: &Connection,
     d: &Delivery,
     fence: Option<LeaseToken>,
     handled: Option<Timestamp>,
+    succeeded_from: Option<Timestamp>,
 ) -> rusqlite::Result<usize> {
     let r = DeliveryRow::encode(d, 0);
     c.prepare_cached(
@@ -95,7 +99,7 @@ pub(crate) fn update(
          lease_token = COALESCE(?7, lease_token), lease_until = ?8, last_failure_code = ?9, \
          last_failure_kind = ?10, held_connection = ?11, held_since = ?12, updated_at = ?13, \
          finished_at = ?14, handled_at = COALESCE(handled_at, ?17), waiting_on = ?18, \
-         waiting_for = ?19 \
+         waiting_for = ?19, success_started_at = COALESCE(?20, success_started_at) \
          WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))",
     )?
     .execute(params![
@@ -119,6 +123,7 @@ pub(crate) fn update(
         handled.map(at_ms),
         r.waiting_on,
         r.waiting_for,
+        succeeded_from.map(at_ms),
     ])
 }
 
@@ -137,7 +142,7 @@ pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> R
     for s in &held {
         let mut d = s.delivery.clone();
         d.release(now);
-        update(c, &d, None, None)?;
+        update(c, &d, None, None, None)?;
     }
     Ok(held.len())
 }

@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(10, V10),
     Migration::expand(11, V11),
     Migration::expand(12, V12),
+    Migration::expand(13, V13),
 ];
 
 /// The newest schema this build knows.
@@ -328,6 +329,12 @@ CREATE TABLE jadpo_console_sessions (
 );
 CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at);
 ";
+
+/// The attempt that succeeded is kept on its delivery's row, its start in
+/// `success_started_at` (its end is `finished_at`, its number `attempts`),
+/// instead of as a row of `jadpo_attempts`: a success writes one row, not
+/// two and an index entry. Successes before this keep their rows.
+const V13: &str = "ALTER TABLE jadpo_deliveries ADD COLUMN success_started_at BIGINT;";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
 /// IMMEDIATE` transaction: two processes migrating at once are serialised

@@ -103,6 +103,7 @@ impl Interval {
             "wal_bytes": self.footprint.wal_bytes,
             "free_bytes": self.footprint.free_bytes,
             "wal_written_bytes": self.wal_written_bytes,
+            "autovacuum": self.footprint.autovacuum,
         })
     }
 
