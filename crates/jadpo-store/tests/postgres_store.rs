@@ -639,7 +639,7 @@ impl std::io::Write for Logs {
 
 /// Without the server's autovacuum nothing reclaims the row versions each
 /// delivery leaves: a store opening on such a server says so once, as a
-/// warning, and its footprint says which the server runs. (This machine's
+/// warning (however often it migrates), and its footprint says which the server runs. (This machine's
 /// server runs without it; one with it on takes the other branch.)
 #[tokio::test]
 async fn a_server_without_autovacuum_is_said_at_start() {
@@ -661,10 +661,14 @@ async fn a_server_without_autovacuum_is_said_at_start() {
         .finish();
     let store = {
         let _logging = tracing::subscriber::set_default(subscriber);
-        schema.store(Options::default()).await
+        let store = schema.store(Options::default()).await;
+        // An engine built on the store migrates it again: said once.
+        store.migrate_with(false).await.unwrap();
+        store
     };
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert_eq!(text.contains("store.autovacuum_off"), !on, "autovacuum {on}: {text}");
+    let said = text.matches("store.autovacuum_off").count();
+    assert_eq!(said, usize::from(!on), "autovacuum {on}: {text}");
     assert_eq!(store.footprint().await.unwrap().autovacuum, Some(on));
 }
 

@@ -134,8 +134,9 @@ struct Inner {
     op_timeout: Duration,
     /// Transactions redone because another process moved a breaker.
     redone: AtomicU64,
-    /// Set once the connections were seen to keep their sessions.
-    session_checked: tokio::sync::OnceCell<()>,
+    /// Set once the server was checked: the connections keep their
+    /// sessions, and whether its autovacuum runs was said.
+    server_checked: tokio::sync::OnceCell<()>,
     /// Whatever must live as long as the store (a test's schema).
     _guard: Option<Arc<dyn Send + Sync>>,
 }
@@ -281,22 +282,25 @@ impl PgStore {
     /// contracts that stop older builds too (`jadpo migrate --force`).
     pub async fn migrate_with(&self, force: bool) -> Result<(), StoreError> {
         // Once per store, before anything is written: connections that do
-        // not keep their sessions are refused (`pooler.rs`).
+        // not keep their sessions are refused (`pooler.rs`), and a server
+        // without autovacuum is said, not refused (it may vacuum by hand on
+        // a schedule).
         self.inner
-            .session_checked
-            .get_or_try_init(|| pooler::check(self))
+            .server_checked
+            .get_or_try_init(|| async {
+                pooler::check(self).await?;
+                if let Ok(false) = in_transaction!(self, |tx| footprint::autovacuum(&tx).await) {
+                    tracing::warn!(
+                        reason = "the server's autovacuum is off: nothing reclaims the row versions each \
+                                  delivery leaves, and the tables grow whatever the retention",
+                        fix = "turn autovacuum on (docs/deploy.md, \"Autovacuum\")",
+                        "store.autovacuum_off"
+                    );
+                }
+                Ok::<(), StoreError>(())
+            })
             .await?;
-        in_transaction!(self, |tx| schema::migrate(&tx, force).await)?;
-        // Said, not refused: a server may vacuum by hand on a schedule.
-        if let Ok(false) = in_transaction!(self, |tx| footprint::autovacuum(&tx).await) {
-            tracing::warn!(
-                reason = "the server's autovacuum is off: nothing reclaims the row versions each delivery leaves, \
-                          and the tables grow whatever the retention",
-                fix = "turn autovacuum on (docs/deploy.md, \"Autovacuum\")",
-                "store.autovacuum_off"
-            );
-        }
-        Ok(())
+        in_transaction!(self, |tx| schema::migrate(&tx, force).await).map(drop)
     }
 
     /// The store without connecting yet: connections open on first use.
@@ -366,7 +370,7 @@ impl PgStore {
                 policy: options.policy,
                 op_timeout: options.op_timeout,
                 redone: AtomicU64::new(0),
-                session_checked: tokio::sync::OnceCell::new(),
+                server_checked: tokio::sync::OnceCell::new(),
                 _guard: None,
             }),
         })
