@@ -622,6 +622,70 @@ async fn the_footprint_reads_the_stores_tables_and_the_wal_position() {
     assert_eq!((fp.file_bytes, fp.wal_bytes, fp.free_bytes), (None, None, None));
 }
 
+/// Four processes prune one backlog at once: each finished delivery is
+/// deleted by exactly one of them (their counts add up), none waits on
+/// another's rows, and no event is left behind, though each event's two
+/// deliveries may go in different processes' batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_processes_pruning_at_once_delete_each_delivery_once() {
+    const EVENTS: usize = 2_000;
+    const BATCH: usize = 100;
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(schema.store(Options::default()).await);
+    }
+    let events: Vec<NewEvent> = (0..EVENTS)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"n\":{i}}}"),
+            subscribers: vec!["log".into(), "pay".into()],
+            idempotency_key: None,
+        })
+        .collect();
+    stores[0].emit(&events, at(0)).await.unwrap();
+    loop {
+        let r = claim(&stores[0], "w", 0, 1_000).await;
+        if r.claimed.is_empty() {
+            break;
+        }
+        let ends: Vec<Finish> = r.claimed.iter().map(|c| finish_of(c, Outcome::Succeeded, 1)).collect();
+        assert!(stores[0].finish_batch(&ends).await.unwrap().iter().all(Result::is_ok));
+    }
+    let tasks: Vec<_> = stores
+        .iter()
+        .map(|store| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut pruned = 0;
+                loop {
+                    let n = store.prune(at(100), BATCH).await.unwrap();
+                    pruned += n;
+                    if n < BATCH {
+                        return pruned;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for t in tasks {
+        counts.push(t.await.unwrap());
+    }
+    assert_eq!(counts.iter().sum::<usize>(), 2 * EVENTS, "{counts:?}");
+    let client = schema.client().await;
+    for table in ["jadpo_events", "jadpo_deliveries", "jadpo_attempts"] {
+        let n: i64 = client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "{table} after {counts:?}");
+    }
+}
+
 /// A log line written into a shared buffer.
 #[derive(Clone, Default)]
 struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
