@@ -11,12 +11,14 @@
 //! long, with `--retention` pruning behind, and reports every interval
 //! (`soak.rs`).
 //! It works in a schema or file of its own (`scratch.rs`), removed at the
-//! end unless `--keep`. See docs/cli.md.
+//! end unless `--keep`. Its flags and their checks are `settings.rs`. See
+//! docs/cli.md.
 
 mod finishes;
 mod histogram;
 mod report;
 mod scratch;
+mod settings;
 mod sink;
 mod soak;
 
@@ -34,84 +36,16 @@ use jadpo_store::{ScheduleStore, Store};
 use report::Report;
 use scratch::Scratch;
 use serde_json::json;
+pub use settings::Args;
+use settings::Settings;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// Where to bench: postgres://USER@HOST/DB (a fresh schema in it) or
-    /// sqlite:PATH (a fresh file in a new folder beside PATH); default:
-    /// $JADPO_STORE, else a SQLite file in a temporary folder.
-    #[arg(long, env = "JADPO_STORE", hide_env_values = true, value_name = "URL")]
-    pub store: Option<String>,
-    /// Events to emit, one delivery each: 1 to 1000000.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    pub events: u64,
-    /// Deliveries the engine runs at once (and requests the HTTP baseline
-    /// sends at once): 1 to 10000.
-    #[arg(long, value_name = "C", default_value_t = 24)]
-    pub concurrency: u64,
-    /// Emit every event first, then start the engine and time the drain
-    /// (the default).
-    #[arg(long, conflicts_with = "rate")]
-    pub backlog: bool,
-    /// Start the engine first, then emit at this rate (such as 500/s) and
-    /// time until every delivery finished.
-    #[arg(long, value_name = "R/s")]
-    pub rate: Option<String>,
-    /// With --rate: emit for this long (such as 30m; 10s to 24h) instead of
-    /// --events, and report every --report-every: a soak.
-    #[arg(long, value_name = "DURATION", requires = "rate", conflicts_with = "events")]
-    pub duration: Option<String>,
-    /// With --duration: how often to report (1s to 1h; default 1m).
-    #[arg(long, value_name = "DURATION", requires = "duration")]
-    pub report_every: Option<String>,
-    /// Prune finished deliveries older than this while the bench runs, as
-    /// `serve --retention` does (such as 5m; 1s to 3650d; 0 keeps them);
-    /// default: 7d.
-    #[arg(long, value_name = "DURATION")]
-    pub retention: Option<String>,
-    /// The subscriber calls a local HTTP sink over real HTTP; a plain HTTP
-    /// loop is timed against the same sink to compare.
-    #[arg(long)]
-    pub http: bool,
-    /// With --http: the sink answers after this long (such as 50ms; 0s to
-    /// 10s; default 0s).
-    #[arg(long, value_name = "DURATION", requires = "http")]
-    pub latency: Option<String>,
-    /// With --http: limit the sink's connection to this rate (such as
-    /// 100/s), as `rate:` in an app file does, to see how closely the
-    /// engine keeps to it and what the limit costs.
-    #[arg(long, value_name = "R/s", requires = "http")]
-    pub connection_rate: Option<String>,
-    /// Print one JSON object on the last line of stdout instead of the
-    /// summary, and no progress bar.
-    #[arg(long)]
-    pub json: bool,
-    /// Keep the bench's store (schema or file) and print where it is.
-    #[arg(long)]
-    pub keep: bool,
-}
-
 /// Events per store emit in `--backlog`, and at most per emit at a rate.
 const CHUNK: u64 = 1_000;
-/// An explicit bound on the run's length (the bench's own memory does not
-/// grow with it: see `finishes.rs`).
-const MAX_EVENTS: u64 = 1_000_000;
-const MAX_RATE: u64 = 1_000_000;
-/// The most deliveries one process runs at once (the runtime's bound).
-const MAX_CONCURRENCY: u64 = 10_000;
-const MAX_LATENCY: Duration = Duration::from_secs(10);
-/// A soak's bounds: its length, its report interval, and the events it
-/// may emit in all.
-const SOAK_MIN: Duration = Duration::from_secs(10);
-const SOAK_MAX: Duration = Duration::from_secs(24 * 3600);
-const REPORT_MIN: Duration = Duration::from_secs(1);
-const REPORT_MAX: Duration = Duration::from_secs(3600);
-const SOAK_MAX_EVENTS: u64 = 1_000_000_000;
 /// Without a delivery finishing for this long, the store is asked.
 const CONFIRM_AFTER: Duration = Duration::from_secs(2);
 /// Without a delivery finishing for this long, the bench gives up.
@@ -136,24 +70,6 @@ fn http_app(rate: Option<u64>) -> String {
     HTTP_APP.replace("LIMITS", &rate.map(|r| format!("rate: {r}/s")).unwrap_or_default())
 }
 
-/// What the flags ask for, checked.
-#[derive(Debug, Clone)]
-struct Settings {
-    events: u64,
-    concurrency: usize,
-    rate: Option<u64>,
-    /// `Some` with `--http`.
-    latency: Option<Duration>,
-    /// The sink connection's `rate:`, calls a second.
-    connection_rate: Option<u64>,
-    /// `--duration`: a soak of this length (`events` is rate × it).
-    duration: Option<Duration>,
-    report_every: Duration,
-    retention: Option<Duration>,
-    json: bool,
-    keep: bool,
-}
-
 /// Set by SIGINT: the bench stops, and still removes its store.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -162,152 +78,6 @@ fn interrupted() -> Result<(), CliError> {
         return Err(CliError::environment("bench.interrupted", "interrupted"));
     }
     Ok(())
-}
-
-fn usage(code: &'static str, message: String) -> CliError {
-    CliError::environment(code, message)
-}
-
-/// `500/s` or `500`: events per second, a whole number from 1.
-fn parse_rate(text: &str) -> Result<u64, CliError> {
-    let digits = text.trim().strip_suffix("/s").unwrap_or(text.trim());
-    match digits.parse::<u64>() {
-        Ok(r) if (1..=MAX_RATE).contains(&r) => Ok(r),
-        _ => Err(usage(
-            "bench.rate_invalid",
-            format!("--rate {text:?}: events per second from 1 to {MAX_RATE}, such as 500/s"),
-        )),
-    }
-}
-
-/// `100/s` or `100`: the sink connection's calls per second, 1 to 10,000
-/// (what `rate:` takes).
-fn parse_connection_rate(text: &str) -> Result<u64, CliError> {
-    let digits = text.trim().strip_suffix("/s").unwrap_or(text.trim());
-    match digits.parse::<u64>() {
-        Ok(r) if (1..=jadpo_core::limit::Rate::MAX_PER_SECOND).contains(&r) => Ok(r),
-        _ => Err(usage(
-            "bench.connection_rate_invalid",
-            format!(
-                "--connection-rate {text:?}: calls per second from 1 to {}, such as 100/s",
-                jadpo_core::limit::Rate::MAX_PER_SECOND
-            ),
-        )),
-    }
-}
-
-/// `50ms`, `1s`, `0`: at most [`MAX_LATENCY`].
-fn parse_latency(text: &str) -> Result<Duration, CliError> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let d = match (digits.parse::<u64>(), unit) {
-        (Ok(n), "ms") => Some(Duration::from_millis(n)),
-        (Ok(n), "s") => Some(Duration::from_secs(n)),
-        (Ok(0), "") => Some(Duration::ZERO),
-        _ => None,
-    };
-    d.filter(|d| *d <= MAX_LATENCY).ok_or_else(|| {
-        usage(
-            "bench.latency_invalid",
-            format!("--latency {text:?}: a duration from 0s to 10s, such as 50ms or 1s"),
-        )
-    })
-}
-
-/// A `--duration` or `--report-every` within `min..=max`.
-fn parse_span(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Duration, CliError> {
-    let code = if flag == "--duration" {
-        "bench.duration_invalid"
-    } else {
-        "bench.report_every_invalid"
-    };
-    match super::retry::parse_duration(text) {
-        Ok(d) if (min..=max).contains(&d) => Ok(d),
-        _ => Err(usage(
-            code,
-            format!(
-                "{flag} {text:?}: a duration from {} to {}, such as 30m",
-                crate::output::duration_short(min),
-                crate::output::duration_short(max)
-            ),
-        )),
-    }
-}
-
-/// `--retention`: as `serve` takes it, and, the bench being short, down to
-/// a second; `0` keeps everything (`None`).
-fn parse_retention(text: &str) -> Result<Option<Duration>, CliError> {
-    let seconds = super::retry::parse_duration(text)
-        .ok()
-        .filter(|d| d.subsec_nanos() == 0 && (d.is_zero() || d.as_secs() < 60));
-    match seconds.map(Ok).unwrap_or_else(|| super::process::parse_retention(text)) {
-        Ok(d) => Ok(Some(d).filter(|d| !d.is_zero())),
-        Err(_) => Err(usage(
-            "bench.retention_invalid",
-            format!("--retention {text:?}: 0 (keep everything) or a duration from 1s to 3650d, such as 5m"),
-        )),
-    }
-}
-
-fn settings(args: &Args) -> Result<Settings, CliError> {
-    let rate = args.rate.as_deref().map(parse_rate).transpose()?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| parse_span("--duration", d, SOAK_MIN, SOAK_MAX))
-        .transpose()?;
-    let events = match (duration, rate) {
-        (Some(d), Some(r)) => {
-            let n = r.saturating_mul(d.as_secs());
-            if n > SOAK_MAX_EVENTS {
-                return Err(usage(
-                    "bench.duration_invalid",
-                    format!(
-                        "--rate {r}/s for --duration {}s is {n} events: at most {SOAK_MAX_EVENTS}",
-                        d.as_secs()
-                    ),
-                ));
-            }
-            n
-        }
-        _ => args.events,
-    };
-    let retention = args.retention.as_deref().map(parse_retention).transpose()?.flatten();
-    if duration.is_none() && !(1..=MAX_EVENTS).contains(&args.events) {
-        return Err(usage(
-            "bench.events_invalid",
-            format!("--events {}: from 1 to {MAX_EVENTS}", args.events),
-        ));
-    }
-    if !(1..=MAX_CONCURRENCY).contains(&args.concurrency) {
-        return Err(usage(
-            "bench.concurrency_invalid",
-            format!("--concurrency {}: from 1 to {MAX_CONCURRENCY}", args.concurrency),
-        ));
-    }
-    let latency = match (&args.latency, args.http) {
-        (Some(l), _) => Some(parse_latency(l)?),
-        (None, true) => Some(Duration::ZERO),
-        (None, false) => None,
-    };
-    Ok(Settings {
-        events,
-        concurrency: args.concurrency as usize,
-        rate,
-        latency,
-        connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
-        duration,
-        report_every: args
-            .report_every
-            .as_deref()
-            .map(|d| parse_span("--report-every", d, REPORT_MIN, REPORT_MAX))
-            .transpose()?
-            .unwrap_or(Duration::from_secs(60)),
-        retention,
-        json: args.json,
-        keep: args.keep,
-    })
 }
 
 /// Logs as `jadpo dev` prints them (warnings only unless `RUST_LOG` says
@@ -332,7 +102,7 @@ pub fn run(args: Args) -> ExitCode {
     let finishes = Finishes::new(Instant::now());
     init_logs(finishes.clone());
     output::run_async(async move {
-        let s = settings(&args)?;
+        let s = settings::check(&args)?;
         tokio::spawn(async {
             if tokio::signal::ctrl_c().await.is_ok() {
                 INTERRUPTED.store(true, Ordering::Relaxed);
@@ -639,66 +409,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_and_latencies_are_read_or_refused_with_a_code() {
-        assert_eq!(parse_rate("500/s").unwrap(), 500);
-        assert_eq!(parse_rate("7").unwrap(), 7);
-        for bad in ["0/s", "0", "-1/s", "fast", "1.5/s", "10/m"] {
-            assert_eq!(parse_rate(bad).unwrap_err().code, "bench.rate_invalid", "{bad}");
-        }
-        assert_eq!(parse_connection_rate("100/s").unwrap(), 100);
-        for bad in ["0/s", "10001/s", "x"] {
-            assert_eq!(
-                parse_connection_rate(bad).unwrap_err().code,
-                "bench.connection_rate_invalid",
-                "{bad}"
-            );
-        }
+    fn the_bench_apps_are_valid() {
         assert!(http_app(Some(100)).contains("rate: 100/s"));
         assert!(!http_app(None).contains("rate:"));
-        assert_eq!(parse_latency("50ms").unwrap(), Duration::from_millis(50));
-        assert_eq!(parse_latency("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_latency("0").unwrap(), Duration::ZERO);
-        for bad in ["11s", "50", "soon", "1m"] {
-            assert_eq!(parse_latency(bad).unwrap_err().code, "bench.latency_invalid", "{bad}");
-        }
-        let secs = |n: u64| Some(Duration::from_secs(n));
-        for (text, keep) in [
-            ("2s", secs(2)),
-            ("5m", secs(300)),
-            ("7d", secs(7 * 86_400)),
-            ("0", None),
-        ] {
-            assert_eq!(parse_retention(text).unwrap(), keep, "{text}");
-        }
-        for bad in ["500ms", "soon", "-1s", "3651d"] {
-            assert_eq!(
-                parse_retention(bad).unwrap_err().code,
-                "bench.retention_invalid",
-                "{bad}"
-            );
-        }
-        let minute = Duration::from_secs(60);
-        assert_eq!(
-            parse_span("--duration", "30m", SOAK_MIN, SOAK_MAX).unwrap(),
-            minute * 30
-        );
-        for bad in ["5s", "25h", "x"] {
-            assert_eq!(
-                parse_span("--duration", bad, SOAK_MIN, SOAK_MAX).unwrap_err().code,
-                "bench.duration_invalid",
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            parse_span("--report-every", "2h", REPORT_MIN, REPORT_MAX)
-                .unwrap_err()
-                .code,
-            "bench.report_every_invalid"
-        );
-    }
-
-    #[test]
-    fn the_bench_apps_are_valid() {
         for app in [NOOP_APP.to_owned(), http_app(None), http_app(Some(100))] {
             jadpo::check_app("bench.jadpo", &app).unwrap_or_else(|e| panic!("{e}"));
         }
