@@ -8,8 +8,8 @@ use jadpo_core::CallVerdict::Unavailable;
 use jadpo_lang::Method;
 use jadpo_runtime::connection::{Answer, CallRequest, Connections, Double, Fake, Recording, UnknownConnection};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
+use jadpo_testing::logs::LogBuffer;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
 
 const TWO: &str = r#"
 connection payments {
@@ -104,28 +104,13 @@ fn debug_of_resolved_connections_shows_no_secret() {
     assert_eq!(connections.names().collect::<Vec<_>>(), ["mailer", "payments"]);
 }
 
-/// A `tracing` writer into a buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn logs_name_the_call_but_never_its_secrets_body_or_path() {
-    let captured = Captured::default();
-    let writer = captured.clone();
+    let captured = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
         .json()
         .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
+        .with_writer(captured.clone())
         .finish();
     // Global, not scoped to this thread: a callsite first hit by another
     // test's thread while no subscriber listened would be skipped here.
@@ -156,7 +141,7 @@ async fn logs_name_the_call_but_never_its_secrets_body_or_path() {
     provider.set(Behaviour::Up);
     call(&connections, req).await;
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(logs.contains("call failed"), "{logs}");
     assert!(logs.contains("call answered"), "{logs}");
     assert!(logs.contains("/customers/{email}"), "{logs}");

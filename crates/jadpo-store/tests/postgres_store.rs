@@ -10,6 +10,7 @@ use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{emit_in, Options, PgStore};
 use jadpo_store::upgrade::Refusal;
 use jadpo_store::{ClaimReport, ClaimRequest, DeliveryFilter, Finish, NewEvent, Store, StoreError};
+use jadpo_testing::logs::LogBuffer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Barrier;
@@ -686,21 +687,6 @@ async fn four_processes_pruning_at_once_delete_each_delivery_once() {
     }
 }
 
-/// A log line written into a shared buffer.
-#[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Without the server's autovacuum nothing reclaims the row versions each
 /// delivery leaves: a store opening on such a server says so once, as a
 /// warning (however often it migrates), and its footprint says which the server runs. (This machine's
@@ -717,11 +703,10 @@ async fn a_server_without_autovacuum_is_said_at_start() {
         .await
         .unwrap()
         .get(0);
-    let logs = Logs::default();
-    let writer = logs.clone();
+    let logs = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)
-        .with_writer(move || writer.clone())
+        .with_writer(logs.clone())
         .finish();
     let store = {
         let _logging = tracing::subscriber::set_default(subscriber);
@@ -730,7 +715,7 @@ async fn a_server_without_autovacuum_is_said_at_start() {
         store.migrate_with(false).await.unwrap();
         store
     };
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let said = text.matches("store.autovacuum_off").count();
     assert_eq!(said, usize::from(!on), "autovacuum {on}: {text}");
     assert_eq!(store.footprint().await.unwrap().autovacuum, Some(on));

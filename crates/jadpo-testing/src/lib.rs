@@ -4,6 +4,8 @@
 //!
 //! - [`skip`]: the one rule for a test whose prerequisite is missing.
 //! - [`wait`]: waiting for something to happen, with one generous ceiling.
+//! - [`logs`]: a buffer a `tracing` subscriber writes a test's log lines
+//!   into, to read them back.
 //! - [`process`]: a child process whose stderr is kept as it comes, with
 //!   the port its API chose.
 //! - [`pg_server`]: a PostgreSQL server of a test's own (its settings, its
@@ -12,6 +14,7 @@
 //! - [`proxy`]: a TCP proxy in front of a server (PostgreSQL) that can cut,
 //!   refuse and stall connections, for store outages.
 
+pub mod logs;
 pub mod pg_server;
 pub mod pgbouncer;
 pub mod process;
