@@ -578,18 +578,15 @@ async fn two_processes_pruning_one_events_deliveries_leave_no_event_behind() {
         let store = store.clone();
         tokio::spawn(async move { store.prune(at(100), 1).await })
     };
-    blocked_behind(
-        &schema.client().await,
+    let pruned = commit_once_blocked(
+        &schema,
+        tx,
         other_pid,
+        pruning,
         "the prune never waited for the other's lock on the event",
     )
-    .await;
-    tx.commit().await.unwrap();
-    let pruned = tokio::time::timeout(Duration::from_secs(10), pruning)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    .await
+    .unwrap();
     assert_eq!(pruned, 1, "the prune took the other delivery");
     assert_eq!(store.delivery(second).await.unwrap(), None);
     assert_eq!(
@@ -829,6 +826,24 @@ async fn blocked_behind(watcher: &tokio_postgres::Client, pid: i32, never: &str)
     }
 }
 
+/// Commits `tx` (backend `pid`) once `task` waits for one of its locks,
+/// then returns what `task` came to: how the races here line up, a lock
+/// held by `tx` that the store's statement in `task` must wait for.
+async fn commit_once_blocked<T>(
+    schema: &TestSchema,
+    tx: tokio_postgres::Transaction<'_>,
+    pid: i32,
+    task: tokio::task::JoinHandle<T>,
+    never: &str,
+) -> T {
+    blocked_behind(&schema.client().await, pid, never).await;
+    tx.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// A claim that decides to hold a delivery on a breaker another process is
 /// closing at that moment must not commit the hold after the close: the
 /// close's release would miss it. Here the close is a transaction of our
@@ -859,17 +874,14 @@ async fn a_hold_racing_a_close_is_planned_again_not_left_held() {
         let store = store.clone();
         tokio::spawn(async move { claim(&store, "w", 2, 1).await })
     };
-    blocked_behind(
-        &schema.client().await,
+    let report = commit_once_blocked(
+        &schema,
+        tx,
         closer_pid,
+        claiming,
         "the claim never waited for the close",
     )
     .await;
-    tx.commit().await.unwrap();
-    let report = tokio::time::timeout(Duration::from_secs(10), claiming)
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(
         report.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
         waiting,
@@ -906,17 +918,14 @@ async fn a_finish_whose_lease_is_taken_over_after_its_read_writes_nothing() {
         let f = finish_of(&first, Outcome::Succeeded, 61);
         tokio::spawn(async move { store.finish(&f).await })
     };
-    blocked_behind(
-        &schema.client().await,
+    let finished = commit_once_blocked(
+        &schema,
+        tx,
         taker_pid,
+        finishing,
         "the finish never waited for the takeover",
     )
     .await;
-    tx.commit().await.unwrap();
-    let finished = tokio::time::timeout(Duration::from_secs(10), finishing)
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(finished, Err(StoreError::LeaseLost(ids[0])));
     let d = store.delivery(ids[0]).await.unwrap().unwrap();
     assert_eq!(d.state, DeliveryState::Running);
