@@ -30,6 +30,8 @@ pub mod conformance;
 mod footprint;
 pub mod limits;
 pub mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod narrow;
 pub mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;

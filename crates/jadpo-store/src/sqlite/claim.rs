@@ -6,7 +6,7 @@ use super::rows::{self, delivery_columns, Stored, DELIVERY_COLUMNS};
 use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
-use jadpo_core::{DeliveryId, LeaseToken, Timestamp};
+use jadpo_core::{Delivery, DeliveryId, LeaseToken, Timestamp};
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 
@@ -80,7 +80,12 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
             None => break,
         }
     }
-    let tokens: HashMap<DeliveryId, i64> = picked.iter().map(|r| (r.stored.delivery.id, r.stored.token)).collect();
+    // Each row as read, with its stored token: the write compares the
+    // plan with it (`writes::claimed`).
+    let read: HashMap<DeliveryId, (Delivery, i64)> = picked
+        .iter()
+        .map(|r| (r.stored.delivery.id, (r.stored.delivery.clone(), r.stored.token)))
+        .collect();
     let candidates = picked
         .into_iter()
         .map(|r| {
@@ -100,10 +105,10 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     let limit_rows = super::limits::all(c)?;
     let mut limits = LimitStates::new(req.routes.limits(), limit_rows);
     let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |d| {
-        LeaseToken(tokens[&d.id] + 1)
+        LeaseToken(read[&d.id].1 + 1)
     });
     for d in &plan.deliveries {
-        rows::update(c, d, None, None, None)?;
+        super::writes::claimed(c, &read[&d.id].0, d)?;
     }
     rows::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;

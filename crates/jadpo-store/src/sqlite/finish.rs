@@ -18,9 +18,9 @@ fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery,
 }
 
 /// Writes `d` only if it is still running under `token`; `handled` as
-/// [`rows::update`].
+/// [`super::writes::update`].
 fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Fault> {
-    match rows::update(c, d, Some(token), handled, None)? {
+    match super::writes::update(c, d, Some(token), handled, None)? {
         1 => Ok(()),
         _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
     }
@@ -129,7 +129,7 @@ fn finish_from(
     let plan = plan::finish(d, &mut breakers, f, policy);
     let succeeded_from = (plan.attempt.state == DeliveryState::Succeeded).then_some(plan.attempt.started_at);
     let handled = plan.handled.then_some(f.ended_at);
-    if rows::update(c, &plan.delivery, Some(f.token), handled, succeeded_from)? != 1 {
+    if super::writes::finished(c, d, &plan.delivery, f.token, handled, succeeded_from)? != 1 {
         return Ok(None);
     }
     let (releases, answers) = crate::limits::of_finish(f);

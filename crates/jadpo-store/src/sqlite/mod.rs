@@ -43,6 +43,7 @@ mod sessions;
 mod sweep;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod writes;
 
 pub use rusqlite;
 pub use schema::{LATEST as SCHEMA_VERSION, MIGRATIONS};

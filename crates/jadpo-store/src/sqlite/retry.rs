@@ -15,7 +15,7 @@ pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timest
         };
         if delivery.retryable_by_operator() {
             delivery.operator_retry(due_at, now);
-            rows::update(c, &delivery, None, None, None)?;
+            super::writes::update(c, &delivery, None, None, None)?;
             retried.push(id);
         }
     }

@@ -5,7 +5,7 @@ use crate::codec::{self, BreakerRow, DeliveryRow};
 use crate::plan::BreakerWrite;
 use crate::types::*;
 use jadpo_core::breaker::Breaker;
-use jadpo_core::{Delivery, DeliveryId, EventId, LeaseToken, Timestamp};
+use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -77,56 +77,6 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
     .optional()
 }
 
-/// Writes every column a rule may change. `lease_token` changes only with a
-/// new lease: the row keeps the last one issued. `fence`: only if the row is
-/// still running under that token (every write after a claim). Returns the
-/// rows changed: 0 when the fence refused it. `handled`: the run committed,
-/// so the row gets its handled record (one there already is kept).
-/// `succeeded_from`: the attempt that succeeded, started then, is kept on
-/// the row (`success_started_at`) instead of as a row of `jadpo_attempts`:
-/// the last attempt of a delivery, one write fewer on every success.
-pub(crate) fn update(
-    c: &Connection,
-    d: &Delivery,
-    fence: Option<LeaseToken>,
-    handled: Option<Timestamp>,
-    succeeded_from: Option<Timestamp>,
-) -> rusqlite::Result<usize> {
-    let r = DeliveryRow::encode(d, 0);
-    c.prepare_cached(
-        "UPDATE jadpo_deliveries SET state = ?1, attempts = ?2, due_at = ?3, \
-         budget_from = ?4, held_for_ms = ?5, lease_owner = ?6, \
-         lease_token = COALESCE(?7, lease_token), lease_until = ?8, last_failure_code = ?9, \
-         last_failure_kind = ?10, held_connection = ?11, held_since = ?12, updated_at = ?13, \
-         finished_at = ?14, handled_at = COALESCE(handled_at, ?17), waiting_on = ?18, \
-         waiting_for = ?19, success_started_at = COALESCE(?20, success_started_at) \
-         WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))",
-    )?
-    .execute(params![
-        r.state,
-        r.attempts,
-        r.due_at,
-        r.budget_from,
-        r.held_for_ms,
-        r.lease_owner,
-        // A new lease's token; without one the row keeps its last.
-        d.lease.as_ref().map(|_| r.lease_token),
-        r.lease_until,
-        r.last_failure_code,
-        r.last_failure_kind,
-        r.held_connection,
-        r.held_since,
-        r.updated_at,
-        r.finished_at,
-        r.id,
-        fence.map(|t| t.0),
-        handled.map(at_ms),
-        r.waiting_on,
-        r.waiting_for,
-        succeeded_from.map(at_ms),
-    ])
-}
-
 /// Held deliveries of `connection` become due now, each through the core's
 /// `Delivery::release`. Returns how many.
 pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> Result<usize, Fault> {
@@ -142,7 +92,7 @@ pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> R
     for s in &held {
         let mut d = s.delivery.clone();
         d.release(now);
-        update(c, &d, None, None, None)?;
+        super::writes::update(c, &d, None, None, None)?;
     }
     Ok(held.len())
 }

@@ -59,7 +59,7 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
         };
         let mut d = stored.delivery;
         d.release(now);
-        rows::update(c, &d, None, None, None)?;
+        super::writes::update(c, &d, None, None, None)?;
     }
     let mut released = 0;
     for conn in &plan.release {
