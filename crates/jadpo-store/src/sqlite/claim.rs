@@ -107,8 +107,9 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     let plan = plan::claim(candidates, &mut breakers, &mut limits, req, |d| {
         LeaseToken(read[&d.id].1 + 1)
     });
+    let mut writes = super::writes::Writes::new(c);
     for d in &plan.deliveries {
-        super::writes::claimed(c, &read[&d.id].0, d)?;
+        writes.claimed(&read[&d.id].0, d)?;
     }
     rows::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;

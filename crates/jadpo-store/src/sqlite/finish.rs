@@ -4,6 +4,7 @@
 
 use super::pool::Fault;
 use super::rows::{self};
+use super::writes::Writes;
 use crate::plan::{self, Breakers};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
@@ -81,8 +82,9 @@ pub(crate) fn finish_batch(
     policy: &BreakerPolicy,
 ) -> Result<Vec<Result<FinishReport, StoreError>>, Fault> {
     let mut out = Vec::with_capacity(batch.len());
+    let mut writes = Writes::new(c);
     for f in batch {
-        out.push(match finish(c, f, policy) {
+        out.push(match finish(c, &mut writes, f, policy) {
             Ok(r) => Ok(r),
             Err(Fault::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
             Err(fault) => return Err(fault),
@@ -95,20 +97,21 @@ pub(crate) fn finish_batch(
 /// (`Finish::claimed_row`), without reading the row: a tenth of the drain's
 /// time, measured. A write the fence refuses has changed nothing yet; the
 /// row is then read, which reports the lost lease.
-fn finish(c: &Connection, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
+fn finish(c: &Connection, writes: &mut Writes<'_>, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
     if let Some(d) = f.claimed_row() {
-        if let Some(report) = finish_from(c, f, d, policy)? {
+        if let Some(report) = finish_from(c, writes, f, d, policy)? {
             return Ok(report);
         }
     }
     let d = fenced(c, f.id, f.token)?;
-    finish_from(c, f, &d, policy)?.ok_or(Fault::Store(StoreError::LeaseLost(f.id)))
+    finish_from(c, writes, f, &d, policy)?.ok_or(Fault::Store(StoreError::LeaseLost(f.id)))
 }
 
 /// The finish planned from `d`, the row as it ran; `None`, having written
 /// nothing, when the row is no longer running under the finish's lease.
 fn finish_from(
     c: &Connection,
+    writes: &mut Writes<'_>,
     f: &Finish,
     d: &Delivery,
     policy: &BreakerPolicy,
@@ -129,7 +132,7 @@ fn finish_from(
     let plan = plan::finish(d, &mut breakers, f, policy);
     let succeeded_from = (plan.attempt.state == DeliveryState::Succeeded).then_some(plan.attempt.started_at);
     let handled = plan.handled.then_some(f.ended_at);
-    if super::writes::finished(c, d, &plan.delivery, f.token, handled, succeeded_from)? != 1 {
+    if writes.finished(d, &plan.delivery, f.token, handled, succeeded_from)? != 1 {
         return Ok(None);
     }
     let (releases, answers) = crate::limits::of_finish(f);
