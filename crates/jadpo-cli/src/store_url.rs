@@ -5,17 +5,13 @@
 //! so a URL that can never work (`store.url_invalid`) is told apart from a
 //! store that can't be reached now (`store.unavailable`); both exit 2.
 //!
-//! [`AnyStore`] is either store; [`with_store!`](crate::with_store) runs
-//! generic code on whichever it is:
-//!
-//! ```ignore
-//! let store = store_url::open(&url).await?;
-//! let n = with_store!(&store, |s| count(s).await)?;
-//! ```
+//! What it opens is the store crate's [`AnyStore`], either store behind
+//! the same traits: each command is compiled once, for it.
 
 use crate::output::CliError;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::sqlite::{SqliteOptions, SqliteStore};
+pub use jadpo_store::AnyStore;
 
 /// The embedded default, relative to the current folder.
 pub const DEFAULT_URL: &str = "sqlite:.jadpo/jadpo.db";
@@ -32,26 +28,6 @@ pub const ACCEPTED: &str = "a store URL is sqlite:PATH (such as sqlite:.jadpo/ja
 pub enum Kind {
     Sqlite,
     Postgres,
-}
-
-/// An open store of either kind.
-#[derive(Clone, Debug)]
-pub enum AnyStore {
-    Sqlite(SqliteStore),
-    Postgres(PgStore),
-}
-
-/// Runs `$body` with `$s` bound to the concrete store inside an
-/// [`AnyStore`]: the body is compiled once for each kind, so it may call
-/// generic functions over `S: ScheduleStore`.
-#[macro_export]
-macro_rules! with_store {
-    ($store:expr, |$s:ident| $body:expr) => {
-        match $store {
-            $crate::store_url::AnyStore::Sqlite($s) => $body,
-            $crate::store_url::AnyStore::Postgres($s) => $body,
-        }
-    };
 }
 
 /// The URL to use: the flag, else `$JADPO_STORE` (when not empty), else the

@@ -3,7 +3,7 @@
 //!
 //! An action may only call the connections it declares, itself or through
 //! the actions it runs; calling another is a defect (`internal_fault`). Every
-//! call through a real driver is written to the run's [`CallLog`] so the
+//! call through a real driver is written to the run's [`CallLog`](crate::run::CallLog) so the
 //! breakers count it; a fake's or a recording's answer is not.
 
 use crate::connection::{render_path, template_text, CallRequest, Connections, Response, StartupError};

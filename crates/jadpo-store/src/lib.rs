@@ -10,7 +10,7 @@
 //! - [`memory`]: in-process, for the simulation and tests
 //!   ([`SharedMemoryStore`] behind the interface).
 //! - [`AnyStore`]: a SQLite or PostgreSQL store chosen at run time.
-//! - [`conformance`]: the scenarios every store must pass (feature
+//! - `conformance`: the scenarios every store must pass (feature
 //!   `testing`).
 //! - [`step`]: a claimed delivery's step around its run, shared by the
 //!   worker and the simulation.

@@ -198,7 +198,7 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback
     )
 }
 
-/// [`router`] over every store of a process, the first the default:
+/// The API and console over every store of a process, the first the default:
 /// `POST /events/NAME` writes to the event's store, the other routes read
 /// the store `?store=NAME` names (the console reads the first). Bodies are
 /// read within `limits.body_timeout` ([`checks`]).

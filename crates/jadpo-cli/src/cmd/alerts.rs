@@ -11,7 +11,7 @@ use super::{AppArg, StoreArg};
 use crate::operator;
 use crate::output::{self, time_short, CliError};
 use crate::views;
-use crate::{store_url, with_store};
+use crate::store_url;
 use jadpo_store::Store;
 use std::process::ExitCode;
 
@@ -33,7 +33,7 @@ pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::stores_app(args.app.app.as_deref())?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
-        with_store!(&store, |s| show(s, args.limit as usize, args.json).await)
+        show(&store, args.limit as usize, args.json).await
     })
 }
 

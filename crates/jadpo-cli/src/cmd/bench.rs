@@ -24,7 +24,7 @@ mod soak;
 
 use crate::cmd::dev::worker_name;
 use crate::output::{self, CliError};
-use crate::{operator, with_store};
+use crate::operator;
 use finishes::{Finishes, Watch};
 use indicatif::{ProgressBar, ProgressStyle};
 use jadpo::Jadpo;
@@ -152,7 +152,7 @@ async fn measure_in(scratch: &Scratch, s: &Settings, finishes: Arc<Finishes>) ->
         None => None,
     };
     let reader = reader.as_ref();
-    let mut report = with_store!(store, |st| measure(st, s, sink_url.clone(), finishes, reader).await)?;
+    let mut report = measure(store, s, sink_url.clone(), finishes, reader).await?;
     report.store = scratch.kind();
     report.schema = scratch.schema().map(str::to_owned);
     if let (Some(sink), Some(url)) = (sink, sink_url) {

@@ -10,7 +10,7 @@ use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, time_short, CliError};
 use crate::views;
-use crate::{store_url, with_store};
+use crate::store_url;
 use jadpo_core::BreakerState;
 use jadpo_lang::App;
 use jadpo_store::{BreakerView, Store};
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
-        with_store!(&store, |s| show(s, app.as_ref(), args.json).await)
+        show(&store, app.as_ref(), args.json).await
     })
 }
 

@@ -13,7 +13,7 @@ use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, time_short, CliError};
 use crate::views::{self, DeliveryQuery};
-use crate::{store_url, with_store};
+use crate::store_url;
 use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId};
 use jadpo_lang::App;
 use jadpo_store::Store;
@@ -117,8 +117,8 @@ pub fn run(args: Args) -> ExitCode {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         match args.show {
-            Some(Sub::Show(show)) => with_store!(&store, |s| show_one(s, show.id, args.list.json).await),
-            None => with_store!(&store, |s| list(s, app.as_ref(), &args.list).await),
+            Some(Sub::Show(show)) => show_one(&store, show.id, args.list.json).await,
+            None => list(&store, app.as_ref(), &args.list).await,
         }
     })
 }

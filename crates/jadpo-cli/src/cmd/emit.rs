@@ -11,7 +11,7 @@
 use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, CliError};
-use crate::{store_url, with_store};
+use crate::store_url;
 use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
 use jadpo_store::ScheduleStore;
 use serde_json::{json, Value};
@@ -70,7 +70,7 @@ async fn emit(args: Args) -> Result<ExitCode, CliError> {
     let url = store_url::for_event(args.store.store.as_deref(), Some(&app), Some(&args.event))?;
     let store = store_url::open(&url).await?;
     let key = args.idempotency_key.as_deref();
-    let out = with_store!(store, |s| emit_in(app, s, &args.event, &payload, key).await)?;
+    let out = emit_in(app, store, &args.event, &payload, key).await?;
     if args.json {
         output::print_json(&out);
     } else if out["duplicate"] == true {

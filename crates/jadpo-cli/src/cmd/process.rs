@@ -227,10 +227,7 @@ pub async fn open_all(
 ) -> Result<Vec<(String, Jadpo<AnyStore>)>, CliError> {
     let mut built = Vec::with_capacity(ready.len());
     for (i, ((name, ready), named)) in ready.into_iter().zip(stores).enumerate() {
-        let store = match store_url::open(&named.url).await? {
-            store_url::AnyStore::Sqlite(s) => AnyStore::from(s),
-            store_url::AnyStore::Postgres(s) => AnyStore::from(s),
-        };
+        let store = store_url::open(&named.url).await?;
         let ready = if i == 0 { ready } else { ready.without_schedules() };
         built.push((name, ready.build(store).await.map_err(operator::start_error)?));
     }

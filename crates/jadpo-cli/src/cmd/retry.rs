@@ -21,7 +21,7 @@ use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, CliError};
 use crate::views;
-use crate::{store_url, with_store};
+use crate::store_url;
 use indicatif::{ProgressBar, ProgressStyle};
 use jadpo_core::{Delivery, DeliveryId, DeliveryState};
 use jadpo_lang::App;
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> ExitCode {
         };
         let app = operator::load_app(args.app.app.as_deref(), need_app)?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
-        with_store!(store, |s| retry(s, app, &args).await)
+        retry(store, app, &args).await
     })
 }
 

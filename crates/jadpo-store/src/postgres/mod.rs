@@ -5,7 +5,7 @@
 //! asks [`crate::plan`] what to write, and writes it. All the SQL of this
 //! store lives in this folder:
 //!
-//! - [`schema`](self::schema): the versioned migrations.
+//! - [`schema`]: the versioned migrations.
 //! - `rows`: row to value and back, breaker compare-and-set, release.
 //! - `writes`: the bulk write of many deliveries.
 //! - `claim`, `finish`, `sweep`: the hot paths.

@@ -13,7 +13,6 @@
 use super::finishes::Finishes;
 use crate::output::{self, CliError};
 use crate::store_url::AnyStore;
-use crate::with_store;
 use jadpo_store::{Footprint, Store};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,7 +175,7 @@ pub async fn report(
         let now = Instant::now();
         finishes.forget_emits_before(now - REMEMBER_EMITS.min(now.saturating_duration_since(started)));
         let window = finishes.take_window();
-        let counts = with_store!(store, |s| s.counts().await).map_err(CliError::store)?;
+        let counts = store.counts().await.map_err(CliError::store)?;
         let fp = footprint(store).await?;
         let (e, f) = (finishes.emitted_count(), finishes.count());
         let quantile = |p: f64| (window.count() > 0).then(|| window.quantile(p) as f64 / 1000.0);
