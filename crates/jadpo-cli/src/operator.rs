@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The app file used when `--app` is not given.
-pub const DEFAULT_APP: &str = "app.jadpo";
+pub(crate) const DEFAULT_APP: &str = "app.jadpo";
 
 /// How much a command needs the app file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// `emit`: it validates the payload against the app.
     Required,
     /// `deliveries`, `breakers`, `retry`: used when present (connection
@@ -35,7 +35,7 @@ pub enum Need {
 /// Reads and checks the app. A missing or unreadable file is
 /// `app.unreadable` (exit 2), except the default one when it is
 /// [`Need::Optional`]; an app with errors prints its diagnostics (exit 1).
-pub fn load_app(flag: Option<&Path>, need: Need) -> Result<Option<App>, CliError> {
+pub(crate) fn load_app(flag: Option<&Path>, need: Need) -> Result<Option<App>, CliError> {
     let path: PathBuf = flag.map_or_else(|| PathBuf::from(DEFAULT_APP), Path::to_path_buf);
     if flag.is_none() && need == Need::Optional && !path.exists() {
         return Ok(None);
@@ -47,7 +47,7 @@ pub fn load_app(flag: Option<&Path>, need: Need) -> Result<Option<App>, CliError
 /// the default store): the default `app.jadpo` is skipped when absent or
 /// invalid, since the command itself needs nothing else from it; a file
 /// named with `--app` must be valid.
-pub fn stores_app(flag: Option<&Path>) -> Result<Option<App>, CliError> {
+pub(crate) fn stores_app(flag: Option<&Path>) -> Result<Option<App>, CliError> {
     match flag {
         Some(_) => load_app(flag, Need::Required),
         None => Ok(load_app(None, Need::Optional).ok().flatten()),
@@ -55,7 +55,7 @@ pub fn stores_app(flag: Option<&Path>) -> Result<Option<App>, CliError> {
 }
 
 /// A start error as the command line reports it.
-pub fn start_error(e: StartError) -> CliError {
+pub(crate) fn start_error(e: StartError) -> CliError {
     match e {
         StartError::Unreadable { path, reason } => CliError::environment(
             "app.unreadable",
@@ -81,13 +81,13 @@ pub fn start_error(e: StartError) -> CliError {
 }
 
 /// An app with nothing in it, for commands that need no app (a retry by id).
-pub fn empty_app() -> App {
+pub(crate) fn empty_app() -> App {
     jadpo::check_app("(no app)", "").unwrap_or_else(|_| unreachable!("an empty app file is valid"))
 }
 
 /// A `Jadpo` for operator commands: every connection a fake, every Rust
 /// action a stub, workers never started. See the module's documentation.
-pub async fn jadpo<S: ScheduleStore>(app: App, store: S) -> Result<Jadpo<S>, CliError> {
+pub(crate) async fn jadpo<S: ScheduleStore>(app: App, store: S) -> Result<Jadpo<S>, CliError> {
     let mut builder = jadpo::Builder::default().env(|_| None);
     for name in app.connections.keys() {
         builder = builder.double(name, Fake::ok());

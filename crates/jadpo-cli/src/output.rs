@@ -17,14 +17,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Exit code of refused input.
-pub const EXIT_INVALID: u8 = 1;
+pub(crate) const EXIT_INVALID: u8 = 1;
 /// Exit code of an environment problem: store, app file, usage.
-pub const EXIT_ENVIRONMENT: u8 = 2;
+pub(crate) const EXIT_ENVIRONMENT: u8 = 2;
 
 /// A command's error: printed as `error[CODE]: MESSAGE` on stderr, and the
 /// process's exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliError {
+pub(crate) struct CliError {
     pub code: &'static str,
     pub message: String,
     pub exit: u8,
@@ -34,7 +34,7 @@ pub struct CliError {
 
 impl CliError {
     /// Refused input: exit 1.
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> CliError {
+    pub(crate) fn invalid(code: &'static str, message: impl Into<String>) -> CliError {
         CliError {
             code,
             message: message.into(),
@@ -44,7 +44,7 @@ impl CliError {
     }
 
     /// The environment is at fault: exit 2.
-    pub fn environment(code: &'static str, message: impl Into<String>) -> CliError {
+    pub(crate) fn environment(code: &'static str, message: impl Into<String>) -> CliError {
         CliError {
             code,
             message: message.into(),
@@ -54,7 +54,7 @@ impl CliError {
     }
 
     /// A store that failed while a command used it.
-    pub fn store(e: StoreError) -> CliError {
+    pub(crate) fn store(e: StoreError) -> CliError {
         match e {
             StoreError::Unavailable(why) => CliError::environment("store.unavailable", why),
             StoreError::InvalidUrl(why) => CliError::environment("store.url_invalid", why),
@@ -63,7 +63,7 @@ impl CliError {
     }
 
     /// Prints the error on stderr and gives the exit code.
-    pub fn report(&self) -> ExitCode {
+    pub(crate) fn report(&self) -> ExitCode {
         let text = match &self.rendered {
             Some(r) => format!("{}\n", r.trim_end()),
             None => format!("{self}\n"),
@@ -83,7 +83,7 @@ impl std::error::Error for CliError {}
 
 /// Runs a command's async body on a small runtime of its own and turns its
 /// result into the exit code.
-pub fn run_async<F>(body: F) -> ExitCode
+pub(crate) fn run_async<F>(body: F) -> ExitCode
 where
     F: Future<Output = Result<ExitCode, CliError>>,
 {
@@ -102,18 +102,18 @@ where
 }
 
 /// RFC 3339, or JSON null.
-pub fn time_json(t: Option<Timestamp>) -> serde_json::Value {
+pub(crate) fn time_json(t: Option<Timestamp>) -> serde_json::Value {
     t.map_or(serde_json::Value::Null, |t| jadpo_runtime::rfc3339(t).into())
 }
 
 /// A time for a table: RFC 3339 to the second, in UTC.
-pub fn time_short(t: Timestamp) -> String {
+pub(crate) fn time_short(t: Timestamp) -> String {
     let secs = t.as_millis().div_euclid(1000);
     jiff::Timestamp::from_second(secs).map_or_else(|_| jadpo_runtime::rfc3339(t), |ts| ts.to_string())
 }
 
 /// A duration for people: `90s` as `1m30s`, `0s` as `0s`.
-pub fn duration_short(d: std::time::Duration) -> String {
+pub(crate) fn duration_short(d: std::time::Duration) -> String {
     let mut secs = d.as_secs();
     if secs == 0 {
         return if d.as_millis() > 0 {
@@ -136,7 +136,7 @@ pub fn duration_short(d: std::time::Duration) -> String {
 }
 
 /// Prints one JSON value, pretty, on stdout.
-pub fn print_json(v: &serde_json::Value) {
+pub(crate) fn print_json(v: &serde_json::Value) {
     let mut out = serde_json::to_string_pretty(v).unwrap_or_default();
     out.push('\n');
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
@@ -144,7 +144,7 @@ pub fn print_json(v: &serde_json::Value) {
 
 /// A plain table: a header and rows, columns padded to their widest cell,
 /// the last column unpadded.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -176,7 +176,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Writes text on stdout.
-pub fn print(text: &str) {
+pub(crate) fn print(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 

@@ -11,28 +11,28 @@
 use crate::output::CliError;
 use jadpo_store::postgres::{Options, PgStore};
 use jadpo_store::sqlite::{SqliteOptions, SqliteStore};
-pub use jadpo_store::AnyStore;
+pub(crate) use jadpo_store::AnyStore;
 
 /// The embedded default, relative to the current folder.
-pub const DEFAULT_URL: &str = "sqlite:.jadpo/jadpo.db";
+pub(crate) const DEFAULT_URL: &str = "sqlite:.jadpo/jadpo.db";
 
 /// The environment variable read when `--store` is not given.
-pub const ENV_VAR: &str = "JADPO_STORE";
+pub(crate) const ENV_VAR: &str = "JADPO_STORE";
 
 /// Said with every `store.url_invalid`.
-pub const ACCEPTED: &str = "a store URL is sqlite:PATH (such as sqlite:.jadpo/jadpo.db) \
+pub(crate) const ACCEPTED: &str = "a store URL is sqlite:PATH (such as sqlite:.jadpo/jadpo.db) \
     or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (postgresql:// too)";
 
 /// The kinds of store a URL can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Sqlite,
     Postgres,
 }
 
 /// The URL to use: the flag, else `$JADPO_STORE` (when not empty), else the
 /// default.
-pub fn resolve(flag: Option<&str>) -> String {
+pub(crate) fn resolve(flag: Option<&str>) -> String {
     if let Some(url) = flag {
         return url.to_owned();
     }
@@ -48,7 +48,7 @@ pub fn resolve(flag: Option<&str>) -> String {
 /// to every command as `--store ''`; doing it here, once, keeps every
 /// command (and every later `std::env::var`) to one rule. An explicit
 /// `--store ''` is still refused: someone typed it.
-pub fn unset_empty_env() {
+pub(crate) fn unset_empty_env() {
     if std::env::var_os(ENV_VAR).is_some_and(|v| v.to_str().is_some_and(|s| s.trim().is_empty())) {
         // Called first thing in `main`, before any thread exists that could
         // read the environment at the same time.
@@ -64,7 +64,7 @@ fn url_invalid(url: &str, why: &str) -> CliError {
 }
 
 /// Checks a URL's shape without opening anything.
-pub fn kind(url: &str) -> Result<Kind, CliError> {
+pub(crate) fn kind(url: &str) -> Result<Kind, CliError> {
     let url = url.trim();
     if url.is_empty() {
         return Err(url_invalid(url, "it is empty"));
@@ -91,13 +91,13 @@ pub fn kind(url: &str) -> Result<Kind, CliError> {
 
 /// Opens (and migrates) the store at `url`: every migration that stops no
 /// older process still running on it.
-pub async fn open(url: &str) -> Result<AnyStore, CliError> {
+pub(crate) async fn open(url: &str) -> Result<AnyStore, CliError> {
     open_migrating(url, false).await
 }
 
 /// Opens the store at `url` and applies every migration, contracts that stop
 /// older processes included (`jadpo migrate --force`).
-pub async fn open_forced(url: &str) -> Result<AnyStore, CliError> {
+pub(crate) async fn open_forced(url: &str) -> Result<AnyStore, CliError> {
     open_migrating(url, true).await
 }
 
@@ -124,7 +124,10 @@ async fn open_migrating(url: &str, force: bool) -> Result<AnyStore, CliError> {
 }
 
 /// [`for_operator`] then [`open`].
-pub async fn open_for(flag: Option<&str>, app: Option<&jadpo_lang::App>) -> Result<(String, AnyStore), CliError> {
+pub(crate) async fn open_for(
+    flag: Option<&str>,
+    app: Option<&jadpo_lang::App>,
+) -> Result<(String, AnyStore), CliError> {
     let url = for_operator(flag, app)?;
     let store = open(&url).await?;
     Ok((url, store))
@@ -138,24 +141,24 @@ fn reason(e: jadpo_store::StoreError) -> String {
 }
 
 /// The name of the one store of an app without `store` blocks.
-pub const DEFAULT_NAME: &str = "default";
+pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// A store of the app, by name, and where it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Named {
+pub(crate) struct Named {
     pub name: String,
     pub url: String,
 }
 
 /// `NAME=URL`: a store's name is a word; a URL always has a `:` before any
 /// `=`, so the two cannot be confused.
-pub fn split_named(flag: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_named(flag: &str) -> Option<(&str, &str)> {
     let (name, url) = flag.split_once('=')?;
     is_name(name).then_some((name, url))
 }
 
 /// A word, as an app file names a store: `main`, `audit_2`.
-pub fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
@@ -201,7 +204,7 @@ fn block_url(store: &jadpo_lang::StoreDecl, env: &dyn Fn(&str) -> Option<String>
 /// $JADPO_STORE, else `default_url`). With them: each block's URL, except
 /// where `--store NAME=URL` overrides it; a plain `--store URL` overrides
 /// the first.
-pub fn stores_of(
+pub(crate) fn stores_of(
     app: &jadpo_lang::App,
     flags: &[String],
     default_url: Option<&str>,
@@ -254,12 +257,16 @@ pub fn stores_of(
 /// The store an operator command reads: `--store URL` as written;
 /// `--store NAME` (or `NAME=URL`) one of the app's `store` blocks; without
 /// the flag, the app's first store, else $JADPO_STORE, else the default.
-pub fn for_operator(flag: Option<&str>, app: Option<&jadpo_lang::App>) -> Result<String, CliError> {
+pub(crate) fn for_operator(flag: Option<&str>, app: Option<&jadpo_lang::App>) -> Result<String, CliError> {
     for_event(flag, app, None)
 }
 
 /// [`for_operator`], but without the flag an event goes to its own store.
-pub fn for_event(flag: Option<&str>, app: Option<&jadpo_lang::App>, event: Option<&str>) -> Result<String, CliError> {
+pub(crate) fn for_event(
+    flag: Option<&str>,
+    app: Option<&jadpo_lang::App>,
+    event: Option<&str>,
+) -> Result<String, CliError> {
     let env = |k: &str| std::env::var(k).ok();
     let home = |app: &jadpo_lang::App| {
         let name = event.and_then(|e| app.store_of(e));
@@ -286,7 +293,7 @@ pub fn for_event(flag: Option<&str>, app: Option<&jadpo_lang::App>, event: Optio
 
 /// The stores for a log line: `sqlite:a.db`, or `main=postgres://u:***@h/db,
 /// audit=sqlite:audit.db`; never a password.
-pub fn describe(stores: &[Named]) -> String {
+pub(crate) fn describe(stores: &[Named]) -> String {
     match stores {
         [one] if one.name == DEFAULT_NAME => redact(&one.url),
         _ => stores
@@ -300,7 +307,7 @@ pub fn describe(stores: &[Named]) -> String {
 /// The URL without its password (`***` in its place), for messages, log
 /// lines and reports: [`jadpo_store::redact_url`], which says what it hides.
 /// Every URL a command shows goes through here.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     jadpo_store::redact_url(url)
 }
 

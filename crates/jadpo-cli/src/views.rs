@@ -13,12 +13,12 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Rows listed when no limit is given.
-pub const DEFAULT_LIMIT: usize = 100;
+pub(crate) const DEFAULT_LIMIT: usize = 100;
 /// The most rows one listing returns.
-pub const MAX_LIMIT: usize = 10_000;
+pub(crate) const MAX_LIMIT: usize = 10_000;
 
 /// `--limit N`: 1 to [`MAX_LIMIT`].
-pub fn parse_limit(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_limit(s: &str) -> Result<usize, String> {
     s.trim()
         .parse::<usize>()
         .ok()
@@ -28,7 +28,7 @@ pub fn parse_limit(s: &str) -> Result<usize, String> {
 
 /// The filters of `jadpo deliveries` and `GET /deliveries`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeliveryQuery {
+pub(crate) struct DeliveryQuery {
     pub state: Option<DeliveryState>,
     pub subscriber: Option<String>,
     /// Deliveries whose subscriber's action may call this connection
@@ -43,7 +43,7 @@ pub struct DeliveryQuery {
 
 /// The subscribers whose action may call `connection`, itself or through
 /// the actions it runs.
-pub fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {
+pub(crate) fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {
     app.subscribers
         .values()
         .filter(|s| {
@@ -59,14 +59,18 @@ pub fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {
 /// and, when the app is known, those of every subscriber whose action may
 /// call it. Each query is bounded by the limit, so this reads at most
 /// (subscribers + 1) × limit rows.
-pub async fn list<S: Store>(store: &S, app: Option<&App>, q: &DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
+pub(crate) async fn list<S: Store>(
+    store: &S,
+    app: Option<&App>,
+    q: &DeliveryQuery,
+) -> Result<Vec<Delivery>, StoreError> {
     list_at_most(store, app, q, q.limit.clamp(1, MAX_LIMIT)).await
 }
 
 /// [`list`], and whether more deliveries match than it returns: one more
 /// is read to know, so a list that is exactly as long as the limit is not
 /// said to have stopped there.
-pub async fn page<S: Store>(
+pub(crate) async fn page<S: Store>(
     store: &S,
     app: Option<&App>,
     q: &DeliveryQuery,
@@ -120,7 +124,7 @@ async fn list_at_most<S: Store>(
 }
 
 /// The names of the events of `deliveries`, one read per distinct event.
-pub async fn event_names<S: Store>(
+pub(crate) async fn event_names<S: Store>(
     store: &S,
     deliveries: &[Delivery],
 ) -> Result<BTreeMap<EventId, String>, StoreError> {
@@ -135,7 +139,7 @@ pub async fn event_names<S: Store>(
 }
 
 /// Why a due delivery did not start: "waits for a slot on payments".
-pub fn waiting_text(w: &Waiting) -> String {
+pub(crate) fn waiting_text(w: &Waiting) -> String {
     let what = match w.reason {
         WaitFor::Token => "its rate",
         WaitFor::Slot => "a slot",
@@ -148,7 +152,7 @@ pub fn waiting_text(w: &Waiting) -> String {
 /// `waiting_on`/`waiting_for` when a connection's limit kept it from
 /// starting; a held one has `held_connection` and `held_since`; a finished
 /// one `finished_at`.
-pub fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
+pub(crate) fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
     let failure = d.last_failure.as_ref();
     let held = d.held.as_ref();
     let waiting = d.waiting.as_ref().filter(|_| d.state == DeliveryState::Due);
@@ -178,7 +182,7 @@ pub fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
 }
 
 /// One attempt of a delivery's history.
-pub fn attempt_json(a: &AttemptRecord) -> Value {
+pub(crate) fn attempt_json(a: &AttemptRecord) -> Value {
     let failure = a.failure.as_ref();
     json!({
         "attempt": a.attempt,
@@ -192,14 +196,14 @@ pub fn attempt_json(a: &AttemptRecord) -> Value {
 
 /// A delivery with its attempt history (`jadpo deliveries show --json`,
 /// `GET /deliveries/ID`): [`delivery_json`] plus `history`, oldest first.
-pub fn delivery_detail_json(d: &Delivery, event: Option<&str>, attempts: &[AttemptRecord]) -> Value {
+pub(crate) fn delivery_detail_json(d: &Delivery, event: Option<&str>, attempts: &[AttemptRecord]) -> Value {
     let mut v = delivery_json(d, event);
     v["history"] = Value::Array(attempts.iter().map(attempt_json).collect());
     v
 }
 
 /// A list of deliveries with their events' names.
-pub fn deliveries_json(deliveries: &[Delivery], names: &BTreeMap<EventId, String>) -> Value {
+pub(crate) fn deliveries_json(deliveries: &[Delivery], names: &BTreeMap<EventId, String>) -> Value {
     Value::Array(
         deliveries
             .iter()
@@ -210,7 +214,7 @@ pub fn deliveries_json(deliveries: &[Delivery], names: &BTreeMap<EventId, String
 
 /// Every breaker: the store's rows, and a closed one for each connection of
 /// the app that has no row yet. By connection name.
-pub async fn breakers<S: Store>(store: &S, app: Option<&App>) -> Result<Vec<BreakerView>, StoreError> {
+pub(crate) async fn breakers<S: Store>(store: &S, app: Option<&App>) -> Result<Vec<BreakerView>, StoreError> {
     let mut found: BTreeMap<String, BreakerView> = store
         .breakers()
         .await?
@@ -227,7 +231,7 @@ pub async fn breakers<S: Store>(store: &S, app: Option<&App>) -> Result<Vec<Brea
 }
 
 /// One breaker as JSON.
-pub fn breaker_json(v: &BreakerView) -> Value {
+pub(crate) fn breaker_json(v: &BreakerView) -> Value {
     let b = &v.breaker;
     let closed = b.is_closed();
     json!({
@@ -246,7 +250,7 @@ pub fn breaker_json(v: &BreakerView) -> Value {
 }
 
 /// A rate as the app file writes it: `50/s`, `600/min`, `1/h`.
-pub fn rate_text(r: &jadpo_core::limit::Rate) -> String {
+pub(crate) fn rate_text(r: &jadpo_core::limit::Rate) -> String {
     match r.per.as_secs() {
         1 => format!("{}/s", r.n),
         60 => format!("{}/min", r.n),
@@ -258,7 +262,7 @@ pub fn rate_text(r: &jadpo_core::limit::Rate) -> String {
 /// Each connection that has limits or a limit state, as JSON at `now`:
 /// `rate`, `concurrency`, `tokens`, `slots_in_use`, `waiting` (due
 /// deliveries waiting for room on it), `paused_until`, `slowed_until`.
-pub async fn limits<S: Store>(
+pub(crate) async fn limits<S: Store>(
     store: &S,
     app: Option<&App>,
     now: jadpo_core::Timestamp,
@@ -298,7 +302,7 @@ pub async fn limits<S: Store>(
 
 /// Breakers as JSON, each with its connection's `limits` (null when it has
 /// none).
-pub fn breakers_with_limits_json(list: &[BreakerView], limits: &BTreeMap<String, Value>) -> Value {
+pub(crate) fn breakers_with_limits_json(list: &[BreakerView], limits: &BTreeMap<String, Value>) -> Value {
     Value::Array(
         list.iter()
             .map(|v| {
@@ -312,7 +316,7 @@ pub fn breakers_with_limits_json(list: &[BreakerView], limits: &BTreeMap<String,
 
 /// Alerts as `jadpo alerts --json` and `GET /alerts` show them: each
 /// message as its route receives it, with where its send stands.
-pub fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
+pub(crate) fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
     Value::Array(
         list.iter()
             .map(|a| {
@@ -334,7 +338,7 @@ pub fn alerts_json(list: &[jadpo_store::AlertRecord]) -> Value {
 
 /// The store's clock, for a command that reads times without a `Jadpo`:
 /// real time, or the scaled clock a `jadpo dev --time-scale` kept there.
-pub async fn store_clock<S: Store>(store: &S) -> Result<jadpo_runtime::SharedClock, crate::output::CliError> {
+pub(crate) async fn store_clock<S: Store>(store: &S) -> Result<jadpo_runtime::SharedClock, crate::output::CliError> {
     jadpo_runtime::clock::for_store(store, jadpo_core::clock::Wanted::Store)
         .await
         .map_err(|e| crate::output::CliError::environment(e.code(), e.to_string()))
@@ -343,6 +347,6 @@ pub async fn store_clock<S: Store>(store: &S) -> Result<jadpo_runtime::SharedClo
 /// `Some("scaled 600x since ...")` when `clock` is a store's scaled clock:
 /// what a view prints beside engine times, which then run ahead of the wall
 /// clock.
-pub fn scaled_note(clock: &jadpo_runtime::SharedClock) -> Option<String> {
+pub(crate) fn scaled_note(clock: &jadpo_runtime::SharedClock) -> Option<String> {
     clock.anchor().map(|a| jadpo_runtime::clock::anchor_text(&a))
 }

@@ -66,7 +66,7 @@ pub(crate) struct Number {
 impl Number {
     /// The integer, when the number is one without a unit; saturates
     /// rather than failing so "too big" is reported as out of range.
-    pub fn as_int(&self) -> Option<i128> {
+    pub(crate) fn as_int(&self) -> Option<i128> {
         if self.frac.is_some() || self.unit.is_some() {
             return None;
         }
@@ -74,7 +74,7 @@ impl Number {
         Some(if self.negative { -n } else { n })
     }
 
-    pub fn as_float(&self) -> Option<f64> {
+    pub(crate) fn as_float(&self) -> Option<f64> {
         if self.unit.is_some() {
             return None;
         }

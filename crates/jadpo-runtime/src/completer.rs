@@ -33,7 +33,7 @@ fn lease_until(f: &Finish) -> Timestamp {
 pub(crate) struct BreakerCache(Mutex<BTreeMap<String, Breaker>>);
 
 impl BreakerCache {
-    pub fn merge(&self, seen: impl IntoIterator<Item = Breaker>) {
+    pub(crate) fn merge(&self, seen: impl IntoIterator<Item = Breaker>) {
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for b in seen {
             match cache.get(&b.connection) {
@@ -46,7 +46,7 @@ impl BreakerCache {
     }
 
     /// The first of `connections` whose breaker does not let `id` run now.
-    pub fn holding(&self, connections: &[String], id: jadpo_core::DeliveryId, now: Timestamp) -> Option<String> {
+    pub(crate) fn holding(&self, connections: &[String], id: jadpo_core::DeliveryId, now: Timestamp) -> Option<String> {
         let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
         jadpo_store::step::holding(connections, id, now, |c| cache.get(c))
     }
@@ -84,18 +84,18 @@ impl PendingVerdicts {
     }
 
     /// Counts the verdicts of a finish on its way to the store.
-    pub fn sent(&self, calls: &[(String, CallVerdict)]) {
+    pub(crate) fn sent(&self, calls: &[(String, CallVerdict)]) {
         self.count(calls, true);
     }
 
     /// Those verdicts are written, or will never be.
-    pub fn settled(&self, calls: &[(String, CallVerdict)]) {
+    pub(crate) fn settled(&self, calls: &[(String, CallVerdict)]) {
         self.count(calls, false);
         self.written.notify_waiters();
     }
 
     /// Waits until no unavailable verdict on `connections` is unwritten.
-    pub async fn wait(&self, connections: &[String]) {
+    pub(crate) async fn wait(&self, connections: &[String]) {
         loop {
             let written = self.written.notified();
             {
@@ -129,7 +129,7 @@ impl<S: Store> Completer<S> {
     /// or abandoned.
     /// Each finish arrives boxed: it passes through the channel and the
     /// batch, and a pointer moves where half a kilobyte would be copied.
-    pub async fn run(self, mut rx: mpsc::Receiver<Box<Finish>>) {
+    pub(crate) async fn run(self, mut rx: mpsc::Receiver<Box<Finish>>) {
         let limit = self.batch.max(1);
         let mut received = Vec::with_capacity(limit);
         let mut batch = Vec::with_capacity(limit);

@@ -42,23 +42,23 @@ pub(crate) struct LocalQueue {
 }
 
 impl LocalQueue {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
     /// The queue holds enough bytes that claiming more would pass its bound.
-    pub fn full_of_bytes(&self) -> bool {
+    pub(crate) fn full_of_bytes(&self) -> bool {
         self.bytes >= MAX_QUEUED_BYTES
     }
 
-    pub fn push(&mut self, claimed: Claimed, start_by: Timestamp) {
+    pub(crate) fn push(&mut self, claimed: Claimed, start_by: Timestamp) {
         self.bytes += claimed.payload.len();
         self.items.push_back(Queued { claimed, start_by });
     }
 
     /// The next delivery that may still start at `now`, in claim order.
     /// Those whose start window has passed are left for [`Self::take_late`].
-    pub fn pop(&mut self, now: Timestamp) -> Option<Queued> {
+    pub(crate) fn pop(&mut self, now: Timestamp) -> Option<Queued> {
         let i = self.items.iter().position(|q| now <= q.start_by)?;
         let q = self.items.remove(i).expect("position is in range");
         self.bytes -= q.claimed.payload.len();
@@ -66,7 +66,7 @@ impl LocalQueue {
     }
 
     /// Every queued delivery that can no longer start in time at `now`.
-    pub fn take_late(&mut self, now: Timestamp) -> Vec<Queued> {
+    pub(crate) fn take_late(&mut self, now: Timestamp) -> Vec<Queued> {
         // Called after every run: the common case, nothing late, moves
         // nothing.
         if self.items.iter().all(|q| now <= q.start_by) {
@@ -79,12 +79,12 @@ impl LocalQueue {
     }
 
     /// When the next queued delivery's start window closes.
-    pub fn next_deadline(&self) -> Option<Timestamp> {
+    pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
         self.items.iter().map(|q| q.start_by).min()
     }
 
     /// Everything queued, for a worker that stops.
-    pub fn drain(&mut self) -> Vec<Queued> {
+    pub(crate) fn drain(&mut self) -> Vec<Queued> {
         self.bytes = 0;
         self.items.drain(..).collect()
     }
@@ -109,7 +109,7 @@ pub(crate) struct Ahead {
 }
 
 impl Ahead {
-    pub fn new(concurrency: usize, most: usize, window: Duration) -> Ahead {
+    pub(crate) fn new(concurrency: usize, most: usize, window: Duration) -> Ahead {
         Ahead {
             concurrency,
             most,
@@ -119,7 +119,7 @@ impl Ahead {
     }
 
     /// A run kept its slot for `took`.
-    pub fn ended(&mut self, took: Duration) {
+    pub(crate) fn ended(&mut self, took: Duration) {
         // A moving average over about the last 64 runs: quick to follow a
         // provider that slows down, steady under jitter.
         self.busy = Some(match self.busy {
@@ -129,7 +129,7 @@ impl Ahead {
     }
 
     /// How many to hold ahead of the free slots now.
-    pub fn target(&self) -> usize {
+    pub(crate) fn target(&self) -> usize {
         match self.busy {
             None => 0,
             Some(busy) => {

@@ -20,7 +20,7 @@ pub fn rfc3339(t: Timestamp) -> String {
     }
 }
 
-pub fn claim(r: &ClaimReport) {
+pub(crate) fn claim(r: &ClaimReport) {
     for c in &r.claimed {
         tracing::debug!(delivery = c.delivery.id.0, subscriber = %c.delivery.subscriber, attempt = c.delivery.attempts, probe = !c.probe_for.is_empty(), "delivery.claimed");
     }
@@ -46,17 +46,17 @@ pub fn claim(r: &ClaimReport) {
     }
 }
 
-pub fn held(c: &Claimed, connection: &str) {
+pub(crate) fn held(c: &Claimed, connection: &str) {
     tracing::info!(delivery = c.delivery.id.0, subscriber = %c.delivery.subscriber, connection, "delivery.held");
 }
 
 /// The subscriber of a finish's delivery, as claimed (empty for a finish
 /// built without its claim).
-pub fn subscriber(f: &Finish) -> &str {
+pub(crate) fn subscriber(f: &Finish) -> &str {
     f.claimed.as_ref().map_or("", |d| d.subscriber.as_str())
 }
 
-pub fn finished(f: &Finish, report: &FinishReport) {
+pub(crate) fn finished(f: &Finish, report: &FinishReport) {
     let id = f.id.0;
     let subscriber = subscriber(f);
     let attempt = f.claimed.as_ref().map_or(0, |d| d.attempts);
@@ -90,7 +90,7 @@ pub fn finished(f: &Finish, report: &FinishReport) {
 
 /// The alert, as docs/retries.md writes it: `{"event": "delivery.alert",
 /// "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`.
-pub fn alert(a: &Alert) {
+pub(crate) fn alert(a: &Alert) {
     tracing::error!(alert = Alert::NAME, connection = %a.connection, since = %rfc3339(a.since), held = a.held, "delivery.alert");
 }
 

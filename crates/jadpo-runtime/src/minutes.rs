@@ -14,10 +14,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// How often the tick adds this process's counts to the store, in real time.
-pub const FLUSH_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(5);
 
 /// How much of the summary the store keeps.
-pub const KEEP: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const KEEP: Duration = Duration::from_secs(24 * 3600);
 
 /// The most counts one write carries.
 const MAX_FLUSH: usize = 10_000;
@@ -33,7 +33,7 @@ pub(crate) struct Minutes(Mutex<BTreeMap<Key, u64>>);
 pub(crate) struct Tally(BTreeMap<Key, u64>);
 
 impl Tally {
-    pub fn add(&mut self, at: Timestamp, series: impl Into<Cow<'static, str>>, n: u64) {
+    pub(crate) fn add(&mut self, at: Timestamp, series: impl Into<Cow<'static, str>>, n: u64) {
         if n > 0 {
             *self.0.entry((minute_of(at), series.into())).or_default() += n;
         }
@@ -41,7 +41,7 @@ impl Tally {
 
     /// A finished delivery: its outcome, each connection's call, and the
     /// breaker changes its finish made.
-    pub fn finished(
+    pub(crate) fn finished(
         &mut self,
         at: Timestamp,
         outcome: &Outcome,
@@ -72,7 +72,7 @@ impl Tally {
 }
 
 impl Minutes {
-    pub fn add(&self, tally: Tally) {
+    pub(crate) fn add(&self, tally: Tally) {
         if tally.0.is_empty() {
             return;
         }
@@ -88,7 +88,7 @@ impl Minutes {
 
     /// Adds what was counted to the store's summary. What a failed write
     /// held is counted again for the next one.
-    pub async fn flush<S: Store>(&self, store: &S, now: Timestamp) {
+    pub(crate) async fn flush<S: Store>(&self, store: &S, now: Timestamp) {
         let taken = self.take();
         if taken.is_empty() {
             return;

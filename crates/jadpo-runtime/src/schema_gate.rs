@@ -24,7 +24,7 @@ impl Default for SchemaGate {
 
 impl SchemaGate {
     /// Wakes whoever waits on [`SchemaGate::refused`] when it changes.
-    pub fn watch(&self) -> watch::Receiver<Option<Refusal>> {
+    pub(crate) fn watch(&self) -> watch::Receiver<Option<Refusal>> {
         self.refusal.subscribe()
     }
 
@@ -32,7 +32,7 @@ impl SchemaGate {
     /// that cannot answer leaves the gate as it was: that is a fault the
     /// claim's backoff handles, not a schema's verdict. Returns whether the
     /// gate is closed.
-    pub async fn check<S: Store>(&self, store: &S) -> bool {
+    pub(crate) async fn check<S: Store>(&self, store: &S) -> bool {
         match store.check_schema().await {
             Ok(()) => self.set(None),
             Err(StoreError::Schema(refusal)) => self.set(Some(refusal)),

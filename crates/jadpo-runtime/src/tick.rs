@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-pub const INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the tick does beyond its sweep, set apart from the workers' settings:
 /// only the tick reads them.
@@ -40,8 +40,8 @@ const SCHEMA_EVERY: Duration = Duration::from_secs(1);
 /// retention of five minutes), and how many deliveries one batch deletes
 /// at most (one short transaction: retention never holds the store for
 /// long).
-pub const PRUNE_EVERY: Duration = Duration::from_secs(10);
-pub const PRUNE_BATCH: usize = 1_000;
+pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const PRUNE_BATCH: usize = 1_000;
 /// The real time one tick may spend pruning: batch after batch while they
 /// come back full, up to this share of its second, so the sweep and the
 /// schedules keep their turn. A tick whose batches were all full prunes

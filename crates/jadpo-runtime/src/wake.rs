@@ -74,23 +74,23 @@ pub(crate) struct Idle {
 pub(crate) struct Ticket(u64);
 
 impl Idle {
-    pub fn claim_started(&self) -> Ticket {
+    pub(crate) fn claim_started(&self) -> Ticket {
         Ticket(self.wakes)
     }
 
     /// A wake-up, or the idle time ran out: look again now.
-    pub fn woken(&mut self) {
+    pub(crate) fn woken(&mut self) {
         self.wakes += 1;
         self.until = None;
     }
 
     /// A claim ended; `look_again` is set when it found nothing more due.
-    pub fn claim_ended(&mut self, ticket: Ticket, look_again: Option<Timestamp>) {
+    pub(crate) fn claim_ended(&mut self, ticket: Ticket, look_again: Option<Timestamp>) {
         self.until = if ticket.0 == self.wakes { look_again } else { None };
     }
 
     /// The engine time to look again at, if idle.
-    pub fn until(&self) -> Option<Timestamp> {
+    pub(crate) fn until(&self) -> Option<Timestamp> {
         self.until
     }
 }

@@ -23,10 +23,10 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
 /// The most deliveries one process runs at once: an explicit bound.
-pub const MAX_CONCURRENCY: usize = 10_000;
+pub(crate) const MAX_CONCURRENCY: usize = 10_000;
 
 /// The most deliveries one process holds claimed ahead of its slots.
-pub const MAX_LOCAL_QUEUE: usize = 10_000;
+pub(crate) const MAX_LOCAL_QUEUE: usize = 10_000;
 
 /// Runs the claim loop until `shutdown` turns true, then gives back what it
 /// claimed ahead, lets running deliveries finish (each within its limit),

@@ -59,7 +59,7 @@ fn err<T>(what: impl Into<String>) -> Result<T, String> {
 }
 
 impl Checker {
-    pub fn emitted(&mut self, e: &Emitted) {
+    pub(crate) fn emitted(&mut self, e: &Emitted) {
         for id in &e.deliveries {
             assert_eq!(id.0 as usize, self.shadows.len() + 1, "ids are dense");
             self.shadows.push(Shadow::default());
@@ -83,7 +83,7 @@ impl Checker {
     /// After a step that may release held deliveries (a finish that closed a
     /// breaker, a sweep): each held one the store no longer holds was
     /// released now, and its hold counts from its start to now.
-    pub fn released(&mut self, store: &MemoryStore, now: Timestamp) -> Result<(), String> {
+    pub(crate) fn released(&mut self, store: &MemoryStore, now: Timestamp) -> Result<(), String> {
         let mut released = Vec::new();
         for id in &self.held {
             let d = store.delivery(*id).ok_or("held delivery missing")?;
@@ -100,7 +100,13 @@ impl Checker {
         Ok(())
     }
 
-    pub fn claimed(&mut self, r: &ClaimReport, worker: usize, generation: u32, now: Timestamp) -> Result<(), String> {
+    pub(crate) fn claimed(
+        &mut self,
+        r: &ClaimReport,
+        worker: usize,
+        generation: u32,
+        now: Timestamp,
+    ) -> Result<(), String> {
         for id in &r.held {
             self.hold(*id, now)?;
         }
@@ -130,13 +136,13 @@ impl Checker {
         Ok(())
     }
 
-    pub fn held_before_run(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), String> {
+    pub(crate) fn held_before_run(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), String> {
         self.shadow(id).runs_started -= 1;
         self.probes.retain(|p| p.delivery != id);
         self.hold(id, now)
     }
 
-    pub fn starting(
+    pub(crate) fn starting(
         &mut self,
         store: &MemoryStore,
         c: &Claimed,
@@ -154,17 +160,17 @@ impl Checker {
     }
 
     /// An operator's retry: a fresh budget, so its attempts start again.
-    pub fn operator_retried(&mut self, id: DeliveryId) {
+    pub(crate) fn operator_retried(&mut self, id: DeliveryId) {
         let s = self.shadow(id);
         s.runs_started = 0;
         s.held_for = Duration::ZERO;
     }
 
-    pub fn committed(&mut self, id: DeliveryId) {
+    pub(crate) fn committed(&mut self, id: DeliveryId) {
         self.shadow(id).committed = true;
     }
 
-    pub fn finished(
+    pub(crate) fn finished(
         &mut self,
         c: &Claimed,
         outcome: &Outcome,
@@ -216,7 +222,7 @@ impl Checker {
     }
 
     /// A finish refused for a lost lease. Only a late worker's may be.
-    pub fn fenced(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
+    pub(crate) fn fenced(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
         let id = c.delivery.id;
         self.probes.retain(|p| p.delivery != id);
         let d = store.delivery(id).ok_or("fenced delivery missing")?;
@@ -230,7 +236,7 @@ impl Checker {
         Ok(())
     }
 
-    pub fn alert(&mut self, a: &Alert) -> Result<(), String> {
+    pub(crate) fn alert(&mut self, a: &Alert) -> Result<(), String> {
         let o = self.outages.entry(a.connection.clone()).or_default();
         if !o.open {
             return err(format!("alert for {} while its breaker is closed", a.connection));
@@ -250,7 +256,7 @@ impl Checker {
 
     /// Checks the deliveries in `which` (every one when `None`), the probes
     /// and the breakers.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         store: &MemoryStore,
         cfg: &SimConfig,
@@ -390,7 +396,7 @@ impl Checker {
         Ok(())
     }
 
-    pub fn check_end(&self, store: &MemoryStore, cfg: &SimConfig) -> Result<(), String> {
+    pub(crate) fn check_end(&self, store: &MemoryStore, cfg: &SimConfig) -> Result<(), String> {
         // Runs are claimed, so started, at most at the rate and a tenth
         // (one more below 10/s) in any second.
         for (connection, starts) in &self.limited_starts {

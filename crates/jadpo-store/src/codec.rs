@@ -112,7 +112,7 @@ pub(crate) struct DeliveryRow {
 impl DeliveryRow {
     /// The delivery, and the lease token the row keeps (the core's
     /// `Delivery` forgets it once the lease ends).
-    pub fn decode(self) -> Result<(Delivery, i64), Corrupt> {
+    pub(crate) fn decode(self) -> Result<(Delivery, i64), Corrupt> {
         let state = state_of(&self.state)?;
         let lease = match (self.lease_owner, self.lease_until) {
             (Some(owner), Some(until)) => Some(Lease {
@@ -163,7 +163,7 @@ impl DeliveryRow {
     /// The row of `d`; `token` is the row's stored token, kept when `d`
     /// holds no lease.
     #[cfg(any(feature = "sqlite", test))]
-    pub fn encode(d: &Delivery, token: i64) -> DeliveryRow {
+    pub(crate) fn encode(d: &Delivery, token: i64) -> DeliveryRow {
         DeliveryRow {
             id: d.id.0,
             event_id: d.event_id.0,
@@ -206,7 +206,7 @@ pub(crate) struct BreakerRow {
 }
 
 impl BreakerRow {
-    pub fn decode(self) -> Result<Breaker, Corrupt> {
+    pub(crate) fn decode(self) -> Result<Breaker, Corrupt> {
         let probe = match (self.probe_delivery, self.probe_until) {
             (Some(delivery), Some(until)) => Some(Probe {
                 delivery: DeliveryId(delivery),
@@ -228,7 +228,7 @@ impl BreakerRow {
         })
     }
 
-    pub fn encode(b: &Breaker) -> BreakerRow {
+    pub(crate) fn encode(b: &Breaker) -> BreakerRow {
         BreakerRow {
             connection: b.connection.clone(),
             state: b.state.as_str().to_owned(),

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 /// Whether `host` (a `Host` header's value, or an origin's host and port)
 /// names this machine's loopback interface.
-pub fn loopback_host(host: &str) -> bool {
+pub(super) fn loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         // `[::1]` or `[::1]:7420`
         Some(rest) => match rest.split_once(']') {
@@ -50,7 +50,7 @@ fn valid_port(p: &str) -> bool {
 }
 
 /// Whether an `Origin` header's value is a page served from loopback.
-pub fn loopback_origin(origin: &str) -> bool {
+pub(super) fn loopback_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
         return false; // `null`, from a sandboxed frame or a file
     };
@@ -61,7 +61,7 @@ pub fn loopback_origin(origin: &str) -> bool {
 
 /// Without a token: only requests that name loopback, from no page or a
 /// loopback page.
-pub async fn loopback_only(request: Request, next: Next) -> Response {
+pub(super) async fn loopback_only(request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -93,7 +93,7 @@ pub async fn loopback_only(request: Request, next: Next) -> Response {
 /// The body rules of a router: its time limit, and whether a body must be
 /// JSON.
 #[derive(Clone, Copy, Debug)]
-pub struct BodyRules {
+pub(super) struct BodyRules {
     pub timeout: Duration,
     /// The API's routes: a body must say `Content-Type: application/json`.
     pub json: bool,
@@ -101,7 +101,7 @@ pub struct BodyRules {
 
 /// Reads the whole body within the rules, or answers for it; the handler
 /// then gets it in full. Bodies here are small (at most 256 KiB).
-pub async fn read_body(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
+pub(super) async fn read_body(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let has_body =
         parts.headers.contains_key(header::TRANSFER_ENCODING) || content_length(&parts.headers).is_some_and(|n| n > 0);

@@ -43,7 +43,7 @@ fn count(name: &'static str, labels: String) {
 /// to the process's subscriber: `registry().with(filter).with(logs).with(CountingLayer)`.
 /// It reads only the event's name and its `kind` field.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CountingLayer;
+pub(crate) struct CountingLayer;
 
 #[derive(Default)]
 struct Seen {
@@ -86,7 +86,7 @@ impl<S: Subscriber> Layer<S> for CountingLayer {
 }
 
 /// Counts one event by its name (and failure kind).
-pub fn record(name: &str, kind: Option<&str>) {
+pub(crate) fn record(name: &str, kind: Option<&str>) {
     let outcome = match name {
         "delivery.succeeded" => Some("succeeded"),
         "delivery.retry" => Some("retry"),
@@ -157,7 +157,7 @@ fn label(v: &str) -> String {
 }
 
 /// The whole `/metrics` text.
-pub async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) -> Result<String, StoreError> {
+pub(crate) async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) -> Result<String, StoreError> {
     let mut out = String::new();
     let w = &mut out;
 

@@ -16,10 +16,10 @@
 
 pub(crate) mod auth;
 mod checks;
-pub mod metrics;
+pub(crate) mod metrics;
 mod routes;
-pub mod server;
-pub mod throttle;
+pub(crate) mod server;
+pub(crate) mod throttle;
 
 use crate::views::{self, DeliveryQuery};
 use axum::body::Bytes;
@@ -122,7 +122,7 @@ type Shared<S> = Arc<Api<S>>;
 /// An error answer: `{"error": {"code", "message"}}` (and `field` when one
 /// is at fault).
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
@@ -132,7 +132,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
@@ -189,7 +189,7 @@ type ApiResult = Result<Response, ApiError>;
 /// says the server listens on loopback only, so the console's cookie need
 /// not be `Secure`.
 #[cfg(test)]
-pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback: bool) -> Router {
+pub(crate) fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback: bool) -> Router {
     router_of_stores(
         vec![(crate::store_url::DEFAULT_NAME.to_owned(), jadpo)],
         token,
@@ -202,7 +202,7 @@ pub fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback
 /// `POST /events/NAME` writes to the event's store, the other routes read
 /// the store `?store=NAME` names (the console reads the first). Bodies are
 /// read within `limits.body_timeout` ([`checks`]).
-pub fn router_of_stores<S: ScheduleStore>(
+pub(crate) fn router_of_stores<S: ScheduleStore>(
     stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
     loopback: bool,
@@ -365,7 +365,7 @@ fn query_invalid(message: String) -> ApiError {
 
 /// The query of `GET /deliveries`: `state`, `subscriber`, `connection`,
 /// `event`, `before`, `limit`.
-pub fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, ApiError> {
+pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, ApiError> {
     let mut q = DeliveryQuery {
         limit: views::DEFAULT_LIMIT,
         ..DeliveryQuery::default()

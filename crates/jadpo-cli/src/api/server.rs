@@ -39,7 +39,7 @@ use tower::ServiceExt;
 /// What one client may hold. The defaults are documented in docs/cli.md and
 /// docs/security.md; `dev` and `serve` take each as a flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// From a request's first byte to the end of its headers.
     pub header_timeout: Duration,
     /// From the end of the headers to the end of the body.
@@ -73,7 +73,7 @@ impl Default for Limits {
 /// completes; then closes idle connections, waits at most
 /// `shutdown_timeout` for the requests under way, and drops the rest.
 /// Every request carries its client's address as [`ConnectInfo`].
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,

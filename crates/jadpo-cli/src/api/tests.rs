@@ -19,7 +19,7 @@ pub(crate) struct Serving {
 }
 
 impl Serving {
-    pub async fn start(app: axum::Router, limits: Limits) -> Serving {
+    pub(crate) async fn start(app: axum::Router, limits: Limits) -> Serving {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -34,7 +34,7 @@ impl Serving {
     }
 
     /// Asks the server to stop; the task that served, to await.
-    pub fn stop(&mut self) -> tokio::task::JoinHandle<std::io::Result<()>> {
+    pub(crate) fn stop(&mut self) -> tokio::task::JoinHandle<std::io::Result<()>> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -89,18 +89,18 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub async fn start(token: Option<&str>) -> Server {
+    pub(crate) async fn start(token: Option<&str>) -> Server {
         Server::start_on(token, true).await
     }
 
     /// As `start`, saying whether the server is bound to loopback only.
-    pub async fn start_on(token: Option<&str>, loopback: bool) -> Server {
+    pub(crate) async fn start_on(token: Option<&str>, loopback: bool) -> Server {
         Server::start_with(token, loopback, None).await
     }
 
     /// As `start`, on a store that keeps a scaled clock at `scale`, as
     /// after a `jadpo dev --time-scale` on it.
-    pub async fn start_scaled(token: Option<&str>, scale: u32) -> Server {
+    pub(crate) async fn start_scaled(token: Option<&str>, scale: u32) -> Server {
         Server::start_with(token, true, Some(scale)).await
     }
 
@@ -127,7 +127,7 @@ impl Server {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -137,7 +137,7 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
-    pub async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
+    pub(crate) async fn post(&self, path: &str, body: &str) -> (StatusCode, Value) {
         self.post_with(path, body, &[]).await
     }
 
@@ -156,7 +156,7 @@ impl Server {
     }
 
     /// One `audit` delivery, claimed and finished as `outcome`.
-    pub async fn finished(&self, outcome: Outcome) -> DeliveryId {
+    pub(crate) async fn finished(&self, outcome: Outcome) -> DeliveryId {
         let now = Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
         self.store
             .emit(

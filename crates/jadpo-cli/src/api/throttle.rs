@@ -16,15 +16,15 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Failures an address may make before it has to wait.
-pub const FREE_FAILURES: u32 = 5;
+pub(crate) const FREE_FAILURES: u32 = 5;
 /// The first wait; each failure after doubles it.
-pub const FIRST_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const FIRST_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 /// An address with no failure for this long starts again from nothing.
-pub const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 /// Addresses remembered at once.
-pub const MAX_ADDRESSES: usize = 10_000;
+pub(crate) const MAX_ADDRESSES: usize = 10_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Failures {
@@ -35,7 +35,7 @@ struct Failures {
 /// How long an address that failed `count` times in a row must wait after
 /// its last failure: none for the first [`FREE_FAILURES`], then `first`
 /// doubling to [`MAX_WAIT`] (or `first`, if longer).
-pub fn wait_after(count: u32, first: Duration) -> Duration {
+pub(crate) fn wait_after(count: u32, first: Duration) -> Duration {
     if count < FREE_FAILURES {
         return Duration::ZERO;
     }
@@ -45,7 +45,7 @@ pub fn wait_after(count: u32, first: Duration) -> Duration {
 
 /// The address a client is counted under: its IPv4 address (an IPv4
 /// address mapped into IPv6 included), or its IPv6 /64.
-pub fn counted_as(addr: IpAddr) -> IpAddr {
+pub(crate) fn counted_as(addr: IpAddr) -> IpAddr {
     match addr {
         IpAddr::V4(_) => addr,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -57,7 +57,7 @@ pub fn counted_as(addr: IpAddr) -> IpAddr {
 
 /// The failures of each address, for one process.
 #[derive(Debug)]
-pub struct Throttle {
+pub(crate) struct Throttle {
     by_address: Mutex<HashMap<IpAddr, Failures>>,
     first_wait: Duration,
 }
@@ -71,7 +71,7 @@ impl Default for Throttle {
 impl Throttle {
     /// A throttle whose first wait is `first_wait` ([`FIRST_WAIT`] but in
     /// tests, which cannot wait on a real clock for a second to pass).
-    pub fn new(first_wait: Duration) -> Throttle {
+    pub(crate) fn new(first_wait: Duration) -> Throttle {
         Throttle {
             by_address: Mutex::new(HashMap::new()),
             first_wait,
@@ -80,7 +80,7 @@ impl Throttle {
 
     /// `Some(wait)` while `addr` must wait before its token is checked
     /// again.
-    pub fn refused(&self, addr: IpAddr, now: Instant) -> Option<Duration> {
+    pub(crate) fn refused(&self, addr: IpAddr, now: Instant) -> Option<Duration> {
         let addr = counted_as(addr);
         let map = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
         let f = map.get(&addr)?;
@@ -88,7 +88,7 @@ impl Throttle {
         (until > now).then(|| until - now)
     }
 
-    pub fn failed(&self, addr: IpAddr, now: Instant) {
+    pub(crate) fn failed(&self, addr: IpAddr, now: Instant) {
         let addr = counted_as(addr);
         let mut map = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_ADDRESSES && !map.contains_key(&addr) {
@@ -108,7 +108,7 @@ impl Throttle {
         entry.last = now;
     }
 
-    pub fn succeeded(&self, addr: IpAddr) {
+    pub(crate) fn succeeded(&self, addr: IpAddr) {
         self.by_address
             .lock()
             .unwrap_or_else(|p| p.into_inner())

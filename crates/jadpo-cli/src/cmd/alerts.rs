@@ -10,13 +10,13 @@
 use super::{AppArg, StoreArg};
 use crate::operator;
 use crate::output::{self, time_short, CliError};
-use crate::views;
 use crate::store_url;
+use crate::views;
 use jadpo_store::Store;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print one JSON array of alerts.
     #[arg(long)]
     pub json: bool,
@@ -29,7 +29,7 @@ pub struct Args {
     pub app: AppArg,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::stores_app(args.app.app.as_deref())?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;

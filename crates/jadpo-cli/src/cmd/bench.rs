@@ -23,8 +23,8 @@ mod sink;
 mod soak;
 
 use crate::cmd::dev::worker_name;
-use crate::output::{self, CliError};
 use crate::operator;
+use crate::output::{self, CliError};
 use finishes::{Finishes, Watch};
 use indicatif::{ProgressBar, ProgressStyle};
 use jadpo::Jadpo;
@@ -36,7 +36,7 @@ use jadpo_store::{ScheduleStore, Store};
 use report::Report;
 use scratch::Scratch;
 use serde_json::json;
-pub use settings::Args;
+pub(crate) use settings::Args;
 use settings::Settings;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -98,7 +98,7 @@ fn init_logs(finishes: Arc<Finishes>) {
         .try_init();
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     let finishes = Finishes::new(Instant::now());
     init_logs(finishes.clone());
     output::run_async(async move {

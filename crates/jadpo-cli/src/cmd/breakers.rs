@@ -9,15 +9,15 @@
 use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, time_short, CliError};
-use crate::views;
 use crate::store_url;
+use crate::views;
 use jadpo_core::BreakerState;
 use jadpo_lang::App;
 use jadpo_store::{BreakerView, Store};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print one JSON array of breakers.
     #[arg(long)]
     pub json: bool,
@@ -27,7 +27,7 @@ pub struct Args {
     pub app: AppArg,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::load_app(args.app.app.as_deref(), Need::Optional)?;
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;

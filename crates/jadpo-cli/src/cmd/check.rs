@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The app file.
     #[arg(default_value = "app.jadpo")]
     app: PathBuf,
@@ -28,7 +28,7 @@ enum Format {
 
 const UNREADABLE: &str = "app.unreadable";
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     let file = args.app.display().to_string();
     let source = match std::fs::read_to_string(&args.app) {
         Ok(s) => s,

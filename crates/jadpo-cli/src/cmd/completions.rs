@@ -11,13 +11,13 @@ use clap_complete::Shell;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: Shell,
 }
 
-pub fn run(args: Args, mut command: clap::Command) -> ExitCode {
+pub(crate) fn run(args: Args, mut command: clap::Command) -> ExitCode {
     let name = command.get_name().to_owned();
     clap_complete::generate(args.shell, &mut command, name, &mut std::io::stdout());
     ExitCode::SUCCESS

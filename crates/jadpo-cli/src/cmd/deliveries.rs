@@ -12,8 +12,8 @@
 use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, time_short, CliError};
-use crate::views::{self, DeliveryQuery};
 use crate::store_url;
+use crate::views::{self, DeliveryQuery};
 use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId};
 use jadpo_lang::App;
 use jadpo_store::Store;
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub show: Option<Sub>,
     #[command(flatten)]
@@ -33,13 +33,13 @@ pub struct Args {
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum Sub {
+pub(crate) enum Sub {
     /// Show one delivery with its attempt history.
     Show(ShowArgs),
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The delivery's id.
     pub id: i64,
 }
@@ -47,7 +47,7 @@ pub struct ShowArgs {
 /// Global, so that clap accepts them after `show ID` too and `run` refuses
 /// them there with `cli.usage`, in either order (docs/cli.md).
 #[derive(clap::Args, Debug)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Only deliveries in this state.
     #[arg(long, value_enum, global = true)]
     pub state: Option<StateArg>,
@@ -98,7 +98,7 @@ impl From<StateArg> for DeliveryState {
     }
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     let l = &args.list;
     let filtered = l.state.is_some()
         || l.subscriber.is_some()

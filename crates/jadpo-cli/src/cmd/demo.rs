@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Payment events to deliver.
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub events: u32,
@@ -69,7 +69,7 @@ struct Summary {
     real_time: Duration,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     // Breaker changes, failures and alerts; not every delivery.
     logfmt::init(Format::Human, "error,jadpo_runtime::log=warn");
     let rt = match tokio::runtime::Runtime::new() {

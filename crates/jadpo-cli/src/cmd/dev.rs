@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The app file.
     #[arg(default_value = "app.jadpo")]
     pub app: PathBuf,
@@ -52,7 +52,7 @@ pub struct Args {
     pub poll: Duration,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     logfmt::init_with(
         Format::Human,
         logfmt::DEFAULT_FILTER,
@@ -107,7 +107,7 @@ pub fn run(args: Args) -> ExitCode {
 
 /// Names this process's leases: host and pid, so an operator can tell
 /// which process holds a delivery.
-pub fn worker_name(mode: &str) -> String {
+pub(crate) fn worker_name(mode: &str) -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     format!("{mode}@{host}:{}", std::process::id())
 }
@@ -116,7 +116,7 @@ pub fn worker_name(mode: &str) -> String {
 /// Emits and retries wake idle workers at once (in every process on
 /// PostgreSQL), so the poll is only the fallback for a wake-up that was lost
 /// or that a store does not send.
-pub fn parse_poll(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_poll(s: &str) -> Result<Duration, String> {
     let d = crate::cmd::retry::parse_duration(s)?;
     if d < Duration::from_millis(10) || d > Duration::from_secs(3600) {
         return Err(format!("{s:?}: the poll is from 10ms to 1h"));

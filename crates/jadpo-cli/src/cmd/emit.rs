@@ -19,7 +19,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The event's name, as the app declares it (such as PaymentReceived).
     pub event: String,
     /// The payload: a JSON object with the event's fields, or `-` to read it
@@ -41,7 +41,7 @@ pub struct Args {
     pub idempotency_key: Option<String>,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     output::run_async(emit(args))
 }
 

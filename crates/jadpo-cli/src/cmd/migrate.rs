@@ -13,7 +13,7 @@ use crate::store_url::{self, AnyStore};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub store: StoreArg,
     #[command(flatten)]
@@ -24,7 +24,7 @@ pub struct Args {
     pub force: bool,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let app = operator::stores_app(args.app.app.as_deref())?;
         let url = store_url::for_operator(args.store.store.as_deref(), app.as_ref())?;

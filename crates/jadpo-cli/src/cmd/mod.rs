@@ -1,24 +1,24 @@
 //! One module per subcommand, and the flags several of them share.
 
-pub mod alerts;
-pub mod bench;
-pub mod breakers;
-pub mod check;
-pub mod completions;
-pub mod deliveries;
-pub mod demo;
-pub mod dev;
-pub mod emit;
-pub mod migrate;
-pub mod process;
-pub mod retry;
-pub mod serve;
+pub(crate) mod alerts;
+pub(crate) mod bench;
+pub(crate) mod breakers;
+pub(crate) mod check;
+pub(crate) mod completions;
+pub(crate) mod deliveries;
+pub(crate) mod demo;
+pub(crate) mod dev;
+pub(crate) mod emit;
+pub(crate) mod migrate;
+pub(crate) mod process;
+pub(crate) mod retry;
+pub(crate) mod serve;
 
 use std::path::PathBuf;
 
 /// `--store URL`, shared by the operator commands.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct StoreArg {
+pub(crate) struct StoreArg {
     /// The store: sqlite:PATH or postgres://USER@HOST/DB (default:
     /// $JADPO_STORE, else sqlite:.jadpo/jadpo.db).
     #[arg(long, env = "JADPO_STORE", hide_env_values = true, value_name = "URL", global = true)]
@@ -27,7 +27,7 @@ pub struct StoreArg {
 
 /// `--app FILE`, shared by the operator commands.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct AppArg {
+pub(crate) struct AppArg {
     /// The app file (default: app.jadpo in the current folder).
     #[arg(long, value_name = "FILE", global = true)]
     pub app: Option<PathBuf>,

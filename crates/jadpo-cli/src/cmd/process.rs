@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::sync::watch;
 
-pub struct Process {
+pub(crate) struct Process {
     /// Every setting checked already, once per store: only the stores are
     /// left. The first is the default.
     pub ready: Vec<(String, jadpo::Ready)>,
@@ -31,20 +31,20 @@ pub struct Process {
 }
 
 /// What [`Process::started`] runs, once.
-pub type Started = Box<dyn FnOnce(&Clocks, SocketAddr) + Send>;
+pub(crate) type Started = Box<dyn FnOnce(&Clocks, SocketAddr) + Send>;
 
 /// Each store's clock, as a start found it.
-pub struct Clocks(pub Vec<(String, jadpo_runtime::SharedClock)>);
+pub(crate) struct Clocks(pub Vec<(String, jadpo_runtime::SharedClock)>);
 
 impl Clocks {
     /// Whether any store runs on a scaled clock.
-    pub fn any_scaled(&self) -> bool {
+    pub(crate) fn any_scaled(&self) -> bool {
         self.0.iter().any(|(_, c)| c.anchor().is_some())
     }
 
     /// `real time`, `scaled 600x since 2026-12-02T04:16:24Z`, or with several
     /// stores whose clocks differ, each store's by name.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let text = |c: &jadpo_runtime::SharedClock| {
             c.anchor()
                 .map_or_else(|| "real time".to_owned(), |a| jadpo_runtime::clock::anchor_text(&a))
@@ -66,7 +66,7 @@ impl Clocks {
 /// The HTTP server's limits, the same flags for `dev` and `serve`
 /// (docs/security.md, "Limits and timeouts").
 #[derive(clap::Args, Debug, Clone)]
-pub struct EdgeArgs {
+pub(crate) struct EdgeArgs {
     /// A request's headers must arrive within this long of its first byte
     /// (or of the connection's opening), else the connection is closed.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_edge_duration)]
@@ -89,7 +89,7 @@ pub struct EdgeArgs {
 }
 
 impl EdgeArgs {
-    pub fn limits(&self) -> api::server::Limits {
+    pub(crate) fn limits(&self) -> api::server::Limits {
         api::server::Limits {
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
@@ -121,7 +121,7 @@ fn parse_shutdown_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// How `dev` and `serve` run their workers.
 #[derive(Clone, Copy)]
-pub struct Workers {
+pub(crate) struct Workers {
     /// `dev` or `serve`: the lease owner's name begins with it.
     pub mode: &'static str,
     pub concurrency: u32,
@@ -132,7 +132,7 @@ pub struct Workers {
 
 /// `--retention DURATION`: `30m`, `12h`, `7d` (minutes to ten years), or
 /// `0`, which keeps finished deliveries.
-pub fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
     const MINUTE: u64 = 60;
     const MOST: u64 = 3650 * 86_400;
     let t = s.trim();
@@ -157,14 +157,14 @@ pub fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
 
 /// The retention `dev` and `serve` run with: `--retention` if given, else
 /// `--retention-days`; zero keeps everything.
-pub fn retention(given: Option<std::time::Duration>, days: u32) -> Option<std::time::Duration> {
+pub(crate) fn retention(given: Option<std::time::Duration>, days: u32) -> Option<std::time::Duration> {
     let d = given.unwrap_or(std::time::Duration::from_secs(u64::from(days) * 86_400));
     (!d.is_zero()).then_some(d)
 }
 
 /// Checks every setting of `app` before any store is opened or anything
 /// logged, so a start that fails leaves nothing behind.
-pub fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<jadpo::Ready, CliError> {
+pub(crate) fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<jadpo::Ready, CliError> {
     let builder = jadpo::builder().app(app);
     let builder = match time {
         Wanted::Store => builder,
@@ -184,7 +184,7 @@ pub fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<jadpo::Re
 }
 
 /// [`ready`] once per store.
-pub fn ready_each(
+pub(crate) fn ready_each(
     app: &jadpo_lang::App,
     stores: &[store_url::Named],
     time: Wanted,
@@ -221,7 +221,7 @@ async fn stop_signal() {
 
 /// Opens every store (in order, all before anything runs) and builds its
 /// engine.
-pub async fn open_all(
+pub(crate) async fn open_all(
     ready: Vec<(String, jadpo::Ready)>,
     stores: &[store_url::Named],
 ) -> Result<Vec<(String, Jadpo<AnyStore>)>, CliError> {
@@ -234,7 +234,7 @@ pub async fn open_all(
     Ok(built)
 }
 
-pub async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, CliError> {
     let jadpos = open_all(p.ready, stores).await?;
     let listener = tokio::net::TcpListener::bind(p.addr)
         .await

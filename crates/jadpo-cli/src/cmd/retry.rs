@@ -20,8 +20,8 @@
 use super::{AppArg, StoreArg};
 use crate::operator::{self, Need};
 use crate::output::{self, CliError};
-use crate::views;
 use crate::store_url;
+use crate::views;
 use indicatif::{ProgressBar, ProgressStyle};
 use jadpo_core::{Delivery, DeliveryId, DeliveryState};
 use jadpo_lang::App;
@@ -37,7 +37,7 @@ const CHUNK: usize = 500;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["ids", "state"])))]
-pub struct Args {
+pub(crate) struct Args {
     /// The deliveries to retry, by id.
     #[arg(value_name = "ID", conflicts_with_all = ["state", "subscriber", "connection"])]
     pub ids: Vec<i64>,
@@ -88,7 +88,7 @@ impl From<RetryState> for DeliveryState {
 }
 
 /// `30s`, `5m`, `1h`, `500ms`, `0s`; at most an hour.
-pub fn parse_spread(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_spread(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d > Duration::from_secs(3600) {
         return Err("the spread is at most 1h".into());
@@ -97,7 +97,7 @@ pub fn parse_spread(s: &str) -> Result<Duration, String> {
 }
 
 /// `30s`, `5m`, `1h`, `500ms`, `0s` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
@@ -121,7 +121,7 @@ struct Skipped {
     reason: String,
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     output::run_async(async move {
         let need_app = if args.connection.is_some() && args.app.app.is_none() {
             Need::Required

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The app file.
     #[arg(default_value = "app.jadpo")]
     pub app: PathBuf,
@@ -50,9 +50,9 @@ pub struct Args {
 
 /// The shortest API token `serve` takes: 32 characters of `openssl rand
 /// -hex` are 128 bits, beyond guessing at any rate the API answers.
-pub const MIN_TOKEN_CHARS: usize = 32;
+pub(crate) const MIN_TOKEN_CHARS: usize = 32;
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     logfmt::init_with(Format::Json, logfmt::DEFAULT_FILTER, crate::api::metrics::CountingLayer);
     output::run_async(async move {
         if args.time_scale.is_some() {

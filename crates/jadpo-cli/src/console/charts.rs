@@ -10,14 +10,14 @@ use std::fmt::Write;
 use std::time::Duration;
 
 /// Minutes a chart shows, the current one last.
-pub const MINUTES: usize = 60;
+pub(super) const MINUTES: usize = 60;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const WIDTH: usize = 720;
 const BAR: usize = WIDTH / MINUTES;
 
 /// The outcomes the overview stacks, bottom up, with their colours.
-pub const OUTCOMES: [(&str, &str); 5] = [
+pub(super) const OUTCOMES: [(&str, &str); 5] = [
     ("succeeded", "#12b76a"),
     ("retried", "#f79009"),
     ("failed", "#d92d20"),
@@ -26,7 +26,7 @@ pub const OUTCOMES: [(&str, &str); 5] = [
 ];
 
 /// The first minute a chart ending at `now` shows.
-pub fn since(now: Timestamp) -> Timestamp {
+pub(super) fn since(now: Timestamp) -> Timestamp {
     minute_of(now).minus(MINUTE * (MINUTES as u32 - 1))
 }
 
@@ -50,7 +50,7 @@ fn minute_label(now: Timestamp, slot: usize) -> String {
 }
 
 /// Deliveries finished per minute by outcome, and those held, stacked.
-pub fn outcomes(minutes: &[MinuteCount], now: Timestamp) -> String {
+pub(super) fn outcomes(minutes: &[MinuteCount], now: Timestamp) -> String {
     let counts = by_slot(minutes, now);
     let height = 120usize;
     let tallest = (0..MINUTES)
@@ -97,7 +97,7 @@ pub fn outcomes(minutes: &[MinuteCount], now: Timestamp) -> String {
 
 /// One connection's hour: calls per minute (the unavailable ones in red)
 /// and, above them, when its breaker opened, probed and closed.
-pub fn timeline(minutes: &[MinuteCount], connection: &str, now: Timestamp) -> String {
+pub(super) fn timeline(minutes: &[MinuteCount], connection: &str, now: Timestamp) -> String {
     let counts = by_slot(minutes, now);
     let series = |what: &str| format!("{what}:{connection}");
     let (calls, unavailable) = (series("calls"), series("unavailable"));

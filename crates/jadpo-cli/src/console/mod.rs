@@ -44,11 +44,11 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "jadpo_console";
+pub(crate) const COOKIE: &str = "jadpo_console";
 
 /// How long a sign-in lasts, in real time: a working day, after which an
 /// operator signs in again.
-pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+pub(crate) const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
 
 /// What every console handler shares.
 pub(crate) struct Console<S: ScheduleStore> {
@@ -76,7 +76,7 @@ impl<S: ScheduleStore> Console<S> {
     }
 
     /// The token every form that changes something carries.
-    pub fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         self.mac("csrf")
     }
 
@@ -86,7 +86,7 @@ impl<S: ScheduleStore> Console<S> {
 }
 
 /// The console's routes, to be nested at `/ui`.
-pub fn router<S: ScheduleStore>(
+pub(crate) fn router<S: ScheduleStore>(
     jadpo: Jadpo<S>,
     token: Option<String>,
     secure: bool,

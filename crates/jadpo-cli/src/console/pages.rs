@@ -54,10 +54,10 @@ impl Filter {
 /// whatever the store holds (a SQLite file of a million deliveries counts
 /// 100,000 succeeded in about 90 ms, 10,000 in a tenth of that). It is also
 /// the most one bulk retry takes.
-pub const COUNT_CAP: u64 = views::MAX_LIMIT as u64;
+pub(super) const COUNT_CAP: u64 = views::MAX_LIMIT as u64;
 
 /// Deliveries on one page of the list.
-pub const PAGE: usize = 50;
+pub(super) const PAGE: usize = 50;
 
 /// The window a bulk retry is spread over, as `jadpo retry`'s default.
 const SPREAD: Duration = jadpo::RETRY_SPREAD;

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The app of the tests: `record` calls `payments` (whose settings come
 /// from an environment the tests never set), `audit` and `pinged` call
 /// `mailer` through Rust code nobody supplies.
-pub const APP: &str = r#"
+pub(crate) const APP: &str = r#"
 event PaymentReceived {
     payment_id: string
     amount_cents: int
@@ -39,45 +39,45 @@ subscriber pinged { on: Ping  run: notify(event.id) }
 "#;
 
 /// A folder for one test, removed at its end.
-pub struct Folder {
+pub(crate) struct Folder {
     pub dir: tempfile::TempDir,
 }
 
 impl Folder {
     /// An empty folder.
-    pub fn empty() -> Folder {
+    pub(crate) fn empty() -> Folder {
         Folder {
             dir: tempfile::Builder::new().prefix("jadpo-cli-").tempdir().unwrap(),
         }
     }
 
     /// A folder holding [`APP`] as `app.jadpo`.
-    pub fn with_app() -> Folder {
+    pub(crate) fn with_app() -> Folder {
         let f = Folder::empty();
         f.write("app.jadpo", APP);
         f
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn write(&self, name: &str, text: &str) {
+    pub(crate) fn write(&self, name: &str, text: &str) {
         std::fs::write(self.path().join(name), text).unwrap();
     }
 
     /// The SQLite store's URL in this folder (absolute).
-    pub fn store_url(&self) -> String {
+    pub(crate) fn store_url(&self) -> String {
         format!("sqlite:{}", self.path().join("jadpo.db").display())
     }
 
     /// Runs `jadpo ARGS` in this folder, with no `JADPO_STORE` and none of
     /// the app's variables.
-    pub fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         self.run_with(args, &[], None)
     }
 
-    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+    pub(crate) fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_jadpo"));
         cmd.args(args)
             .current_dir(self.path())
@@ -102,22 +102,22 @@ impl Folder {
 
 /// A finished run of the binary.
 #[derive(Debug)]
-pub struct Run(pub Output);
+pub(crate) struct Run(pub Output);
 
 impl Run {
-    pub fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         self.0.status.code().expect("exited, not killed")
     }
 
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         String::from_utf8(self.0.stdout.clone()).unwrap()
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         String::from_utf8(self.0.stderr.clone()).unwrap()
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.0.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
@@ -129,7 +129,7 @@ impl Run {
 
     /// Asserts the exit code and, for a failure, the error's code on stderr.
     #[track_caller]
-    pub fn expect(&self, code: i32, error: Option<&str>) -> &Run {
+    pub(crate) fn expect(&self, code: i32, error: Option<&str>) -> &Run {
         assert_eq!(
             self.code(),
             code,
@@ -148,14 +148,14 @@ impl Run {
     }
 }
 
-pub fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
     Timestamp::from_millis(ms as i64)
 }
 
 /// Deliveries in every state, made through the store.
 #[derive(Clone, Debug)]
-pub struct Seeded {
+pub(crate) struct Seeded {
     /// `record`'s five attempts that found `payments` unavailable: due again
     /// in an hour. Together they opened its breaker.
     pub retrying: Vec<DeliveryId>,
@@ -239,7 +239,7 @@ async fn finish_one<S: Store>(
 }
 
 /// Puts deliveries in every state (see [`Seeded`]).
-pub async fn seed<S: Store>(s: &S) -> Seeded {
+pub(crate) async fn seed<S: Store>(s: &S) -> Seeded {
     let routes = routes();
     let now = now();
     let payment = r#"{"payment_id":"p1","amount_cents":100}"#;
@@ -311,7 +311,7 @@ pub async fn seed<S: Store>(s: &S) -> Seeded {
 
 /// Two `pinged` deliveries while `mailer` takes one call at a time: the
 /// first runs, the second waits for its slot. Returns (running, waiting).
-pub fn seed_waiting_sqlite(url: &str) -> (DeliveryId, DeliveryId) {
+pub(crate) fn seed_waiting_sqlite(url: &str) -> (DeliveryId, DeliveryId) {
     block_on(async {
         let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
         let mut routes = routes();
@@ -333,7 +333,7 @@ pub fn seed_waiting_sqlite(url: &str) -> (DeliveryId, DeliveryId) {
 }
 
 /// A runtime for the store calls of a test.
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -342,7 +342,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 /// Seeds a SQLite store at `url`.
-pub fn seed_sqlite(url: &str) -> Seeded {
+pub(crate) fn seed_sqlite(url: &str) -> Seeded {
     block_on(async {
         let store = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
         seed(&store).await
@@ -350,7 +350,7 @@ pub fn seed_sqlite(url: &str) -> Seeded {
 }
 
 /// The object of `list` whose `id` is `id`.
-pub fn by_id(list: &Value, id: DeliveryId) -> &Value {
+pub(crate) fn by_id(list: &Value, id: DeliveryId) -> &Value {
     list.as_array()
         .unwrap()
         .iter()
@@ -359,7 +359,7 @@ pub fn by_id(list: &Value, id: DeliveryId) -> &Value {
 }
 
 /// `n` deliveries of `audit` failed with `http.400`, newest last.
-pub fn seed_failed_sqlite(url: &str, n: usize) -> Vec<DeliveryId> {
+pub(crate) fn seed_failed_sqlite(url: &str, n: usize) -> Vec<DeliveryId> {
     block_on(async {
         let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
         let (routes, now) = (routes(), now());

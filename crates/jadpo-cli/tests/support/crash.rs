@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The seed of a crash run: `JADPO_CRASH_SEED` when set, else a new one.
 /// Printed first, so a failed run can be replayed.
-pub fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     let seed = match std::env::var("JADPO_CRASH_SEED") {
         Ok(s) if !s.trim().is_empty() => s
             .trim()
@@ -39,14 +39,14 @@ pub fn seed() -> u64 {
 }
 
 /// SplitMix64: small, seedable, the same everywhere.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -55,28 +55,28 @@ impl Rng {
     }
 
     /// In `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0);
         self.next_u64() % n
     }
 
     /// In `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    pub fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }
 
     /// A duration between `lo` and `hi` milliseconds.
-    pub fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+    pub(crate) fn millis(&mut self, lo: u64, hi: u64) -> Duration {
         Duration::from_millis(lo + self.below(hi - lo + 1))
     }
 }
 
 /// Polls `done` every 20 ms until it holds; fails after `limit`.
-pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for: {what}");
@@ -88,7 +88,7 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 /// started again. Each start logs to a file of its own in `logs`. Dropped,
 /// it kills what runs (a failed test leaves no process behind) and, while
 /// panicking, prints the end of its last log.
-pub struct Dev {
+pub(crate) struct Dev {
     pub name: String,
     pub port: u16,
     dir: PathBuf,
@@ -103,7 +103,7 @@ pub struct Dev {
 impl Dev {
     /// Not started yet: `jadpo dev --port PORT ARGS...` in `dir` (which holds
     /// `app.jadpo`), logging under `dir`.
-    pub fn new(name: &str, dir: &Path, args: &[&str]) -> Dev {
+    pub(crate) fn new(name: &str, dir: &Path, args: &[&str]) -> Dev {
         Dev {
             name: name.to_owned(),
             port: free_port(),
@@ -117,7 +117,7 @@ impl Dev {
     }
 
     /// Starts it without waiting for its API.
-    pub fn spawn(&mut self) {
+    pub(crate) fn spawn(&mut self) {
         assert!(self.child.is_none(), "{} is running", self.name);
         self.starts += 1;
         self.log = self.dir.join(format!("{}.{}.log", self.name, self.starts));
@@ -140,7 +140,7 @@ impl Dev {
 
     /// Whether its API accepts connections. An exit is an error, with the
     /// end of its log.
-    pub fn listening(&mut self) -> Result<bool, String> {
+    pub(crate) fn listening(&mut self) -> Result<bool, String> {
         let child = self.child.as_mut().expect("started");
         if let Some(status) = child.try_wait().unwrap() {
             self.child = None;
@@ -150,7 +150,7 @@ impl Dev {
     }
 
     /// Starts it and waits until its API listens (see [`Dev::wait_listening`]).
-    pub fn start(&mut self, limit: Duration) {
+    pub(crate) fn start(&mut self, limit: Duration) {
         self.spawn();
         self.wait_listening(limit);
     }
@@ -158,7 +158,7 @@ impl Dev {
     /// Waits until the API of the process just spawned listens. A start
     /// that exits at once (its port not yet free again, say) is tried
     /// again, five times in all.
-    pub fn wait_listening(&mut self, limit: Duration) {
+    pub(crate) fn wait_listening(&mut self, limit: Duration) {
         let begun = Instant::now();
         let mut tries = 1;
         loop {
@@ -183,11 +183,11 @@ impl Dev {
         }
     }
 
-    pub fn running(&self) -> bool {
+    pub(crate) fn running(&self) -> bool {
         self.child.is_some()
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("started").id()
     }
 
@@ -201,7 +201,7 @@ impl Dev {
     }
 
     /// SIGKILL, as a crash: nothing is given back, nothing is written.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let mut child = self.child.take().expect("started");
         let _ = child.kill();
         let _ = child.wait();
@@ -209,20 +209,20 @@ impl Dev {
     }
 
     /// SIGSTOP: the process stalls, its leases running on.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.signal("-STOP");
         self.stopped = true;
     }
 
     /// SIGCONT.
-    pub fn cont(&mut self) {
+    pub(crate) fn cont(&mut self) {
         self.signal("-CONT");
         self.stopped = false;
     }
 
     /// SIGTERM, and its exit status (within `limit`, else it is killed and
     /// the test fails).
-    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) fn terminate(&mut self, limit: Duration) -> ExitStatus {
         if self.stopped {
             self.cont();
         }
@@ -247,14 +247,14 @@ impl Dev {
     }
 
     /// The last `n` lines of its current log.
-    pub fn log_tail(&self, n: usize) -> String {
+    pub(crate) fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
     /// Its current log, whole.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -282,14 +282,14 @@ impl Drop for Dev {
 
 /// A keep-alive HTTP/1.1 client of one port, which connects again after
 /// any error. Every failure is an `Err` for the caller to retry.
-pub struct Client {
+pub(crate) struct Client {
     pub port: u16,
     timeout: Duration,
     conn: Option<BufReader<TcpStream>>,
 }
 
 impl Client {
-    pub fn new(port: u16, timeout: Duration) -> Client {
+    pub(crate) fn new(port: u16, timeout: Duration) -> Client {
         Client {
             port,
             timeout,
@@ -298,7 +298,7 @@ impl Client {
     }
 
     /// Sends one request; the status and the body.
-    pub fn request(
+    pub(crate) fn request(
         &mut self,
         method: &str,
         path: &str,
@@ -379,7 +379,7 @@ impl Client {
 
 /// A delivery as read back once every process stopped.
 #[derive(Debug)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub id: i64,
     /// Its event's `id`, which its calls carry as their idempotency key.
     pub event: String,
@@ -392,7 +392,7 @@ pub struct Delivery {
 }
 
 /// The `id` in an event's payload.
-pub fn event_of(payload: &str) -> String {
+pub(crate) fn event_of(payload: &str) -> String {
     serde_json::from_str::<serde_json::Value>(payload).unwrap()["id"]
         .as_str()
         .expect("the payload has its id")
@@ -401,7 +401,7 @@ pub fn event_of(payload: &str) -> String {
 
 /// The provider's calls by event (the idempotency key is the event's id):
 /// how many were sent and how many answered `2xx`.
-pub fn calls_by_event(requests: &[Recorded]) -> HashMap<String, (i64, i64)> {
+pub(crate) fn calls_by_event(requests: &[Recorded]) -> HashMap<String, (i64, i64)> {
     let mut calls: HashMap<String, (i64, i64)> = HashMap::new();
     for r in requests {
         let key = r.header("idempotency-key").expect("every call has its key").to_owned();
@@ -417,7 +417,7 @@ pub fn calls_by_event(requests: &[Recorded]) -> HashMap<String, (i64, i64)> {
 }
 
 /// Deliveries (one per event) whose calls were answered `2xx` twice or more.
-pub fn answered_twice(requests: &[Recorded]) -> usize {
+pub(crate) fn answered_twice(requests: &[Recorded]) -> usize {
     let mut ok: HashMap<&str, u32> = HashMap::new();
     for r in requests.iter().filter(|r| (200..300).contains(&r.status)) {
         *ok.entry(r.header("idempotency-key").unwrap()).or_default() += 1;
@@ -427,7 +427,7 @@ pub fn answered_twice(requests: &[Recorded]) -> usize {
 
 /// What the run left, for its summary line.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// Deliveries attempted more than once.
     pub retried: usize,
     pub max_attempts: i64,
@@ -441,7 +441,7 @@ pub struct Tally {
 /// success, last: no outcome was written under a stale lease. Its event
 /// was answered `2xx` at least once, and called no more often than it had
 /// attempts. Every attempt and every call belongs to a delivery.
-pub fn check_deliveries(
+pub(crate) fn check_deliveries(
     rows: Vec<Delivery>,
     mut history: HashMap<i64, Vec<(i64, String)>>,
     mut calls: HashMap<String, (i64, i64)>,

@@ -55,7 +55,7 @@ const CALL: Duration = Duration::from_millis(10);
 /// Runs the scenario with every process on `url` (one of them through a
 /// proxy in front of the URL's host and port), then reads the rows they
 /// left through `rows`: a store on the same tables, reached directly.
-pub fn run(rt: &tokio::runtime::Runtime, url: &str, rows: &PgStore) {
+pub(crate) fn run(rt: &tokio::runtime::Runtime, url: &str, rows: &PgStore) {
     let began = Instant::now();
     let seed = crash::seed();
     let mut rng = Rng::new(seed);

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 /// `jadpo` in `dir`, with none of the caller's `JADPO_STORE`, `RUST_LOG`
 /// or `JADPO_API_TOKEN`, its stdout dropped (a process's log is stderr).
-pub fn jadpo(dir: &Path) -> Command {
+pub(crate) fn jadpo(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_jadpo"));
     c.current_dir(dir)
         .env_remove("JADPO_STORE")
@@ -21,7 +21,7 @@ pub fn jadpo(dir: &Path) -> Command {
 }
 
 /// POSTs JSON `body` to `path`; the answer's status.
-pub fn post(port: u16, path: &str, body: &str) -> u16 {
+pub(crate) fn post(port: u16, path: &str, body: &str) -> u16 {
     use std::io::Write;
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
@@ -36,6 +36,6 @@ pub fn post(port: u16, path: &str, body: &str) -> u16 {
 }
 
 /// Until `done`, at most the suite's wait ceiling.
-pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, done: impl FnMut() -> bool) {
     jadpo_testing::wait::until(what, done);
 }

@@ -13,15 +13,15 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-pub const TOKEN: &str = "test-token-0123456789abcdef012345";
+pub(crate) const TOKEN: &str = "test-token-0123456789abcdef012345";
 
 /// A URL to the schema: its `search_path` set through the URL's `options`.
-pub fn url(schema: &TestSchema) -> String {
+pub(crate) fn url(schema: &TestSchema) -> String {
     schema.url_with_search_path()
 }
 
 /// A running `jadpo serve`, its JSON log kept as it comes.
-pub struct Serve {
+pub(crate) struct Serve {
     pub port: u16,
     child: Logged,
 }
@@ -31,19 +31,19 @@ impl Serve {
     /// after the store, port 0 and token, and waits until its API listens
     /// (on the port it chose, read from its log) and its store's listener
     /// listens.
-    pub fn start(dir: &Path, store: &str, args: &[&str]) -> Serve {
+    pub(crate) fn start(dir: &Path, store: &str, args: &[&str]) -> Serve {
         Serve::start_logging(dir, store, args, None)
     }
 
     /// As [`Serve::start`], logging what `rust_log` says (`RUST_LOG`), not
     /// the default.
-    pub fn start_logging(dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
+    pub(crate) fn start_logging(dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
         Serve::start_binary(Path::new(env!("CARGO_BIN_EXE_jadpo")), dir, store, args, rust_log)
     }
 
     /// As [`Serve::start_logging`], with another `jadpo` binary (a previous
     /// version's).
-    pub fn start_binary(bin: &Path, dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
+    pub(crate) fn start_binary(bin: &Path, dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
         let mut command = Command::new(bin);
         command.env_remove("RUST_LOG");
         if let Some(filter) = rust_log {
@@ -65,12 +65,12 @@ impl Serve {
     }
 
     /// How many log lines have `event` as their event.
-    pub fn logged(&self, event: &str) -> usize {
+    pub(crate) fn logged(&self, event: &str) -> usize {
         self.events(event).len()
     }
 
     /// The log lines whose event is `event`, as JSON.
-    pub fn events(&self, event: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn events(&self, event: &str) -> Vec<serde_json::Value> {
         self.child
             .lines()
             .iter()
@@ -80,7 +80,7 @@ impl Serve {
     }
 
     /// Which of `events` was logged last, if any was.
-    pub fn last_of(&self, events: &[&str]) -> Option<String> {
+    pub(crate) fn last_of(&self, events: &[&str]) -> Option<String> {
         self.child
             .lines()
             .iter()
@@ -91,13 +91,13 @@ impl Serve {
     }
 
     /// Every log line so far, for a failure's message.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         self.child.text()
     }
 
     /// Polls `check` until it holds, failing after the suite's wait ceiling
     /// or if the process exits.
-    pub fn wait_for(&mut self, what: &str, check: impl Fn(&Serve) -> bool) {
+    pub(crate) fn wait_for(&mut self, what: &str, check: impl Fn(&Serve) -> bool) {
         let start = Instant::now();
         while !check(self) {
             if let Some(status) = self.child.exited() {
@@ -117,23 +117,23 @@ impl Serve {
 
     /// Sends a request to this process's API with the token; the status and
     /// the body.
-    pub fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    pub(crate) fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
         http(self.port, method, path, body, jadpo_testing::wait::CEILING)
     }
 
     /// Kills it with SIGKILL, as a crash would: nothing is given back.
-    pub fn kill(self) {
+    pub(crate) fn kill(self) {
         self.child.kill();
     }
 
     /// Stops it with SIGTERM; its exit status and its whole log.
-    pub fn terminate(self) -> (ExitStatus, String) {
+    pub(crate) fn terminate(self) -> (ExitStatus, String) {
         self.child.terminate()
     }
 }
 
 /// The first connection to `listener`, failing after `limit`.
-pub fn accept_within(listener: &TcpListener, limit: Duration) -> TcpStream {
+pub(crate) fn accept_within(listener: &TcpListener, limit: Duration) -> TcpStream {
     listener.set_nonblocking(true).unwrap();
     let start = Instant::now();
     loop {
@@ -169,7 +169,7 @@ subscriber hang_block { on: Block  run: hang(event.id)  timeout: HANG }
 /// A runs one delivery at a time and that one hangs, so from then on A
 /// cannot claim and whatever starts is B's doing. For the wake-up test and
 /// the wake-up benchmark.
-pub struct Pair {
+pub(crate) struct Pair {
     pub provider: jadpo_runtime::provider::TestProvider,
     pub dir: tempfile::TempDir,
     pub url: String,
@@ -181,7 +181,13 @@ pub struct Pair {
 
 impl Pair {
     /// `hang` is how long A's hanging call may last (an app file duration).
-    pub fn start(rt: &tokio::runtime::Runtime, schema: &TestSchema, hang: &str, b_workers: usize, poll: &str) -> Pair {
+    pub(crate) fn start(
+        rt: &tokio::runtime::Runtime,
+        schema: &TestSchema,
+        hang: &str,
+        b_workers: usize,
+        poll: &str,
+    ) -> Pair {
         let provider = rt.block_on(jadpo_runtime::provider::TestProvider::start());
         let blackhole = TcpListener::bind("127.0.0.1:0").unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -217,7 +223,7 @@ impl Pair {
 
     /// Ends the hanging call, so A can stop, then stops B and A: their exit
     /// statuses and logs.
-    pub fn stop(self) -> ((ExitStatus, String), (ExitStatus, String)) {
+    pub(crate) fn stop(self) -> ((ExitStatus, String), (ExitStatus, String)) {
         drop(self.hung);
         drop(self.blackhole);
         let b = self.b.terminate();
@@ -229,7 +235,7 @@ impl Pair {
 /// Sends a request to the API on `port` with [`TOKEN`]; the status and the
 /// body. Gives up after `within`: a server that never answers fails the
 /// test instead of hanging it.
-pub fn http(port: u16, method: &str, path: &str, body: Option<&str>, within: Duration) -> (u16, String) {
+pub(crate) fn http(port: u16, method: &str, path: &str, body: Option<&str>, within: Duration) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(within)).unwrap();
     let body = body.unwrap_or("");

@@ -14,7 +14,7 @@ pub(crate) struct ActionNode {
 }
 
 impl Checker<'_> {
-    pub fn action(&mut self, item: &Item, uses: Option<&[Ident]>, body: Option<&[Stmt]>) -> ActionNode {
+    pub(crate) fn action(&mut self, item: &Item, uses: Option<&[Ident]>, body: Option<&[Stmt]>) -> ActionNode {
         let name = item.name.name.as_str();
         let params = self.sigs.get(name).map(|s| s.params.clone()).unwrap_or_default();
         let mut edges = Edges::default();
@@ -61,7 +61,7 @@ impl Checker<'_> {
         ActionNode { action, edges }
     }
 
-    pub fn known_connection(&mut self, conn: &Ident) -> bool {
+    pub(crate) fn known_connection(&mut self, conn: &Ident) -> bool {
         if self.connection_names.contains(&conn.name) {
             return true;
         }
@@ -77,7 +77,7 @@ impl Checker<'_> {
     }
 
     /// One statement of an action's body or a capability's `fills` body.
-    pub fn statement(
+    pub(crate) fn statement(
         &mut self,
         stmt: &Stmt,
         scope: &Scope<'_>,
@@ -207,7 +207,7 @@ impl Checker<'_> {
         Some((path?, body, key))
     }
 
-    pub fn known_action(&mut self, target: &Ident, code: Code) -> bool {
+    pub(crate) fn known_action(&mut self, target: &Ident, code: Code) -> bool {
         if self.sigs.contains_key(&target.name) {
             return true;
         }

@@ -16,7 +16,7 @@ const NAMES_SHOWN: usize = 8;
 impl Checker<'_> {
     /// Every `alerts` block is checked, the repeated ones too (reported as
     /// `alerts.duplicate` elsewhere), so each of their mistakes shows at once.
-    pub fn alerts(&mut self, item: &Item, entries: &[Entry]) -> Option<AlertRoute> {
+    pub(crate) fn alerts(&mut self, item: &Item, entries: &[Entry]) -> Option<AlertRoute> {
         let allowed = ["connection", "path"];
         let keys = self.keyed(WHAT, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();

@@ -38,7 +38,7 @@ pub(crate) struct Fills {
 impl Checker<'_> {
     /// Checks the `fills` of one connection. `register` is false for a
     /// connection whose name is taken: its fills are checked, not counted.
-    pub fn fills(&mut self, conn: &Item, written: &[Fill], register: bool, out: &mut Fills) {
+    pub(crate) fn fills(&mut self, conn: &Item, written: &[Fill], register: bool, out: &mut Fills) {
         let filler = conn.name.name.as_str();
         for fill in written {
             let cap = &fill.capability;
@@ -124,7 +124,7 @@ impl Checker<'_> {
     /// `any_broken_connection`: a syntax error may have lost a `fills`, so
     /// none is reported missing; nor is the `fills` of a capability whose
     /// declaration has an error (a body written in it, say).
-    pub fn capabilities<'i>(
+    pub(crate) fn capabilities<'i>(
         &mut self,
         items: impl Iterator<Item = &'i Item>,
         fills: &mut Fills,
@@ -174,7 +174,7 @@ impl Checker<'_> {
 
     /// `capability.call_outside` for each `run` in a `fills` body that may
     /// reach a connection other than the filler.
-    pub fn calls_outside(&mut self, fills: &Fills, reach: &BTreeMap<String, Reach>) {
+    pub(crate) fn calls_outside(&mut self, fills: &Fills, reach: &BTreeMap<String, Reach>) {
         for node in &fills.all {
             for (target, span) in &node.edges.runs {
                 let Some(theirs) = reach.get(target) else { continue };

@@ -15,7 +15,7 @@ const RATE_TAKES: &str = "`rate:` takes calls per unit, as in `rate: 50/s` (unit
                           at least 1 an hour and at most 10000 a second";
 
 impl Checker<'_> {
-    pub fn connection(&mut self, item: &Item, entries: &[Entry]) -> Option<Connection> {
+    pub(crate) fn connection(&mut self, item: &Item, entries: &[Entry]) -> Option<Connection> {
         let what = format!("connection `{}`", item.name.name);
         let allowed = [
             "driver",

@@ -11,7 +11,7 @@ impl Checker<'_> {
     /// Checks the fields against the event's: each given once, by name,
     /// every one given, each of its field's type. The values are checked
     /// even when the event is unknown, so their own mistakes show at once.
-    pub fn emit(&mut self, stmt: &Stmt, scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<Emit> {
+    pub(crate) fn emit(&mut self, stmt: &Stmt, scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<Emit> {
         let target = &stmt.callee[0];
         let event = self.events.get(&target.name).cloned();
         if event.is_none() {

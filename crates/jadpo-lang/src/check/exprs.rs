@@ -54,7 +54,12 @@ const CODE: Code = Code::CallArgumentsInvalid;
 
 impl Checker<'_> {
     /// The value and its type (`None` when only known at run time).
-    pub fn value(&mut self, e: &Expr, scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<(Value, Option<Type>)> {
+    pub(crate) fn value(
+        &mut self,
+        e: &Expr,
+        scope: &Scope<'_>,
+        uses: &mut Vec<EventUse>,
+    ) -> Option<(Value, Option<Type>)> {
         Some(match &e.kind {
             ExprKind::Str(s) => (Value::String(s.clone()), Some(Type::String)),
             ExprKind::Bool(b) => (Value::Bool(*b), Some(Type::Bool)),
@@ -214,7 +219,7 @@ impl Checker<'_> {
     /// `root` is how the value is written: `event`, or `input` in a
     /// route. `via` names the subscriber and action a use inside an action
     /// came through, for the message.
-    pub fn event_field(
+    pub(crate) fn event_field(
         &mut self,
         event: &str,
         root: &str,
@@ -312,7 +317,7 @@ impl Checker<'_> {
 
     /// Binds `args` to `target`'s parameters: positional ones first, then
     /// `name: value`. Returns one value per parameter, in order.
-    pub fn bind(
+    pub(crate) fn bind(
         &mut self,
         target: &str,
         args: &[Arg],
@@ -440,7 +445,13 @@ impl Checker<'_> {
 
     /// The first argument of `call`: a path in quotes whose `{name}`
     /// placeholders are parameters of the action (or capability: `what`).
-    pub fn path_template(&mut self, e: &Expr, action: &str, what: &str, params: &[Field]) -> Option<PathTemplate> {
+    pub(crate) fn path_template(
+        &mut self,
+        e: &Expr,
+        action: &str,
+        what: &str,
+        params: &[Field],
+    ) -> Option<PathTemplate> {
         let ExprKind::Str(text) = &e.kind else {
             self.err(
                 CODE,

@@ -46,11 +46,11 @@ enum Mark {
 }
 
 impl Graph {
-    pub fn add(&mut self, action: &str, edges: Edges) {
+    pub(crate) fn add(&mut self, action: &str, edges: Edges) {
         self.nodes.insert(action.to_string(), edges);
     }
 
-    pub fn add_capability(&mut self, capability: &str, edges: Edges) {
+    pub(crate) fn add_capability(&mut self, capability: &str, edges: Edges) {
         self.caps.insert(capability.to_string());
         self.add(capability, edges);
     }
@@ -63,7 +63,7 @@ impl Graph {
         }
     }
 
-    pub fn link(&mut self, owner: &str, link: Option<Link>) {
+    pub(crate) fn link(&mut self, owner: &str, link: Option<Link>) {
         if let Some(link) = link {
             self.links.push((owner.to_string(), link));
         }
@@ -72,7 +72,7 @@ impl Graph {
     /// Reports `action.cycle`, `event.field_unknown`,
     /// `schedule.event_unavailable` and `route.event_unavailable`; returns
     /// what each action and capability reaches, transitively.
-    pub fn resolve(self, c: &mut Checker<'_>) -> BTreeMap<String, Reach> {
+    pub(crate) fn resolve(self, c: &mut Checker<'_>) -> BTreeMap<String, Reach> {
         // Every `event` use inside any action, by index, with its action.
         let mut all_uses: Vec<(&str, &EventUse)> = Vec::new();
         let mut own_uses: BTreeMap<&str, Vec<usize>> = BTreeMap::new();

@@ -29,7 +29,7 @@ pub(crate) enum Source {
 
 impl Checker<'_> {
     /// The event and whether any field failed to check.
-    pub fn event(&mut self, item: &Item, entries: &[Entry], store: Option<&Ident>) -> (Event, bool) {
+    pub(crate) fn event(&mut self, item: &Item, entries: &[Entry], store: Option<&Ident>) -> (Event, bool) {
         if let Some(store) = store {
             self.known_store(store);
         }
@@ -99,7 +99,7 @@ impl Checker<'_> {
         ty
     }
 
-    pub fn params(&mut self, params: &[Param]) -> (Vec<Field>, bool) {
+    pub(crate) fn params(&mut self, params: &[Param]) -> (Vec<Field>, bool) {
         let mut fields: Vec<Field> = Vec::new();
         let mut seen: HashSet<&str> = HashSet::new();
         let mut lax = false;
@@ -126,7 +126,7 @@ impl Checker<'_> {
     }
 
     /// `run: action(args)`, or a bare `run: action` with no arguments.
-    pub fn run(&mut self, e: &Expr, code: Code, scope: &Scope<'_>) -> Option<Run> {
+    pub(crate) fn run(&mut self, e: &Expr, code: Code, scope: &Scope<'_>) -> Option<Run> {
         let empty: Vec<Arg> = Vec::new();
         let (callee, args) = match &e.kind {
             ExprKind::Call { callee, args } if callee.len() == 1 => (&callee[0], args),
@@ -157,7 +157,7 @@ impl Checker<'_> {
 
     /// The subscriber, and the event and action it links even when it has
     /// errors, so event fields used inside the action are still checked.
-    pub fn subscriber(&mut self, item: &Item, entries: &[Entry]) -> (Option<Subscriber>, Option<Link>) {
+    pub(crate) fn subscriber(&mut self, item: &Item, entries: &[Entry]) -> (Option<Subscriber>, Option<Link>) {
         let what = format!("subscriber `{}`", item.name.name);
         let allowed = ["on", "run", "retry", "timeout"];
         let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
@@ -241,7 +241,7 @@ impl Checker<'_> {
     }
 
     /// The action a `run:` names, when it is declared.
-    pub fn run_target(&self, e: &Expr) -> Option<(String, crate::diagnostic::Span)> {
+    pub(crate) fn run_target(&self, e: &Expr) -> Option<(String, crate::diagnostic::Span)> {
         let name = match &e.kind {
             ExprKind::Call { callee, .. } if callee.len() == 1 => &callee[0],
             ExprKind::Path(p) if p.len() == 1 => &p[0],
@@ -250,7 +250,7 @@ impl Checker<'_> {
         self.sigs.contains_key(&name.name).then(|| (name.name.clone(), e.span))
     }
 
-    pub fn schedule(&mut self, item: &Item, entries: &[Entry]) -> (Option<Schedule>, Option<Link>) {
+    pub(crate) fn schedule(&mut self, item: &Item, entries: &[Entry]) -> (Option<Schedule>, Option<Link>) {
         let what = format!("schedule `{}`", item.name.name);
         let mut ok = true;
         for entry in entries.iter().filter(|e| e.key.name == "retry") {

@@ -62,11 +62,11 @@ pub(crate) struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    pub fn err(&mut self, code: Code, span: Span, message: String) {
+    pub(crate) fn err(&mut self, code: Code, span: Span, message: String) {
         self.diags.push(Diagnostic::new(code, span, message));
     }
 
-    pub fn line_of(&self, span: Span) -> usize {
+    pub(crate) fn line_of(&self, span: Span) -> usize {
         self.lines.position(span.start).line
     }
 
@@ -353,7 +353,7 @@ impl Checker<'_> {
     /// The entries of a block by key, reporting unknown keys (`unknown`
     /// chooses the code) and repeated ones (`duplicate` chooses the code).
     /// The first of a repeated key wins.
-    pub fn keyed<'e>(
+    pub(crate) fn keyed<'e>(
         &mut self,
         what: &str,
         entries: &'e [Entry],
@@ -383,7 +383,7 @@ impl Checker<'_> {
         map
     }
 
-    pub fn missing(&mut self, item: &Item, what: &str, key: &str, example: &str) {
+    pub(crate) fn missing(&mut self, item: &Item, what: &str, key: &str, example: &str) {
         if !item.broken {
             self.err(
                 Code::KeyMissing,

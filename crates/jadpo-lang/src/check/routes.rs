@@ -28,7 +28,7 @@ pub(crate) struct CheckedRoute {
 }
 
 impl Checker<'_> {
-    pub fn route(&mut self, item: &Item, entries: &[Entry]) -> CheckedRoute {
+    pub(crate) fn route(&mut self, item: &Item, entries: &[Entry]) -> CheckedRoute {
         let name = item.name.name.as_str();
         let what = format!("route `{name}`");
         let allowed = ["get", "post", "put", "delete", "input", "run", "timeout"];
@@ -197,7 +197,7 @@ impl Checker<'_> {
 
     /// `path.NAME`, `input` and `input.FIELD` in a route's `run:`; `None`
     /// for any other name, left to the caller.
-    pub fn route_value(
+    pub(crate) fn route_value(
         &mut self,
         e: &Expr,
         path: &[Ident],
@@ -283,7 +283,7 @@ impl Checker<'_> {
 
     /// `route.duplicate_path` for each route that answers the same
     /// requests as an earlier one: one method, one path shape.
-    pub fn duplicate_route_paths(&mut self, keys: &[RouteKey]) {
+    pub(crate) fn duplicate_route_paths(&mut self, keys: &[RouteKey]) {
         let mut seen: HashMap<(Method, Vec<Option<&str>>), &RouteKey> = HashMap::new();
         for key in keys {
             match seen.get(&(key.method, key.path.shape())) {

@@ -10,7 +10,7 @@ use crate::syntax::{Entry, Expr, ExprKind, Ident, Item};
 const SCHEMES: [&str; 3] = ["sqlite:", "postgres://", "postgresql://"];
 
 impl Checker<'_> {
-    pub fn store(&mut self, item: &Item, entries: &[Entry]) -> Option<StoreDecl> {
+    pub(crate) fn store(&mut self, item: &Item, entries: &[Entry]) -> Option<StoreDecl> {
         let what = format!("store `{}`", item.name.name);
         let keys = self.keyed(&what, entries, &["url"], Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();
@@ -57,7 +57,7 @@ impl Checker<'_> {
     }
 
     /// `event NAME in STORE`: reports `store.unknown`.
-    pub fn known_store(&mut self, store: &Ident) -> bool {
+    pub(crate) fn known_store(&mut self, store: &Ident) -> bool {
         if self.store_names.contains(&store.name) {
             return true;
         }

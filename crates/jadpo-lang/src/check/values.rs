@@ -112,7 +112,7 @@ pub(crate) fn duration_text(d: Duration) -> String {
 
 impl Checker<'_> {
     /// A time limit: more than 0 and at most `max`.
-    pub fn time_limit(&mut self, e: &Expr, what: &str, max: Duration) -> Option<Duration> {
+    pub(crate) fn time_limit(&mut self, e: &Expr, what: &str, max: Duration) -> Option<Duration> {
         let d = match parse_duration(e) {
             Ok(d) => d,
             Err(why) => {
@@ -135,13 +135,13 @@ impl Checker<'_> {
         Some(d)
     }
 
-    pub fn run_timeout(&mut self, e: &Expr) -> Option<Duration> {
+    pub(crate) fn run_timeout(&mut self, e: &Expr) -> Option<Duration> {
         self.time_limit(e, "`timeout:`", MAX_TIMEOUT)
     }
 
     /// `base_url:`, a header, `signing_secret:`: a string, or a name to
     /// read at start with `env("X")` or `secret("X")`.
-    pub fn setting(&mut self, e: &Expr, what: &str, literal_allowed: bool) -> Option<Value> {
+    pub(crate) fn setting(&mut self, e: &Expr, what: &str, literal_allowed: bool) -> Option<Value> {
         match &e.kind {
             ExprKind::Str(s) if literal_allowed => return Some(Value::String(s.clone())),
             ExprKind::Call { callee, args } if callee.len() == 1 => {
@@ -186,7 +186,7 @@ impl Checker<'_> {
     /// A subscriber's `retry: { attempts: N  within: D }`. Every fault in it
     /// is `subscriber.retry_invalid`; the ranges are `jadpo_core::Budget`'s,
     /// so the file and the engine cannot disagree.
-    pub fn budget(&mut self, e: &Expr) -> Option<Budget> {
+    pub(crate) fn budget(&mut self, e: &Expr) -> Option<Budget> {
         const CODE: Code = Code::SubscriberRetryInvalid;
         let ExprKind::Object(entries) = &e.kind else {
             self.err(
@@ -251,7 +251,7 @@ impl Checker<'_> {
 
     /// A connection's `retry: { attempts: N }`: how many times one call may
     /// be sent within a delivery attempt.
-    pub fn connection_attempts(&mut self, e: &Expr) -> Option<u32> {
+    pub(crate) fn connection_attempts(&mut self, e: &Expr) -> Option<u32> {
         const CODE: Code = Code::ConnectionRetryInvalid;
         let max = crate::app::Connection::MAX_ATTEMPTS;
         let ExprKind::Object(entries) = &e.kind else {
@@ -279,7 +279,7 @@ impl Checker<'_> {
     }
 
     /// `every:` on a schedule: more than 0, no upper bound.
-    pub fn every(&mut self, e: &Expr) -> Option<Duration> {
+    pub(crate) fn every(&mut self, e: &Expr) -> Option<Duration> {
         match parse_duration(e) {
             Ok(d) if d.is_zero() => {
                 self.err(

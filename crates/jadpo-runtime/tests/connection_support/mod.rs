@@ -7,10 +7,10 @@ use jadpo_runtime::connection::{CallOutcome, CallRequest, Connections};
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub const NOW_S: i64 = 1_790_000_000;
+pub(crate) const NOW_S: i64 = 1_790_000_000;
 
 /// Checks an app file, panicking with its diagnostics.
-pub fn app(source: &str) -> App {
+pub(crate) fn app(source: &str) -> App {
     let checked = jadpo_lang::check("test.jadpo", source);
     match checked.app {
         Some(app) => app,
@@ -20,14 +20,14 @@ pub fn app(source: &str) -> App {
 
 /// One connection `p` with its base URL from `env("P_URL")` and these
 /// extra settings, one per line.
-pub fn one_connection(settings: &str) -> App {
+pub(crate) fn one_connection(settings: &str) -> App {
     app(&format!(
         "connection p {{\n    driver: http\n    base_url: env(\"P_URL\")\n{settings}\n}}\n"
     ))
 }
 
 /// Resolves `app` with `P_URL` set to `url` and the other variables given.
-pub fn resolve(app: &App, url: &str, vars: &[(&str, &str)]) -> Connections {
+pub(crate) fn resolve(app: &App, url: &str, vars: &[(&str, &str)]) -> Connections {
     let url = url.to_owned();
     let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     Connections::resolve(app, move |name| {
@@ -39,7 +39,7 @@ pub fn resolve(app: &App, url: &str, vars: &[(&str, &str)]) -> Connections {
     .expect("the connections resolve")
 }
 
-pub fn request(method: Method, path: &str) -> CallRequest {
+pub(crate) fn request(method: Method, path: &str) -> CallRequest {
     CallRequest {
         connection: "p".into(),
         method,
@@ -52,31 +52,31 @@ pub fn request(method: Method, path: &str) -> CallRequest {
     }
 }
 
-pub fn post(body: serde_json::Value) -> CallRequest {
+pub(crate) fn post(body: serde_json::Value) -> CallRequest {
     CallRequest {
         body: Some(body),
         ..request(Method::Post, "/things")
     }
 }
 
-pub fn within(d: Duration) -> Instant {
+pub(crate) fn within(d: Duration) -> Instant {
     Instant::now() + d
 }
 
 /// Calls with a 30 s deadline and a fixed seed.
-pub async fn call(connections: &Connections, req: CallRequest) -> CallOutcome {
+pub(crate) async fn call(connections: &Connections, req: CallRequest) -> CallOutcome {
     connections.call(req, within(Duration::from_secs(30)), 7).await
 }
 
 /// The failure's kind name, or "ok".
-pub fn kind(outcome: &CallOutcome) -> &'static str {
+pub(crate) fn kind(outcome: &CallOutcome) -> &'static str {
     match &outcome.result {
         Ok(_) => "ok",
         Err(f) => f.kind.as_str(),
     }
 }
 
-pub fn code(outcome: &CallOutcome) -> String {
+pub(crate) fn code(outcome: &CallOutcome) -> String {
     match &outcome.result {
         Ok(_) => "ok".into(),
         Err(f) => f.code.clone(),

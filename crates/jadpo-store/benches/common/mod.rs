@@ -11,20 +11,20 @@ use std::time::{Duration, Instant};
 
 /// The first backlog drained: 10,000, or `JADPO_BENCH_BACKLOG` (a larger
 /// one evens out a noisy machine).
-pub fn backlog() -> usize {
+pub(crate) fn backlog() -> usize {
     std::env::var("JADPO_BENCH_BACKLOG")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000)
 }
 
-pub struct Drain {
+pub(crate) struct Drain {
     pub backlog: usize,
     pub batch: usize,
     pub workers: usize,
 }
 
-pub struct Measured {
+pub(crate) struct Measured {
     pub emit: Duration,
     pub drain: Duration,
     /// CPU time this process spent draining, where the OS tells it.
@@ -33,13 +33,13 @@ pub struct Measured {
 }
 
 impl Measured {
-    pub fn per_second(&self) -> f64 {
+    pub(crate) fn per_second(&self) -> f64 {
         self.delivered as f64 / self.drain.as_secs_f64()
     }
 
     /// CPU microseconds per delivery, or `?`: steadier than wall time on a
     /// machine others are loading, where the drain waits for a core.
-    pub fn cpu_per_delivery(&self) -> String {
+    pub(crate) fn cpu_per_delivery(&self) -> String {
         self.drain_cpu.map_or("?".into(), |t| {
             format!("{:.1}", t.as_secs_f64() * 1e6 / self.delivered.max(1) as f64)
         })
@@ -48,7 +48,7 @@ impl Measured {
 
 /// User and system CPU time of this process so far (Linux: `/proc/self/stat`,
 /// in the kernel's 100 ticks a second).
-pub fn cpu_time() -> Option<Duration> {
+pub(crate) fn cpu_time() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -57,7 +57,7 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
-pub fn routes() -> Routes {
+pub(crate) fn routes() -> Routes {
     let mut r = Routes::new();
     r.insert(
         "noop",
@@ -70,7 +70,7 @@ pub fn routes() -> Routes {
 }
 
 /// Emits `backlog` events in chunks, all due at `now`.
-pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Duration {
+pub(crate) async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Duration {
     let started = Instant::now();
     let mut left = backlog;
     while left > 0 {
@@ -91,13 +91,13 @@ pub async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) -> Durati
 
 /// Emits the backlog, then drains it with `workers` concurrent
 /// claim-run-finish loops.
-pub async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Measured {
+pub(crate) async fn drain<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp) -> Measured {
     let emit = fill(store, d.backlog, now).await;
     drain_filled(store, d, now, emit).await
 }
 
 /// Drains a backlog already emitted (in `emit`).
-pub async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp, emit: Duration) -> Measured {
+pub(crate) async fn drain_filled<S: Store + Clone>(store: &S, d: &Drain, now: Timestamp, emit: Duration) -> Measured {
     let cpu = cpu_time();
     let started = Instant::now();
     let routes = Arc::new(routes());

@@ -51,7 +51,7 @@ pub(crate) struct Tls {
 
 impl Tls {
     /// What the driver is told: it negotiates TLS, the verifier decides.
-    pub fn driver_mode(&self) -> DriverMode {
+    pub(super) fn driver_mode(&self) -> DriverMode {
         match self.mode {
             SslMode::Disable => DriverMode::Disable,
             SslMode::Prefer => DriverMode::Prefer,

@@ -132,12 +132,12 @@ fn attempts(d: &Delivery) -> i32 {
 impl<'a> DeliveryWrites<'a> {
     /// `token` is the row's stored token, kept when `d` holds no lease. For
     /// a row this transaction locked: it must be found.
-    pub fn push(&mut self, d: &'a Delivery, token: i64) {
+    pub(super) fn push(&mut self, d: &'a Delivery, token: i64) {
         self.push_row(d, token, None, None);
     }
 
     /// A row this transaction locked and claimed, `before` as read.
-    pub fn push_claimed(&mut self, before: &Delivery, after: &'a Delivery, token: i64) {
+    pub(super) fn push_claimed(&mut self, before: &Delivery, after: &'a Delivery, token: i64) {
         if let Some(lease) = after.lease.as_ref().filter(|_| only_leased(before, after)) {
             let shared = (lease.owner.as_str(), at_ms(lease.until), at_ms(after.updated_at));
             if *self.runs.shared.get_or_insert(shared) == shared {
@@ -157,7 +157,7 @@ impl<'a> DeliveryWrites<'a> {
     /// handled record; one there already is kept). Returns true when the
     /// attempt, which started at `started_at`, is kept on the row: a plain
     /// success, which then needs no row of its own in `jadpo_attempts`.
-    pub fn push_finished(
+    pub(super) fn push_finished(
         &mut self,
         before: &Delivery,
         after: &'a Delivery,
@@ -205,7 +205,7 @@ impl<'a> DeliveryWrites<'a> {
 
     /// Writes them all. A locked row not found is a fault; a fenced row that
     /// moved is a conflict.
-    pub async fn write(&self, tx: &Transaction<'_>) -> Result<(), Abort> {
+    pub(super) async fn write(&self, tx: &Transaction<'_>) -> Result<(), Abort> {
         if self.rows.id.is_empty() && self.runs.id.is_empty() && self.ends.id.is_empty() {
             return Ok(());
         }

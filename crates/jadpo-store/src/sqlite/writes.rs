@@ -92,7 +92,7 @@ pub(crate) struct Writes<'c> {
 }
 
 impl<'c> Writes<'c> {
-    pub fn new(c: &'c Connection) -> Writes<'c> {
+    pub(super) fn new(c: &'c Connection) -> Writes<'c> {
         Writes {
             c,
             whole: None,
@@ -117,7 +117,7 @@ impl<'c> Writes<'c> {
 
     /// A claim's row: `after` is what the claim planned for the row read as
     /// `before`, in the claim's own transaction.
-    pub fn claimed(&mut self, before: &Delivery, after: &Delivery) -> rusqlite::Result<usize> {
+    pub(super) fn claimed(&mut self, before: &Delivery, after: &Delivery) -> rusqlite::Result<usize> {
         let Some(lease) = after.lease.as_ref().filter(|_| only_leased(before, after)) else {
             return self.whole(after, None, None, None);
         };
@@ -139,7 +139,7 @@ impl<'c> Writes<'c> {
     /// ran as), written only if still running under `fence`; `handled` and
     /// `succeeded_from` as [`update`]. Returns the rows changed: 0 when the
     /// fence refused it.
-    pub fn finished(
+    pub(super) fn finished(
         &mut self,
         before: &Delivery,
         after: &Delivery,

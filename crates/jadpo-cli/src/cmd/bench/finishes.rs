@@ -25,7 +25,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::Layer;
 
 /// Where the runtime's delivery events come from.
-pub const TARGET: &str = "jadpo_runtime::log";
+pub(super) const TARGET: &str = "jadpo_runtime::log";
 
 /// The events that end a delivery for good.
 const TERMINAL: [&str; 5] = [
@@ -94,7 +94,7 @@ impl Timing {
 /// Finished deliveries as they are seen: how many, when the last one was,
 /// and the latency of each whose emit time is known.
 #[derive(Debug)]
-pub struct Finishes {
+pub(super) struct Finishes {
     start: Instant,
     count: AtomicU64,
     emitted: AtomicU64,
@@ -104,7 +104,7 @@ pub struct Finishes {
 }
 
 impl Finishes {
-    pub fn new(start: Instant) -> Arc<Finishes> {
+    pub(super) fn new(start: Instant) -> Arc<Finishes> {
         Arc::new(Finishes {
             start,
             count: AtomicU64::new(0),
@@ -119,27 +119,27 @@ impl Finishes {
     }
 
     /// Deliveries seen finishing so far.
-    pub fn count(&self) -> u64 {
+    pub(super) fn count(&self) -> u64 {
         self.count.load(Ordering::Acquire)
     }
 
     /// Deliveries whose emit was noted so far.
-    pub fn emitted_count(&self) -> u64 {
+    pub(super) fn emitted_count(&self) -> u64 {
         self.emitted.load(Ordering::Acquire)
     }
 
     /// Microseconds since the start, on the same scale as the finishes.
-    pub fn micros(&self, at: Instant) -> u64 {
+    pub(super) fn micros(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.start).as_micros()).unwrap_or(u64::MAX)
     }
 
     /// When the last finish seen arrived, in microseconds since the start.
-    pub fn last_finish(&self) -> Option<u64> {
+    pub(super) fn last_finish(&self) -> Option<u64> {
         self.last.load(Ordering::Acquire).checked_sub(1)
     }
 
     /// Notes the emit time of deliveries `ids` (as one emit returned them).
-    pub fn emitted(&self, ids: impl IntoIterator<Item = i64>, at: Instant) {
+    pub(super) fn emitted(&self, ids: impl IntoIterator<Item = i64>, at: Instant) {
         let at = self.micros(at);
         let mut t = self.timing();
         let mut run: Option<Span> = None;
@@ -173,7 +173,7 @@ impl Finishes {
 
     /// Latency percentiles in milliseconds (nearest rank, within 1%), emit
     /// to finish. Deliveries seen on one side only are left out.
-    pub fn percentiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
+    pub(super) fn percentiles(&self, ps: &[f64]) -> Option<Vec<f64>> {
         let t = self.timing();
         if t.latencies.count() == 0 {
             return None;
@@ -182,13 +182,13 @@ impl Finishes {
     }
 
     /// The latencies recorded since the last call, and a fresh window.
-    pub fn take_window(&self) -> Histogram {
+    pub(super) fn take_window(&self) -> Histogram {
         std::mem::take(&mut self.timing().window)
     }
 
     /// Forgets the emits noted before `before`, oldest first, and the
     /// early finishes they leave unmatched.
-    pub fn forget_emits_before(&self, before: Instant) {
+    pub(super) fn forget_emits_before(&self, before: Instant) {
         let before = self.micros(before);
         let mut t = self.timing();
         let old = t.spans.partition_point(|s| s.at < before);
@@ -210,7 +210,7 @@ impl Finishes {
 }
 
 /// The layer that feeds [`Finishes`]; give it a filter on [`TARGET`].
-pub struct Watch(pub Arc<Finishes>);
+pub(super) struct Watch(pub Arc<Finishes>);
 
 #[derive(Default)]
 struct Seen {

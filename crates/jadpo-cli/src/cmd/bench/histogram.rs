@@ -12,7 +12,7 @@ const SUB: usize = 1 << SUB_BITS;
 const BUCKETS: usize = SUB * (64 - SUB_BITS as usize + 1);
 
 #[derive(Clone, Debug)]
-pub struct Histogram {
+pub(super) struct Histogram {
     counts: Box<[u64]>,
     count: u64,
     min: u64,
@@ -48,21 +48,21 @@ fn bounds(i: usize) -> (u64, u64) {
 }
 
 impl Histogram {
-    pub fn record(&mut self, v: u64) {
+    pub(super) fn record(&mut self, v: u64) {
         self.counts[index(v)] += 1;
         self.count += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
     }
 
-    pub fn count(&self) -> u64 {
+    pub(super) fn count(&self) -> u64 {
         self.count
     }
 
     /// The nearest-rank `p` quantile: the smallest value with at least `p`
     /// of them at or below it, as its bucket's middle (within the values
     /// seen; the smallest and the largest exactly). 0 when empty.
-    pub fn quantile(&self, p: f64) -> u64 {
+    pub(super) fn quantile(&self, p: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }

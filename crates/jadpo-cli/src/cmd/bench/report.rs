@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// One run's figures.
 #[derive(Debug, Default)]
-pub struct Report {
+pub(super) struct Report {
     pub events: u64,
     pub concurrency: usize,
     /// `backlog` or `rate`.
@@ -51,7 +51,7 @@ fn tenth(x: f64) -> f64 {
 }
 
 /// The process's peak resident memory (`VmHWM`), on Linux.
-pub fn peak_rss_bytes() -> Option<u64> {
+pub(super) fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -59,22 +59,22 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 impl Report {
-    pub fn emit_per_s(&self) -> f64 {
+    pub(super) fn emit_per_s(&self) -> f64 {
         per_s(self.events, self.emit)
     }
 
-    pub fn drain_per_s(&self) -> f64 {
+    pub(super) fn drain_per_s(&self) -> f64 {
         per_s(self.events, self.drain)
     }
 
-    pub fn succeeded(&self) -> u64 {
+    pub(super) fn succeeded(&self) -> u64 {
         self.counts.get(&DeliveryState::Succeeded).copied().unwrap_or(0)
     }
 
     /// Whether every delivery succeeded: by the store's counts, or, where
     /// retention pruned some, by the finishes seen and no delivery failed
     /// or parked among those left.
-    pub fn all_succeeded(&self) -> bool {
+    pub(super) fn all_succeeded(&self) -> bool {
         match self.retention {
             None => self.succeeded() == self.events,
             Some(_) => {
@@ -88,13 +88,13 @@ impl Report {
     }
 
     /// The engine's drain against the plain HTTP loop, as a fraction.
-    pub fn http_ratio(&self) -> Option<f64> {
+    pub(super) fn http_ratio(&self) -> Option<f64> {
         self.http_baseline_per_s
             .filter(|b| *b > 0.0)
             .map(|b| self.drain_per_s() / b)
     }
 
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         let counts: Map<String, Value> = self
             .counts
             .iter()
@@ -130,7 +130,7 @@ impl Report {
         })
     }
 
-    pub fn human(&self) -> String {
+    pub(super) fn human(&self) -> String {
         let mut out = String::new();
         let subscriber = match self.http_latency {
             Some(l) => format!(

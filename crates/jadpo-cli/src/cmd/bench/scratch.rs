@@ -10,7 +10,7 @@ use jadpo_store::sqlite::SqliteStore;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub enum Scratch {
+pub(super) enum Scratch {
     Sqlite {
         dir: PathBuf,
         url: String,
@@ -35,7 +35,7 @@ fn with_param(url: &str, param: &str) -> String {
 impl Scratch {
     /// Makes the fresh schema or folder for `url` (`None`: a temporary
     /// SQLite file).
-    pub async fn create(url: Option<&str>) -> Result<Scratch, CliError> {
+    pub(super) async fn create(url: Option<&str>) -> Result<Scratch, CliError> {
         let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
             return Scratch::sqlite_in(&std::env::temp_dir());
         };
@@ -87,7 +87,7 @@ impl Scratch {
     }
 
     /// Opens (and migrates) the store in the schema or folder.
-    pub async fn open(&self) -> Result<AnyStore, CliError> {
+    pub(super) async fn open(&self) -> Result<AnyStore, CliError> {
         match self {
             Scratch::Sqlite { url, .. } => SqliteStore::open(url)
                 .await
@@ -108,7 +108,7 @@ impl Scratch {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub(super) fn kind(&self) -> &'static str {
         match self {
             Scratch::Sqlite { .. } => "sqlite",
             Scratch::Postgres { .. } => "postgres",
@@ -116,7 +116,7 @@ impl Scratch {
     }
 
     /// The PostgreSQL schema, if any.
-    pub fn schema(&self) -> Option<&str> {
+    pub(super) fn schema(&self) -> Option<&str> {
         match self {
             Scratch::Sqlite { .. } => None,
             Scratch::Postgres { schema, .. } => Some(schema),
@@ -125,7 +125,7 @@ impl Scratch {
 
     /// A URL other commands reach the bench's store with (password hidden):
     /// `jadpo deliveries --store URL`.
-    pub fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         match self {
             Scratch::Sqlite { url, .. } => url.clone(),
             Scratch::Postgres { server, schema } => {
@@ -136,7 +136,7 @@ impl Scratch {
 
     /// Drops the schema or removes the folder. Failing to is said on
     /// stderr, not an error: the figures are already measured.
-    pub async fn remove(self) {
+    pub(super) async fn remove(self) {
         let what = self.url();
         let failed = match self {
             Scratch::Sqlite { dir, .. } => std::fs::remove_dir_all(&dir).err().map(|e| e.to_string()),

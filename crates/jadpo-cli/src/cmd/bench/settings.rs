@@ -6,7 +6,7 @@ use crate::output::CliError;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Where to bench: postgres://USER@HOST/DB (a fresh schema in it) or
     /// sqlite:PATH (a fresh file in a new folder beside PATH); default:
     /// $JADPO_STORE, else a SQLite file in a temporary folder.
@@ -78,7 +78,7 @@ const SOAK_MAX_EVENTS: u64 = 1_000_000_000;
 
 /// What the flags ask for, checked.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(super) struct Settings {
     pub events: u64,
     pub concurrency: usize,
     pub rate: Option<u64>,
@@ -182,7 +182,7 @@ fn parse_retention(text: &str) -> Result<Option<Duration>, CliError> {
 
 /// The flags as settings, or the first one out of bounds, refused with its
 /// `bench.*` code.
-pub fn check(args: &Args) -> Result<Settings, CliError> {
+pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
     let rate = args.rate.as_deref().map(parse_rate).transpose()?;
     let duration = args
         .duration

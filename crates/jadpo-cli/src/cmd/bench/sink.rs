@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// A running sink; stopped when dropped.
-pub struct Sink {
+pub(super) struct Sink {
     pub addr: SocketAddr,
     requests: Arc<AtomicU64>,
     stop: watch::Sender<bool>,
@@ -21,7 +21,7 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub async fn start(latency: Duration) -> Result<Sink, CliError> {
+    pub(super) async fn start(latency: Duration) -> Result<Sink, CliError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .map_err(|e| CliError::environment("bench.sink_failed", format!("cannot listen on 127.0.0.1: {e}")))?;
@@ -56,16 +56,16 @@ impl Sink {
         })
     }
 
-    pub fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Requests answered so far.
-    pub fn requests(&self) -> u64 {
+    pub(super) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 
-    pub async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         let _ = self.stop.send(true);
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -81,7 +81,7 @@ impl Drop for Sink {
 
 /// Sends `n` POSTs with a small JSON body to the sink, `concurrency` at a
 /// time, as the engine's deliveries do; returns requests per second.
-pub async fn baseline(url: &str, n: u64, concurrency: usize) -> Result<f64, CliError> {
+pub(super) async fn baseline(url: &str, n: u64, concurrency: usize) -> Result<f64, CliError> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

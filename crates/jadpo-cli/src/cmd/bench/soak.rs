@@ -24,7 +24,7 @@ const REMEMBER_EMITS: Duration = Duration::from_secs(600);
 
 /// What one interval saw.
 #[derive(Clone, Debug, Default)]
-pub struct Interval {
+pub(super) struct Interval {
     /// From 1.
     pub index: u32,
     /// When it ended, in seconds since the engine started.
@@ -54,13 +54,13 @@ fn mib(bytes: u64) -> f64 {
 }
 
 impl Interval {
-    pub fn drain_per_s(&self) -> f64 {
+    pub(super) fn drain_per_s(&self) -> f64 {
         self.finished as f64 / self.length.max(1e-9)
     }
 
     /// Dead rows as a share of all row versions, across the tables
     /// (PostgreSQL).
-    pub fn dead_share(&self) -> Option<f64> {
+    pub(super) fn dead_share(&self) -> Option<f64> {
         if self.footprint.tables.is_empty() {
             return None;
         }
@@ -69,7 +69,7 @@ impl Interval {
         dead.map(|d| d as f64 / (d + live).max(1) as f64)
     }
 
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         let tables: Map<String, Value> = self
             .footprint
             .tables
@@ -107,7 +107,7 @@ impl Interval {
     }
 
     /// One line of the human report; [`Interval::HEADER`] names its columns.
-    pub fn human(&self) -> String {
+    pub(super) fn human(&self) -> String {
         let latency = match (self.p50_ms, self.p99_ms) {
             (Some(p50), Some(p99)) => format!("{p50:>8.1} {p99:>8.1}"),
             _ => format!("{:>8} {:>8}", "-", "-"),
@@ -131,7 +131,7 @@ impl Interval {
         )
     }
 
-    pub const HEADER: &'static str = "      s    emitted  drained/s  p50 ms   p99 ms  finished rows  MiB\n";
+    pub(super) const HEADER: &'static str = "      s    emitted  drained/s  p50 ms   p99 ms  finished rows  MiB\n";
 }
 
 /// The store's size, through the bench's second handle on it.
@@ -146,7 +146,7 @@ async fn footprint(store: &AnyStore) -> Result<Footprint, CliError> {
 /// Reports every `every` until `done` is set, then once more for the part
 /// of an interval left; prints each as it comes (a JSON line with `json`)
 /// and returns them all.
-pub async fn report(
+pub(super) async fn report(
     store: &AnyStore,
     finishes: &Finishes,
     every: Duration,
