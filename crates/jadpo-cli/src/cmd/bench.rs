@@ -22,7 +22,7 @@ mod settings;
 mod sink;
 mod soak;
 
-use crate::cmd::dev::worker_name;
+use crate::cmd::worker_name;
 use crate::operator;
 use crate::output::{self, CliError};
 use finishes::{Finishes, Watch};

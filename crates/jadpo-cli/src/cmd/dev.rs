@@ -105,13 +105,6 @@ pub(crate) fn run(args: Args) -> ExitCode {
     })
 }
 
-/// Names this process's leases: host and pid, so an operator can tell
-/// which process holds a delivery.
-pub(crate) fn worker_name(mode: &str) -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
-    format!("{mode}@{host}:{}", std::process::id())
-}
-
 /// `--poll`: a duration such as `1s`, `250ms` or `5m`, from 10 ms to 1 h.
 /// Emits and retries wake idle workers at once (in every process on
 /// PostgreSQL), so the poll is only the fallback for a wake-up that was lost

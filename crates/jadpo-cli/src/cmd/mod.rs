@@ -32,3 +32,10 @@ pub(crate) struct AppArg {
     #[arg(long, value_name = "FILE", global = true)]
     pub app: Option<PathBuf>,
 }
+
+/// Names this process's leases: host and pid, so an operator can tell
+/// which process holds a delivery.
+pub(crate) fn worker_name(mode: &str) -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    format!("{mode}@{host}:{}", std::process::id())
+}

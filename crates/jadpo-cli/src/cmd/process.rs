@@ -173,7 +173,7 @@ pub(crate) fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<ja
     };
     builder
         .worker(jadpo_runtime::WorkerConfig {
-            name: super::dev::worker_name(w.mode),
+            name: super::worker_name(w.mode),
             concurrency: w.concurrency as usize,
             poll: w.poll,
             ..jadpo_runtime::WorkerConfig::default()

@@ -34,7 +34,7 @@ macro_rules! breaker_columns {
 }
 pub(crate) use breaker_columns;
 
-pub(crate) use crate::codec::{at_ms, span_ms};
+pub(crate) use crate::codec::at_ms;
 
 pub(crate) fn corrupt(what: &str, value: &str) -> Abort {
     Abort::Store(StoreError::Unavailable(format!("unreadable row: {what} {value:?}")))

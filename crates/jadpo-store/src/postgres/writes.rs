@@ -10,7 +10,7 @@
 //! comparing the planned row with the row as read, so `plan.rs` stays the
 //! only place that decides what a delivery becomes.
 
-use super::rows::{at_ms, span_ms};
+use crate::codec::{at_ms, span_ms};
 use super::Abort;
 use crate::narrow::{only_ended, only_leased};
 use crate::types::StoreError;
