@@ -10,8 +10,8 @@
 //! comparing the planned row with the row as read, so `plan.rs` stays the
 //! only place that decides what a delivery becomes.
 
-use crate::codec::{at_ms, span_ms};
 use super::Abort;
+use crate::codec::{at_ms, span_ms};
 use crate::narrow::{only_ended, only_leased};
 use crate::types::StoreError;
 use deadpool_postgres::Transaction;
