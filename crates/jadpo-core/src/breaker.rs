@@ -12,7 +12,7 @@
 //! write a breaker with one statement conditional on the version it read:
 //! of two processes changing the same breaker at once, one wins.
 
-use crate::delivery::DeliveryId;
+use crate::ids::DeliveryId;
 use crate::time::{Timestamp, MINUTE};
 use std::fmt;
 use std::time::Duration;

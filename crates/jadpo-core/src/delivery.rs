@@ -1,34 +1,10 @@
 //! A delivery: one subscriber's durable job for one event.
 
+pub use crate::ids::{DeliveryId, EventId, LeaseToken};
 use crate::failure::FailureRecord;
 use crate::time::Timestamp;
-use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct DeliveryId(pub i64);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(pub i64);
-
-/// Issued fresh by every claim. Every write after a claim names the token it
-/// was claimed with, so a worker whose lease was taken over changes nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LeaseToken(pub i64);
-
-impl fmt::Display for DeliveryId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl fmt::Display for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DeliveryState {

@@ -28,6 +28,7 @@ pub mod claim;
 pub mod clock;
 pub mod delivery;
 pub mod failure;
+pub mod ids;
 pub mod limit;
 pub mod path;
 pub mod schedule;

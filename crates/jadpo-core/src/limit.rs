@@ -11,7 +11,7 @@
 //! Tokens are counted in thousandths, so a rate of 1/h and one of 10,000/s
 //! both refill exactly in integer arithmetic.
 
-use crate::delivery::DeliveryId;
+use crate::ids::DeliveryId;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
