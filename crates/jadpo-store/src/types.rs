@@ -14,7 +14,10 @@ use std::time::Duration;
 /// the connections its action may call, itself or through actions it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
+    /// Its `retry:` budget: how many attempts, within how long.
     pub budget: Budget,
+    /// Every connection its action may call, itself or through the actions it
+    /// runs: the breakers that can hold it and the limits it takes room on.
     pub connections: Vec<String>,
 }
 
@@ -27,14 +30,20 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// No routes and no limits yet: add them with [`Routes::insert`] and
+    /// [`Routes::limit`].
     pub fn new() -> Routes {
         Routes::default()
     }
 
+    /// Sets `subscriber`'s route, replacing the one it had.
     pub fn insert(&mut self, subscriber: impl Into<String>, route: Route) {
         self.routes.insert(subscriber.into(), route);
     }
 
+    /// `subscriber`'s route. `None` for a subscriber the app no longer
+    /// declares: the claim fails its deliveries as a defect
+    /// ([`unknown_subscriber`]).
     pub fn get(&self, subscriber: &str) -> Option<&Route> {
         self.routes.get(subscriber)
     }
@@ -71,9 +80,11 @@ pub fn unknown_subscriber() -> FailureRecord {
 /// An event to emit, with the subscribers that get a delivery of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewEvent {
+    /// The event's name, as the app declares it.
     pub name: String,
     /// The event's JSON. Kept for the action; never logged.
     pub payload: String,
+    /// The subscribers that get a delivery of it, one each.
     pub subscribers: Vec<String>,
     /// The caller's name for this event (at most [`MAX_IDEMPOTENCY_KEY`]
     /// bytes), unique per event name while the event is kept: emitting
@@ -86,13 +97,17 @@ pub struct NewEvent {
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
+/// What an emit made of one event: its ids and its deliveries, or those of the
+/// event emitted before under the same idempotency key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Emitted {
+    /// The event's id in this store.
     pub event_id: EventId,
     /// Unique across every store and environment (a UUIDv7), where
     /// `event_id` is unique only within its store: what a receiver can
     /// tell events apart by (signed calls' `webhook-id` derive from it).
     pub public_id: String,
+    /// Its deliveries, one per subscriber.
     pub deliveries: Vec<DeliveryId>,
     /// An event emitted before under the same idempotency key: nothing was
     /// made, and these are its ids.
@@ -104,11 +119,14 @@ pub fn new_public_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// What a worker asks of one claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimRequest<'a> {
+    /// The worker's name: the owner of the leases it takes.
     pub worker: &'a str,
     /// Every subscriber's budget and connections, from the app.
     pub routes: &'a Routes,
+    /// The claim's time (engine time): what is due by then can be claimed.
     pub now: Timestamp,
     /// The most due rows one claim looks at.
     pub limit: usize,
@@ -121,12 +139,17 @@ pub struct ClaimRequest<'a> {
 pub struct Claimed {
     /// As claimed: running, this attempt counted, under the new lease.
     pub delivery: Delivery,
+    /// Its subscriber's budget, for the decision after the run.
     pub budget: Budget,
+    /// The connections its action may call, from its route: the breakers
+    /// checked just before the run, and the limits whose slots its finish
+    /// gives back.
     pub connections: Vec<String>,
     /// The connections it probes.
     pub probe_for: Vec<String>,
     /// Its event's name and JSON, for binding the action's arguments.
     pub event_name: String,
+    /// The event's JSON. Kept for the action; never logged.
     pub payload: String,
     /// Its event's public id ([`Emitted::public_id`]).
     pub event_public_id: String,
@@ -136,6 +159,8 @@ pub struct Claimed {
 }
 
 impl Claimed {
+    /// The token of the lease it was claimed under: every write about this run
+    /// names it, and is refused once the lease was taken over.
     pub fn token(&self) -> LeaseToken {
         self.delivery
             .lease
@@ -168,13 +193,22 @@ impl Claimed {
 /// What one claim did, beyond the deliveries it hands out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClaimReport {
+    /// The deliveries this worker now runs, each under its new lease.
     pub claimed: Vec<Claimed>,
+    /// Found with a handled record: their run committed before its worker was
+    /// lost, so they are `succeeded` without running again.
     pub succeeded: Vec<DeliveryId>,
+    /// Failed at the claim without running: their budget was spent, or their
+    /// subscriber is gone from the app. No attempt counted.
     pub gave_up: Vec<DeliveryId>,
+    /// Held behind an open breaker on a connection they call, their attempt not
+    /// spent.
     pub held: Vec<DeliveryId>,
     /// Would have run, but a connection's limit had no room: due again at
     /// the time given, no attempt spent.
     pub waiting: Vec<(DeliveryId, Timestamp)>,
+    /// Taken over from a worker whose lease ended: their last failure is now
+    /// `lease_expired`. Each is also in one of the other lists.
     pub lease_expired: Vec<DeliveryId>,
     /// Every breaker the claim decided with, as it left them (a connection
     /// with no row is closed). The check just before each run uses these
@@ -186,8 +220,12 @@ pub struct ClaimReport {
 /// The end of an attempt, for the store to write down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finish {
+    /// The delivery the attempt was of.
     pub id: DeliveryId,
+    /// The lease it was claimed under: the fence of this write.
     pub token: LeaseToken,
+    /// The core's decision on how the attempt ended: succeeded, a retry at a
+    /// time, failed or parked (docs/retries.md).
     pub outcome: Outcome,
     /// For each connection the attempt called through its real driver, how
     /// the last call ended. Fakes and recordings are not listed.
@@ -200,6 +238,7 @@ pub struct Finish {
     /// The connections that answered 429, with their `Retry-After`: every
     /// process pauses each until then, or halves its rate for a minute.
     pub rate_limited: Vec<(String, Option<Duration>)>,
+    /// When the run started.
     pub started_at: Timestamp,
     /// When the run ended: the attempt's end, the time of its emits and of
     /// whatever its verdicts release or resolve.
@@ -236,13 +275,20 @@ impl Finish {
 /// one chain depth (the run's event's depth plus one).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Emits {
+    /// The chain depth of the events: the run's event's depth plus one.
     pub depth: u32,
+    /// The events, each with the subscribers that get a delivery of it.
     pub events: Vec<NewEvent>,
 }
 
+/// What a finish did beyond writing the delivery's own row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FinishReport {
+    /// Each breaker the attempt's calls opened, reopened or closed, by
+    /// connection.
     pub transitions: Vec<(String, Transition)>,
+    /// How many held deliveries it released, due now, because a breaker it
+    /// closed was holding them.
     pub released: usize,
     /// The breakers this finish changed, as it left them.
     pub breakers: Vec<jadpo_core::Breaker>,
@@ -250,24 +296,30 @@ pub struct FinishReport {
     pub emitted: Vec<Emitted>,
 }
 
+/// What one sweep of the tick did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
     /// Held deliveries woken to be a probe.
     pub woken: Vec<DeliveryId>,
     /// Held deliveries released because their breaker is closed.
     pub released: usize,
+    /// The outage alerts this sweep raised: one per outage, kept as alert
+    /// messages.
     pub alerts: Vec<Alert>,
 }
 
 /// An event as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRecord {
+    /// Its id in this store.
     pub id: EventId,
     /// See [`Emitted::public_id`].
     pub public_id: String,
+    /// The event's name, as the app declares it.
     pub name: String,
     /// The event's JSON. Kept for the action; never logged.
     pub payload: String,
+    /// When it was emitted (engine time).
     pub emitted_at: Timestamp,
 }
 
@@ -275,10 +327,15 @@ pub struct EventRecord {
 /// with its sends to the app's alert route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlertRecord {
+    /// Its id in this store, in the order messages were kept: a send's end
+    /// names it.
     pub id: i64,
     /// Unique across stores: the `webhook-id` of its sends derives from it.
     pub public_id: String,
+    /// What it says: an outage raised or resolved, or a schedule failing.
     pub message: AlertMessage,
+    /// Its sends to the app's alert route: how many, when the next is due, how
+    /// they ended.
     pub sends: Sends,
 }
 
@@ -289,8 +346,11 @@ pub struct AlertRecord {
 /// (`opened:NAME`, `probe:NAME`, `closed:NAME`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MinuteCount {
+    /// The minute's start.
     pub minute: Timestamp,
+    /// The series: `succeeded`, `calls:NAME`, `opened:NAME` and so on.
     pub series: String,
+    /// How many, summed over every process that added to it.
     pub n: u64,
 }
 
@@ -302,34 +362,52 @@ pub fn minute_of(t: Timestamp) -> Timestamp {
 /// A breaker as listed, with the number of deliveries it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerView {
+    /// The breaker's row (`jadpo_circuit_breakers`).
     pub breaker: jadpo_core::Breaker,
+    /// How many deliveries it holds now.
     pub held: u64,
 }
 
 /// One attempt in a delivery's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecord {
+    /// The delivery it was an attempt of.
     pub delivery: DeliveryId,
+    /// Its number: 1 for the delivery's first attempt, counted at its claim.
     pub attempt: u32,
+    /// When the run started.
     pub started_at: Timestamp,
+    /// When the run ended.
     pub ended_at: Timestamp,
+    /// The state it left the delivery in: `due` for a retry, else `succeeded`,
+    /// `failed` or `parked`.
     pub state: DeliveryState,
+    /// Why it failed, when it did not succeed.
     pub failure: Option<FailureRecord>,
 }
 
+/// Which deliveries a listing shows ([`Store::list`](crate::Store::list)):
+/// every field set narrows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeliveryFilter {
+    /// Only deliveries in this state.
     pub state: Option<DeliveryState>,
+    /// Only this subscriber's deliveries.
     pub subscriber: Option<String>,
+    /// Only deliveries held behind this connection's breaker.
     pub connection: Option<String>,
+    /// Only the deliveries of this event.
     pub event: Option<EventId>,
     /// Only deliveries older than this one (smaller ids): the next page of
     /// a listing, newest first.
     pub before: Option<DeliveryId>,
+    /// At most this many.
     pub limit: Option<usize>,
 }
 
 impl DeliveryFilter {
+    /// Whether `d` passes every field of the filter but `limit`, which the
+    /// caller applies.
     pub fn matches(&self, d: &Delivery) -> bool {
         self.state.is_none_or(|s| d.state == s)
             && self.before.is_none_or(|b| d.id < b)
@@ -342,6 +420,8 @@ impl DeliveryFilter {
     }
 }
 
+/// Why a store's method failed: each has a stable code ([`StoreError::code`])
+/// and a message that says what happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreError {
     /// The write names a lease that is no longer the delivery's: another
@@ -349,6 +429,7 @@ pub enum StoreError {
     LeaseLost(DeliveryId),
     /// The same, for a schedule's run.
     ScheduleLeaseLost(String),
+    /// The write names a delivery that does not exist: never made, or pruned.
     NotFound(DeliveryId),
     /// The store could not be reached, or failed before anything committed.
     Unavailable(String),
