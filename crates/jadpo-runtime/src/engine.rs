@@ -1,12 +1,13 @@
-//! The engine: its shared state (a store, an executor, a clock, the app's
-//! catalog, what this process has seen of the breakers) and its settings
-//! (`WorkerConfig`, `TickConfig`), running workers and the tick.
+//! The engine: built from its settings (`config.rs`) into its state
+//! (`state.rs`), it starts the workers, the tick, the listener and the
+//! alert sender, each a loop of its own over that state.
 
 use crate::alerts::{self, AlertRoute};
 use crate::clock::SharedClock;
-use crate::completer::{BreakerCache, PendingVerdicts};
+use crate::config::{TickConfig, WorkerConfig};
 use crate::run::{Catalog, Executor, RunContext};
-use crate::tick::{self, TickConfig};
+use crate::state::EngineState;
+use crate::tick;
 use crate::wake;
 use crate::worker;
 use jadpo_core::{AttemptEnd, Failure};
@@ -16,74 +17,14 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    /// Names this process's leases.
-    pub name: String,
-    /// Deliveries run at once.
-    pub concurrency: usize,
-    /// How long an idle worker waits before looking again, in engine time.
-    pub poll: Duration,
-    /// Added to the longest run's limit to make a lease, in real time: the
-    /// time to write the outcome.
-    pub lease_margin: Duration,
-    /// The most finishes written in one transaction.
-    pub finish_batch: usize,
-    /// The most claimed deliveries held waiting for a slot, ahead of the
-    /// free ones. The worker holds fewer when runs are slow, so that each
-    /// starts well inside its lease (see `local_queue.rs`); 0 claims only
-    /// what the free slots can start. The default, 2,000, lets each of the
-    /// two claims in flight take a whole store batch (1,000) when runs are
-    /// short.
-    pub local_queue: usize,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            name: format!("jadpo-{}", std::process::id()),
-            concurrency: 16,
-            poll: Duration::from_secs(1),
-            lease_margin: Duration::from_secs(30),
-            finish_batch: 1_000,
-            local_queue: 2_000,
-        }
-    }
-}
-
-/// Shared between the claim loop and the run tasks.
-pub(crate) struct Shared<S, E> {
-    pub store: Arc<S>,
-    pub executor: Arc<E>,
-    pub clock: SharedClock,
-    pub catalog: Arc<Catalog>,
-    pub config: WorkerConfig,
-    pub tick: crate::tick::TickConfig,
-    /// Breakers as this process last saw them, for the check just before
-    /// each run.
-    pub breakers: Arc<BreakerCache>,
-    /// Unavailable verdicts on their way to the store.
-    pub pending: Arc<PendingVerdicts>,
-    /// Woken when something may have become due (see `wake.rs`).
-    pub wake: Arc<Notify>,
-    /// Where alert messages are sent, if the app routes them.
-    pub alert_route: Option<crate::alerts::AlertRoute>,
-    /// Woken when an alert message may be due for a send.
-    pub alert_wake: Arc<Notify>,
-    /// This process's counts for the per-minute summary (`minutes.rs`).
-    pub minutes: Arc<crate::minutes::Minutes>,
-    /// Closed while the store's schema is newer than this build runs on.
-    pub schema: crate::schema_gate::SchemaGate,
-}
-
 pub struct Engine<S: ScheduleStore, E: Executor> {
-    shared: Arc<Shared<S, E>>,
+    state: Arc<EngineState<S, E>>,
 }
 
 impl<S: ScheduleStore, E: Executor> Clone for Engine<S, E> {
     fn clone(&self) -> Self {
         Engine {
-            shared: self.shared.clone(),
+            state: self.state.clone(),
         }
     }
 }
@@ -116,7 +57,7 @@ impl Running {
 impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     pub fn new(store: Arc<S>, executor: Arc<E>, clock: SharedClock, catalog: Catalog, config: WorkerConfig) -> Self {
         Engine {
-            shared: Arc::new(Shared {
+            state: Arc::new(EngineState {
                 store,
                 executor,
                 clock,
@@ -137,7 +78,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// Sends alert messages to `route` once started (see `alerts.rs`).
     /// Only before the engine is cloned or started.
     pub fn route_alerts(mut self, route: AlertRoute) -> Self {
-        Arc::get_mut(&mut self.shared)
+        Arc::get_mut(&mut self.state)
             .expect("alerts are routed before the engine is shared")
             .alert_route = Some(route);
         self
@@ -146,22 +87,22 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// Sets what the tick does beyond its sweep (retention). Only before
     /// the engine is cloned or started.
     pub fn tick(mut self, config: TickConfig) -> Self {
-        Arc::get_mut(&mut self.shared)
+        Arc::get_mut(&mut self.state)
             .expect("the tick is set before the engine is shared")
             .tick = config;
         self
     }
 
     pub fn store(&self) -> &Arc<S> {
-        &self.shared.store
+        &self.state.store
     }
 
     pub fn clock(&self) -> &SharedClock {
-        &self.shared.clock
+        &self.state.clock
     }
 
     pub fn catalog(&self) -> &Catalog {
-        &self.shared.catalog
+        &self.state.catalog
     }
 
     /// Runs one action now, outside the workers, as a worker would: under
@@ -170,7 +111,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// nothing is claimed or recorded here, and what `ctx.calls` and
     /// `ctx.emits` gather is the caller's to use or drop.
     pub async fn execute(&self, ctx: RunContext, limit: Duration) -> Result<(), Failure> {
-        match crate::run::execute(&*self.shared.executor, ctx, limit).await.0 {
+        match crate::run::execute(&*self.state.executor, ctx, limit).await.0 {
             AttemptEnd::Succeeded => Ok(()),
             AttemptEnd::Failed(f) => Err(f),
         }
@@ -180,7 +121,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// current tokio runtime.
     pub fn start(&self) -> Running {
         let (shutdown, rx) = watch::channel(false);
-        let s = &self.shared;
+        let s = &self.state;
         let mut tasks = vec![
             tokio::spawn(worker::run(s.clone(), rx.clone())),
             tokio::spawn(tick::run(s.clone(), rx.clone())),
@@ -202,12 +143,12 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// right now looks again as soon as it is idle: wake-ups are never lost,
     /// and many of them in a row make one.
     pub fn wake(&self) {
-        self.shared.wake.notify_one();
+        self.state.wake.notify_one();
     }
 
     /// Emits events now, and wakes this process's worker.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
-        let emitted = self.shared.store.emit(events, self.shared.clock.now()).await?;
+        let emitted = self.state.store.emit(events, self.state.clock.now()).await?;
         for e in &emitted {
             tracing::info!(
                 event_id = e.event_id.0,
@@ -215,7 +156,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 "event.emitted"
             );
         }
-        self.shared.wake.notify_one();
+        self.state.wake.notify_one();
         Ok(emitted)
     }
 }

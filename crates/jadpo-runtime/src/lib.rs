@@ -9,8 +9,10 @@
 //! - [`alerts`]: alert messages sent to the app's alert route.
 
 pub mod alerts;
+mod breakers_seen;
 pub mod clock;
 mod completer;
+mod config;
 pub mod connection;
 pub mod emit;
 pub mod engine;
@@ -24,13 +26,13 @@ pub mod provider;
 pub mod run;
 pub mod schedules;
 mod schema_gate;
+mod state;
 mod tick;
 mod wake;
 mod worker;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SharedClock, SystemClock};
-pub use engine::WorkerConfig;
+pub use config::{TickConfig, WorkerConfig};
 pub use engine::{Engine, Running};
 pub use log::rfc3339;
 pub use run::{CallLog, Catalog, Executor, FnExecutor, RunContext, RunKind, ScheduleSpec};
-pub use tick::TickConfig;

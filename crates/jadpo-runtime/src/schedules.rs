@@ -5,9 +5,9 @@
 //! Missed times are not run in a burst: after a pause (the process was
 //! down), a schedule runs once and then keeps its rhythm.
 
-use crate::engine::Shared;
 use crate::run::execute;
 use crate::run::{CallLog, EmitLog, Executor, RunContext, RunKind};
+use crate::state::EngineState;
 use jadpo_core::schedule::ScheduleAlert;
 use jadpo_core::{AttemptEnd, Timestamp};
 use jadpo_lang::Trigger;
@@ -54,10 +54,10 @@ pub fn next_due(trigger: &Trigger, due_at: Timestamp, now: Timestamp) -> Timesta
 
 /// Claims the due schedules and runs each in its own task of `runs`.
 pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
-    shared: &Shared<S, E>,
+    shared: &EngineState<S, E>,
     runs: &mut tokio::task::JoinSet<()>,
 ) {
-    let Shared {
+    let EngineState {
         store,
         executor,
         clock,

@@ -1,10 +1,10 @@
 //! The tick: a periodic sweep, every second on every process. Safe on many
 //! at once: each breaker change in it is conditional on the version read.
 
-use crate::engine::Shared;
 use crate::log;
 use crate::run::Executor;
 use crate::schedules;
+use crate::state::EngineState;
 use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::{ScheduleStore, Store};
 use std::sync::Arc;
@@ -12,24 +12,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
-
-/// What the tick does beyond its sweep, set apart from the workers' settings:
-/// only the tick reads them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TickConfig {
-    /// Finished deliveries older than this are pruned, with their events
-    /// and attempts; `None` keeps everything. Seven days by default
-    /// (docs/decisions.md, "Seven days of finished deliveries").
-    pub retention: Option<Duration>,
-}
-
-impl Default for TickConfig {
-    fn default() -> Self {
-        TickConfig {
-            retention: Some(Duration::from_secs(7 * 86_400)),
-        }
-    }
-}
 
 /// How often, in real time, the tick asks whether this build still runs on
 /// the store's schema (`schema_gate.rs`).
@@ -82,7 +64,10 @@ fn sweep_floor(faults: u32, rng: &mut impl rand::Rng) -> Duration {
     }
 }
 
-pub(crate) async fn run<S: ScheduleStore, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run<S: ScheduleStore, E: Executor>(
+    shared: Arc<EngineState<S, E>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
     let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
     let mut next_prune_at = clock.now();
@@ -183,6 +168,7 @@ async fn prune<S: Store>(store: &S, before: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TickConfig;
     use rand::SeedableRng;
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! An idle claim loop sleeps until the first of:
 //!
-//! - a wake-up (`Shared::wake`, a `Notify` permit, so a burst of them leaves
+//! - a wake-up (`EngineState::wake`, a `Notify` permit, so a burst of them leaves
 //!   one behind): an emit, an operator's retry or the sweep's release in
 //!   this process, or the store's notification of the same in another one
 //!   ([`listen`]; PostgreSQL only);
@@ -13,7 +13,7 @@
 //!   sends none (SQLite).
 
 use crate::clock::SharedClock;
-use crate::engine::Shared;
+use crate::state::EngineState;
 use jadpo_core::Timestamp;
 use jadpo_store::Store;
 use std::sync::Arc;
@@ -47,7 +47,7 @@ pub(crate) async fn sleep_until(clock: &SharedClock, until: Timestamp) {
 }
 
 /// Runs the store's listener (see [`Store::listen`]) until shutdown.
-pub(crate) async fn listen<S: Store, E>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn listen<S: Store, E>(shared: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
     tokio::select! {
         _ = shared.store.listen(shared.wake.clone()) => {}
         _ = shutdown.wait_for(|stop| *stop) => {}

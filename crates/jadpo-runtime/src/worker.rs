@@ -7,10 +7,10 @@
 //! batches (`finish_batch`), one transaction for many.
 
 use crate::completer::Completer;
-use crate::engine::Shared;
 use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
 use crate::run::{execute, CallLog, Executor, RunContext};
+use crate::state::EngineState;
 use crate::wake::{Idle, Ticket};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
@@ -36,7 +36,7 @@ pub(crate) const MAX_LOCAL_QUEUE: usize = 10_000;
 /// the free slots (see `local_queue.rs`) and claims the next batch while
 /// runs go on, so no slot waits for the store; outcomes are written by the
 /// completer, apart from the runs.
-pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<Shared<S, E>>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
     let config = &shared.config;
     assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
     assert!(config.local_queue <= MAX_LOCAL_QUEUE);
@@ -232,7 +232,7 @@ const MAX_CLAIMS_IN_FLIGHT: usize = 2;
 
 /// Takes a claim's report in: its breakers into the cache, its deliveries
 /// into the queue with the last time each may start.
-fn accept<S: Store, E>(shared: &Shared<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
+fn accept<S: Store, E>(shared: &EngineState<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
     log::claim(&report);
     let now = shared.clock.now();
     let mut tally = crate::minutes::Tally::default();
@@ -258,7 +258,7 @@ fn accept<S: Store, E>(shared: &Shared<S, E>, report: ClaimReport, queue: &mut L
 /// Gives claimed deliveries back unstarted, in the background: due again
 /// at once, their attempts unspent, their probe places freed.
 fn give_back<S: Store, E>(
-    shared: &Arc<Shared<S, E>>,
+    shared: &Arc<EngineState<S, E>>,
     queued: Vec<Queued>,
     now: Timestamp,
     why: &'static str,
@@ -283,7 +283,7 @@ fn give_back<S: Store, E>(
 }
 
 async fn run_one<S: Store, E: Executor>(
-    shared: &Shared<S, E>,
+    shared: &EngineState<S, E>,
     claimed: Claimed,
     finish_tx: &mpsc::Sender<Box<Finish>>,
 ) {
