@@ -1,7 +1,7 @@
 //! A delivery: one subscriber's durable job for one event.
 
-pub use crate::ids::{DeliveryId, EventId, LeaseToken};
 use crate::failure::FailureRecord;
+pub use crate::ids::{DeliveryId, EventId, LeaseToken};
 use crate::time::Timestamp;
 use std::fmt;
 use std::time::Duration;

@@ -1,0 +1,36 @@
+//! The state every loop of one engine shares: its store, executor, clock
+//! and catalog, its settings, what this process has seen of the breakers,
+//! its wake-ups and its counts. Built by `engine.rs`; read by the worker,
+//! the tick, the listener and the schedules.
+
+use crate::breakers_seen::{BreakerCache, PendingVerdicts};
+use crate::clock::SharedClock;
+use crate::config::{TickConfig, WorkerConfig};
+use crate::run::Catalog;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// One engine's state, shared by its loops and its run tasks.
+pub(crate) struct EngineState<S, E> {
+    pub store: Arc<S>,
+    pub executor: Arc<E>,
+    pub clock: SharedClock,
+    pub catalog: Arc<Catalog>,
+    pub config: WorkerConfig,
+    pub tick: TickConfig,
+    /// Breakers as this process last saw them, for the check just before
+    /// each run.
+    pub breakers: Arc<BreakerCache>,
+    /// Unavailable verdicts on their way to the store.
+    pub pending: Arc<PendingVerdicts>,
+    /// Woken when something may have become due (see `wake.rs`).
+    pub wake: Arc<Notify>,
+    /// Where alert messages are sent, if the app routes them.
+    pub alert_route: Option<crate::alerts::AlertRoute>,
+    /// Woken when an alert message may be due for a send.
+    pub alert_wake: Arc<Notify>,
+    /// This process's counts for the per-minute summary (`minutes.rs`).
+    pub minutes: Arc<crate::minutes::Minutes>,
+    /// Closed while the store's schema is newer than this build runs on.
+    pub schema: crate::schema_gate::SchemaGate,
+}
