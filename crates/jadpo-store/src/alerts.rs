@@ -66,6 +66,7 @@ impl AlertBook {
         });
     }
 
+    /// Keeps a new message, unsent, under the next id.
     pub fn push(&mut self, message: AlertMessage) {
         self.last_id += 1;
         self.rows.push(AlertRecord {
@@ -81,6 +82,9 @@ impl AlertBook {
         self.rows.iter().rev().take(limit).cloned().collect()
     }
 
+    /// Claims up to `limit` messages whose send is due at `now` (at most
+    /// [`MAX_ALERT_CLAIM`]), longest due first, each until `now + lease`:
+    /// [`claim`] on each.
     pub fn claim(&mut self, now: Timestamp, limit: usize, lease: Duration) -> Vec<AlertRecord> {
         let mut due: Vec<&mut AlertRecord> = self
             .rows
@@ -97,6 +101,8 @@ impl AlertBook {
             .collect()
     }
 
+    /// Writes how the `attempt`-th send of message `id` ended ([`finish`]);
+    /// false, and nothing changed, when fenced out or no message has that id.
     pub fn finish(&mut self, id: i64, attempt: u32, decision: &SendDecision) -> bool {
         self.rows
             .iter_mut()

@@ -32,8 +32,10 @@ use tokio::sync::Notify;
 /// shares the store's pool, as cloning the store itself does.
 #[derive(Clone, Debug)]
 pub enum AnyStore {
+    /// A SQLite store (feature `sqlite`).
     #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
+    /// A PostgreSQL store (feature `postgres`).
     #[cfg(feature = "postgres")]
     Postgres(PgStore),
 }

@@ -5,6 +5,7 @@
 /// One system table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableFootprint {
+    /// The table's name, such as `jadpo_deliveries`.
     pub name: String,
     /// Rows, as the database estimates them on PostgreSQL (statistics
     /// kept by autovacuum and analyze), counted on SQLite.
@@ -21,6 +22,7 @@ pub struct TableFootprint {
 /// A store's size at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
+    /// Each system table's size.
     pub tables: Vec<TableFootprint>,
     /// SQLite: the database file.
     pub file_bytes: Option<u64>,
@@ -42,6 +44,7 @@ impl Footprint {
         self.tables.iter().map(|t| t.bytes).sum()
     }
 
+    /// The table named `name`, if the store measured it.
     pub fn table(&self, name: &str) -> Option<&TableFootprint> {
         self.tables.iter().find(|t| t.name == name)
     }

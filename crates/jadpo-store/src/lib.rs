@@ -21,6 +21,8 @@
 //! database's store and driver; `testing` adds what tests of other crates
 //! share (the conformance suite, `postgres::testing`).
 
+#![warn(missing_docs)]
+
 pub mod alerts;
 pub mod any;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

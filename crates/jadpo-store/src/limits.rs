@@ -15,7 +15,9 @@ use std::time::Duration;
 /// `read_version` (0 and absent for a connection that has no row yet).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitWrite {
+    /// The limit state as the plan left it.
     pub state: LimitState,
+    /// The version its row had when read; 0 when it had no row.
     pub read_version: i64,
 }
 
@@ -34,6 +36,8 @@ pub struct LimitStates {
 }
 
 impl LimitStates {
+    /// The rows a store read, with the app's limits by connection
+    /// ([`Routes::limits`](crate::Routes::limits)).
     pub fn new(limits: &BTreeMap<String, Limits>, rows: impl IntoIterator<Item = LimitState>) -> LimitStates {
         let rows: BTreeMap<String, LimitState> = rows.into_iter().map(|s| (s.connection.clone(), s)).collect();
         let read_versions = rows.iter().map(|(c, s)| (c.clone(), s.version)).collect();
@@ -129,6 +133,8 @@ impl LimitStates {
         self.state(connection, now).rate_limited(retry_after, now);
     }
 
+    /// `connection`'s limit state as the plan has it now; `None` when it has no
+    /// row.
     pub fn get(&self, connection: &str) -> Option<&LimitState> {
         self.rows.get(connection)
     }

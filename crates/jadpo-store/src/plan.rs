@@ -17,7 +17,9 @@ use std::time::Duration;
 /// `read_version` (0 and absent for a connection that has no row yet).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerWrite {
+    /// The breaker as the plan left it.
     pub breaker: Breaker,
+    /// The version its row had when read; 0 when it had no row.
     pub read_version: i64,
 }
 
@@ -41,10 +43,14 @@ impl Breakers {
         Breakers { rows, read_versions }
     }
 
+    /// The breaker of `connection` as the plan has it now; `None` when it has
+    /// no row (closed).
     pub fn get(&self, connection: &str) -> Option<&Breaker> {
         self.rows.get(connection)
     }
 
+    /// Whether delivery `id` may run through `connection` at `now`: pass, hold,
+    /// or probe. A connection with no row passes.
     pub fn gate(&self, connection: &str, id: DeliveryId, now: Timestamp) -> Gate {
         self.rows.get(connection).map_or(Gate::Pass, |b| b.gate(id, now))
     }
@@ -86,21 +92,29 @@ impl Breakers {
 pub struct ClaimPlan {
     /// The new value of every candidate row.
     pub deliveries: Vec<Delivery>,
+    /// The breakers it changed (probes taken or given back), each to be written
+    /// only if still at the version read.
     pub breakers: Vec<BreakerWrite>,
     /// The connections' limit states it changed (tokens, slots).
     pub limits: Vec<crate::limits::LimitWrite>,
+    /// What the claim hands back to the worker.
     pub report: ClaimReport,
 }
 
 /// One candidate row of a claim, with what the store read alongside it.
 #[derive(Clone, Debug)]
 pub struct Candidate {
+    /// The row: due, or running under a lease that ended.
     pub delivery: Delivery,
     /// A handled record exists for its subscriber and event.
     pub handled: bool,
+    /// Its event's name.
     pub event_name: String,
+    /// Its event's JSON.
     pub payload: String,
+    /// Its event's public id ([`Emitted::public_id`]).
     pub event_public_id: String,
+    /// How many emits deep its event is ([`Claimed::event_depth`]).
     pub event_depth: u32,
 }
 
@@ -213,10 +227,14 @@ pub fn check_lease(d: Option<&Delivery>, id: DeliveryId, token: LeaseToken) -> R
 /// What a finish writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishPlan {
+    /// The delivery as the attempt left it.
     pub delivery: Delivery,
+    /// The attempt's record, added to the delivery's history.
     pub attempt: AttemptRecord,
     /// Write the handled record: the run committed.
     pub handled: bool,
+    /// The breakers the attempt's calls and probe changed, each to be written
+    /// only if still at the version read.
     pub breakers: Vec<BreakerWrite>,
     /// Connections whose breaker closed: release everything they hold, due
     /// now, in the same transaction.
@@ -226,6 +244,8 @@ pub struct FinishPlan {
     /// transaction, so of many processes exactly the one that closed the
     /// breaker writes it.
     pub resolved: Vec<(String, Timestamp)>,
+    /// Each breaker that opened, reopened or closed, by connection: the
+    /// finish's report.
     pub transitions: Vec<(String, Transition)>,
 }
 
@@ -289,6 +309,7 @@ pub fn unprobe(breakers: &mut Breakers, id: DeliveryId) -> Vec<BreakerWrite> {
 /// What the sweep knows of the deliveries a connection holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeldSummary {
+    /// How many deliveries it holds.
     pub count: u64,
     /// The one held longest, the next probe.
     pub longest: Option<DeliveryId>,
@@ -297,15 +318,24 @@ pub struct HeldSummary {
 /// What a sweep writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepPlan {
+    /// The breakers it changed (probes taken, alerts raised), each to be
+    /// written only if still at the version read.
     pub breakers: Vec<BreakerWrite>,
     /// Held deliveries to make due now, each the probe of its connection.
     pub wake: Vec<DeliveryId>,
     /// Connections whose held deliveries are all released: their breaker is
     /// closed, or they have no breaker row at all.
     pub release: Vec<String>,
+    /// The outage alerts it raises: one per outage, by the first sweep that
+    /// finds its breaker open.
     pub alerts: Vec<Alert>,
 }
 
+/// Decides a sweep from the breakers and a summary of what each connection
+/// holds: each open breaker whose pause has passed takes its longest held
+/// delivery as the probe, until `now + wake_lease`; every connection whose
+/// breaker is closed, or that has none, releases all it holds; each outage
+/// raises its alert once.
 pub fn sweep(
     breakers: &mut Breakers,
     held: &BTreeMap<String, HeldSummary>,

@@ -33,8 +33,12 @@ pub fn holding<'b>(
 /// How a run went, as its caller saw it.
 #[derive(Debug)]
 pub struct Ran<'a> {
+    /// How the attempt ended: succeeded, or failed and how.
     pub end: &'a AttemptEnd,
+    /// When the run started.
     pub started_at: Timestamp,
+    /// When it ended: the time of the finish and of whatever its verdicts
+    /// release.
     pub ended_at: Timestamp,
     /// For each connection called through its real driver, how its last
     /// call ended.

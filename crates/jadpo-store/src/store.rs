@@ -1,4 +1,7 @@
-//! The interface every store offers, and the in-memory one behind it.
+//! The interface every store offers: [`Store`] for events, deliveries and
+//! breakers, [`ScheduleStore`] for schedules. Beside it, what the SQLite and
+//! PostgreSQL stores share: the bound on one transaction's rows and why a
+//! transaction aborts. The in-memory store is in `memory/`.
 
 use crate::types::*;
 use jadpo_core::alert::SendDecision;
@@ -135,15 +138,21 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<Vec<DeliveryId>, StoreError>> + Send;
 
+    /// The delivery with this id; `None` when there is none (never made, or
+    /// pruned).
     fn delivery(&self, id: DeliveryId) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;
 
     /// Newest first.
     fn list(&self, filter: &DeliveryFilter) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
 
+    /// The attempts of delivery `id` (`jadpo_attempts`), oldest first.
     fn attempts(&self, id: DeliveryId) -> impl Future<Output = Result<Vec<AttemptRecord>, StoreError>> + Send;
 
+    /// The event with this id; `None` when there is none (never made, or
+    /// pruned).
     fn event(&self, id: EventId) -> impl Future<Output = Result<Option<EventRecord>, StoreError>> + Send;
 
+    /// Every breaker row, by connection, with how many deliveries each holds.
     fn breakers(&self) -> impl Future<Output = Result<Vec<BreakerView>, StoreError>> + Send;
 
     /// Every connection's limit state (tokens, slots, a 429's pause), for
@@ -283,5 +292,6 @@ pub trait ScheduleStore: Store {
         now: Timestamp,
     ) -> impl Future<Output = Result<Option<ScheduleAlert>, StoreError>> + Send;
 
+    /// Every schedule's state, by name.
     fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleState>, StoreError>> + Send;
 }

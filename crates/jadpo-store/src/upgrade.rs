@@ -28,18 +28,26 @@ pub enum Change {
     Expand,
     /// Removes or changes something builds older than `oldest_reader` use:
     /// they stop working once it is applied.
-    Contract { oldest_reader: Version },
+    Contract {
+        /// The oldest build (by the newest migration it knows) still running
+        /// once it is applied.
+        oldest_reader: Version,
+    },
 }
 
 /// One migration as a build knows it.
 #[derive(Clone, Copy, Debug)]
 pub struct Migration {
+    /// Its number: the store's schema version once it is applied.
     pub version: Version,
+    /// Whether it expands or contracts.
     pub change: Change,
+    /// The statements it runs.
     pub sql: &'static str,
 }
 
 impl Migration {
+    /// A migration that only adds.
     pub const fn expand(version: Version, sql: &'static str) -> Migration {
         Migration {
             version,
@@ -48,6 +56,9 @@ impl Migration {
         }
     }
 
+    /// A migration that stops builds older than `oldest_reader`: applied at
+    /// start only when no such build may still run on the store, else by
+    /// `jadpo migrate --force`.
     pub const fn contract(version: Version, oldest_reader: Version, sql: &'static str) -> Migration {
         Migration {
             version,
@@ -60,6 +71,7 @@ impl Migration {
 /// One row of the store's migrations table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Applied {
+    /// The migration's number.
     pub version: Version,
     /// `None` when a build from before oldest readers were recorded
     /// applied it.
@@ -74,7 +86,10 @@ pub enum Plan {
     Apply(Vec<(Version, Version)>),
     /// The store is newer than this build through changes it still runs
     /// on: apply nothing, run on it as it is.
-    Ahead { store: Version },
+    Ahead {
+        /// The store's schema version.
+        store: Version,
+    },
 }
 
 /// Why a build may not migrate, or not run on, the store.
@@ -83,21 +98,29 @@ pub enum Refusal {
     /// `store.schema_newer`: the store's schema needs a build at least as
     /// new as `needs`; this one knows `build`.
     SchemaNewer {
+        /// The store's schema version.
         store: Version,
+        /// The oldest build that runs on it.
         needs: Version,
+        /// The newest migration this build knows.
         build: Version,
     },
     /// `store.migration_contract`: migration `version` would stop builds
     /// older than `oldest_reader`, and builds as old as `running` may still
     /// run on the store.
     ContractPending {
+        /// The contract's number.
         version: Version,
+        /// The oldest build that runs once it is applied.
         oldest_reader: Version,
+        /// The oldest build that may still be running on the store.
         running: Version,
     },
 }
 
 impl Refusal {
+    /// The stable error code: `store.schema_newer` or
+    /// `store.migration_contract`.
     pub fn code(&self) -> &'static str {
         match self {
             Refusal::SchemaNewer { .. } => "store.schema_newer",

@@ -24,6 +24,8 @@
 //! stores, and which database drivers, are built: turn off the defaults
 //! and keep the one you use to compile only its driver.
 
+#![warn(missing_docs)]
+
 pub use jadpo_core as core;
 pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
@@ -52,12 +54,16 @@ use std::time::Duration;
 pub enum StartError {
     /// `app.unreadable`: the app file could not be read.
     Unreadable {
+        /// The path as given.
         path: String,
+        /// Why it could not be read, as the system says.
         reason: String,
     },
     /// The app file has errors; `rendered` shows each with its source line.
     Invalid {
+        /// Every error, each shown with its source line.
         rendered: String,
+        /// How many errors.
         count: usize,
     },
     /// A connection or action setting could not be resolved (missing
@@ -68,6 +74,9 @@ pub enum StartError {
     Unregistered(Vec<String>),
     /// `action.register_invalid`
     Register(String),
+    /// The store could not be migrated: unreachable, or its schema and this
+    /// build do not go together (`store.schema_newer`,
+    /// `store.migration_contract`).
     Store(StoreError),
     /// `clock.scale_mismatch`, `clock.store_scaled`: the store keeps a
     /// scaled clock this start cannot run on (docs/decisions.md, "One
@@ -76,6 +85,8 @@ pub enum StartError {
 }
 
 impl StartError {
+    /// The stable error code, as `error[...]` shows it (for `Startup`, the
+    /// first error's).
     pub fn code(&self) -> &'static str {
         match self {
             StartError::Unreadable { .. } => "app.unreadable",
@@ -124,7 +135,12 @@ impl std::error::Error for StartError {}
 /// Why an emit was refused.
 #[derive(Debug)]
 pub enum EmitError {
+    /// Refused before the store: an unknown event, a payload that does not fit
+    /// it or is too large, or a malformed idempotency key (`event.unknown`,
+    /// `event.invalid`, `event.too_large`, `event.idempotency_key_invalid`).
     Event(EventError),
+    /// The store refused it (an idempotency key used before with another
+    /// payload: `event.idempotency_conflict`) or could not write it.
     Store(StoreError),
 }
 
@@ -200,15 +216,19 @@ pub fn check_app(name: &str, text: &str) -> Result<App, StartError> {
 }
 
 impl Builder {
+    /// The app to run, already checked ([`load_app`], [`check_app`]).
     pub fn app(mut self, app: App) -> Self {
         self.app = Some(app);
         self
     }
 
+    /// Reads and checks the app file at `path` ([`load_app`]).
     pub fn app_file(self, path: impl AsRef<Path>) -> Result<Self, StartError> {
         Ok(self.app(load_app(path)?))
     }
 
+    /// Checks the app's text ([`check_app`]); `name` is the file name its
+    /// errors show.
     pub fn app_source(self, name: &str, text: &str) -> Result<Self, StartError> {
         Ok(self.app(check_app(name, text)?))
     }
@@ -247,6 +267,9 @@ impl Builder {
         self
     }
 
+    /// How this process's workers claim and run: the name on their leases, how
+    /// many deliveries run at once, how often an idle worker looks, and their
+    /// batches (`WorkerConfig`'s defaults otherwise).
     pub fn worker(mut self, config: WorkerConfig) -> Self {
         self.worker = config;
         self
@@ -407,14 +430,19 @@ impl<S: ScheduleStore> Clone for Jadpo<S> {
 pub const RETRY_SPREAD: Duration = Duration::from_secs(30);
 
 impl<S: ScheduleStore> Jadpo<S> {
+    /// The app, as checked.
     pub fn app(&self) -> &App {
         &self.app
     }
 
+    /// The store it works: for reads of your own, and for emitting in your own
+    /// transaction.
     pub fn store(&self) -> &Arc<S> {
         &self.store
     }
 
+    /// The clock of engine time every decision reads: the one given to
+    /// [`Builder::clock`], or the store's.
     pub fn clock(&self) -> &SharedClock {
         &self.clock
     }

@@ -15,6 +15,9 @@ async fn outage_alerted<S: Store>(s: &S, held: usize) {
     assert_eq!(s.sweep(at(1), LEASE).await.unwrap().alerts.len(), 1);
 }
 
+/// The finish whose probe closes an alerted breaker keeps the outage's
+/// `resolved` message, with how many it released; the next outage gets messages
+/// of its own.
 pub async fn closing_an_alerted_breaker_writes_its_resolved_message<S: Store>(s: &S) {
     outage_alerted(s, 3).await;
     // After the pause, the probe answers and closes the breaker.
@@ -76,6 +79,8 @@ pub async fn closing_an_alerted_breaker_writes_its_resolved_message<S: Store>(s:
     assert_eq!(ids.len(), 4);
 }
 
+/// A breaker closed by a run under way, before any sweep raised its alert,
+/// writes no `resolved` message: nothing was alerted.
 pub async fn a_breaker_closed_before_its_alert_writes_no_resolved_message<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     let probe_id = emit(s, "log", 1, 0).await;
@@ -95,6 +100,9 @@ pub async fn a_breaker_closed_before_its_alert_writes_no_resolved_message<S: Sto
     assert!(s.alerts(10).await.unwrap().is_empty());
 }
 
+/// A send is claimed by one sender until its lease ends; a lost sender's late
+/// end is fenced out by the count of sends, a retry waits for its time, and a
+/// sent message is claimed no more.
 pub async fn alert_sends_are_claimed_once_fenced_and_retried<S: Store>(s: &S) {
     outage_alerted(s, 1).await;
     let first = s.claim_alert_sends(at(1), 10, LEASE).await.unwrap();
@@ -143,6 +151,8 @@ pub async fn alert_sends_are_claimed_once_fenced_and_retried<S: Store>(s: &S) {
     assert!(s.claim_alert_sends(at(10_000), 10, LEASE).await.unwrap().is_empty());
 }
 
+/// A claim after a message's send window finds nothing to send, and a send
+/// given up fails the message for good, with its error code.
 pub async fn alert_sends_are_given_up_and_old_ones_left_unsent<S: Store>(s: &S) {
     outage_alerted(s, 1).await;
     let late = at(1).plus(SEND_WITHIN);

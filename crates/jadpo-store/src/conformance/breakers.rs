@@ -7,6 +7,10 @@ use jadpo_core::breaker::{BreakerState, CallVerdict, Transition};
 use jadpo_core::{Alert, DeliveryState, Outcome};
 use std::time::Duration;
 
+/// While a breaker is open, new deliveries are held, spending no attempt; after
+/// the pause the sweep wakes the longest held as the probe, whose answer closes
+/// the breaker and releases the rest, due at once, each hold's time counted
+/// exactly once.
 pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     let waiting = emit(s, "pay", 3, 1).await;
@@ -79,6 +83,8 @@ pub async fn held_while_open_then_probe_then_release<S: Store>(s: &S) {
     }
 }
 
+/// After the pause, with no sweep between, the first delivery claimed is the
+/// probe and the others are held behind it: one probe at a time.
 pub async fn the_first_claimed_after_the_pause_is_the_probe<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     let ids = emit(s, "pay", 2, 61).await;
@@ -91,6 +97,8 @@ pub async fn the_first_claimed_after_the_pause_is_the_probe<S: Store>(s: &S) {
     assert!(r.held.contains(&ids[0]) && r.held.contains(&ids[1]));
 }
 
+/// A probe that finds the connection unavailable reopens the breaker for twice
+/// the pause.
 pub async fn a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     emit(s, "pay", 1, 0).await;
@@ -114,6 +122,8 @@ pub async fn a_probe_that_finds_it_unavailable_reopens_for_twice_the_pause<S: St
     );
 }
 
+/// A probe whose run made no call through the connection gives its place back:
+/// the breaker stays open and the next sweep wakes another.
 pub async fn a_probe_that_no_longer_calls_the_provider_gives_the_probe_back<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     emit(s, "pay", 2, 0).await;
@@ -130,6 +140,8 @@ pub async fn a_probe_that_no_longer_calls_the_provider_gives_the_probe_back<S: S
     );
 }
 
+/// A probe whose worker is lost loses its place when its lease ends: the next
+/// sweep wakes another, and the lost one's late answer changes nothing.
 pub async fn a_lost_probe_loses_its_place_when_its_lease_ends<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     emit(s, "pay", 2, 0).await;
@@ -261,6 +273,9 @@ async fn opened_with_one_under_way<S: Store>(s: &S) -> crate::Claimed {
     r.claimed[5].clone()
 }
 
+/// A delivery claimed before its breaker opened is held just before its run
+/// ([`Store::hold_claimed`](crate::Store::hold_claimed)), its attempt given
+/// back.
 pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s: &S) {
     let late = &opened_with_one_under_way(s).await;
     let b = breaker(s, "payments").await.breaker;
@@ -276,6 +291,8 @@ pub async fn a_breaker_opening_after_the_claim_holds_before_the_run<S: Store>(s:
     );
 }
 
+/// A run already under way when its breaker opened closes it with its answer,
+/// releasing what the breaker held.
 pub async fn a_run_under_way_when_it_opened_closes_it_with_its_answer<S: Store>(s: &S) {
     let under_way = opened_with_one_under_way(s).await;
     let more = emit(s, "pay", 1, 2).await;
@@ -294,6 +311,8 @@ pub async fn a_run_under_way_when_it_opened_closes_it_with_its_answer<S: Store>(
     assert_eq!(get(s, more[0]).await.state, DeliveryState::Due);
 }
 
+/// An outage raises one alert, with the number of deliveries held, kept as an
+/// unsent alert message; later sweeps raise nothing more.
 pub async fn one_alert_per_outage_with_the_held_count<S: Store>(s: &S) {
     open_breaker(s, 0).await;
     emit(s, "pay", 4, 0).await;

@@ -5,6 +5,8 @@ use super::*;
 use crate::Store;
 use jadpo_core::{DeliveryId, DeliveryState, Failure, FailureKind, FailureRecord, Outcome};
 
+/// An emit writes the event and one delivery per subscriber, due at once, its
+/// budget counted from then; an empty emit writes nothing.
 pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
     let events = [NewEvent {
         name: "PaymentReceived".into(),
@@ -31,6 +33,9 @@ pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
     assert!(s.emit(&[], at(8)).await.unwrap().is_empty());
 }
 
+/// A claim takes only what is due, oldest first, at most its limit, each
+/// running under a new lease with its attempt counted; nothing is claimed
+/// twice.
 pub async fn claim_takes_due_deliveries_oldest_first_up_to_the_limit<S: Store>(s: &S) {
     let ids = emit(s, "log", 3, 0).await;
     emit(s, "log", 2, 10).await;
@@ -68,6 +73,9 @@ pub async fn a_claim_takes_lost_leases_and_due_deliveries_together_by_time<S: St
     assert_eq!(r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), vec![late]);
 }
 
+/// A worker paused past its lease is taken over, its last failure
+/// `lease_expired`; its late finish, hold and give-back are refused with
+/// `LeaseLost`, and a finished delivery takes no second finish.
 pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(s: &S) {
     emit(s, "log", 1, 0).await;
     let first = claim_as(s, "w1", 0, 1).await.claimed.remove(0);
@@ -103,6 +111,8 @@ pub async fn a_late_worker_whose_lease_was_taken_over_changes_nothing<S: Store>(
     );
 }
 
+/// A delivery whose attempts are spent fails at the claim without running and
+/// without counting an attempt, keeping its last failure.
 pub async fn a_spent_budget_fails_at_the_claim_without_counting_an_attempt<S: Store>(s: &S) {
     emit(s, "log", 1, 0).await;
     for t in [0, 100] {
@@ -118,6 +128,8 @@ pub async fn a_spent_budget_fails_at_the_claim_without_counting_an_attempt<S: St
     assert_eq!(d.finished_at, Some(at(150)));
 }
 
+/// A delivery never tried within its `within:` fails at the claim as
+/// `deadline_exceeded`.
 pub async fn never_tried_in_time_fails_as_deadline_exceeded<S: Store>(s: &S) {
     let ids = emit(s, "log", 1, 0).await;
     let r = claim(s, 3601, 1).await;
@@ -153,6 +165,9 @@ pub async fn a_batch_that_finishes_one_delivery_twice_writes_the_first<S: Store>
     assert_eq!(s.attempts(id).await.unwrap().len(), 1);
 }
 
+/// Each attempt is recorded with its number, its times, the state it left and
+/// its failure's code and kind, whether the finish carried its claimed row or
+/// not.
 pub async fn attempts_are_recorded_with_code_and_kind<S: Store>(s: &S) {
     let ids = emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 1).await.claimed.remove(0);
@@ -237,6 +252,8 @@ pub async fn a_lost_run_without_a_handled_record_runs_again<S: Store>(s: &S) {
     s.commit_handled(id, r.claimed[0].token(), at(61)).await.unwrap();
 }
 
+/// A delivery given back unstarted is due at once, its attempt not spent and
+/// its lease gone.
 pub async fn give_back_makes_a_claimed_delivery_due_without_spending<S: Store>(s: &S) {
     let ids = emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 1).await.claimed.remove(0);
@@ -246,6 +263,8 @@ pub async fn give_back_makes_a_claimed_delivery_due_without_spending<S: Store>(s
     assert!(d.lease.is_none());
 }
 
+/// An operator's retry makes failed and parked deliveries due at their times
+/// with a fresh budget from the retry; other deliveries are left alone.
 pub async fn operator_retry_gives_a_fresh_budget<S: Store>(s: &S) {
     let ids = emit(s, "log", 2, 0).await;
     let r = claim(s, 0, 2).await;
@@ -276,6 +295,8 @@ pub async fn operator_retry_gives_a_fresh_budget<S: Store>(s: &S) {
     );
 }
 
+/// A delivery whose subscriber is gone from the app fails at the claim as
+/// `subscriber.unknown`.
 pub async fn a_subscriber_gone_from_the_app_fails_as_a_defect<S: Store>(s: &S) {
     let ids = emit(s, "gone", 1, 0).await;
     let r = claim(s, 0, 1).await;
@@ -287,6 +308,8 @@ pub async fn a_subscriber_gone_from_the_app_fails_as_a_defect<S: Store>(s: &S) {
     );
 }
 
+/// A listing is newest first; it filters by subscriber, event and state, stops
+/// at its limit and pages with `before`.
 pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
     let logs = emit(s, "log", 3, 0).await;
     let pays = emit(s, "pay", 2, 1).await;
@@ -354,6 +377,9 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
     assert!(s.delivery(DeliveryId(999_999)).await.unwrap().is_none());
 }
 
+/// Retention deletes deliveries finished before its time (succeeded, failed or
+/// parked), with their attempts, at most a batch at a time; due, held, running
+/// and recent ones stay.
 pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S: Store>(s: &S) {
     // Claimed and never finished: running, its lease long over by the
     // prune, as a lost worker leaves it.
@@ -403,6 +429,8 @@ pub async fn prune_deletes_old_finished_deliveries_in_batches_and_nothing_else<S
     assert_eq!(s.list(&DeliveryFilter::default()).await.unwrap().len(), 9);
 }
 
+/// Retention deletes old events no delivery refers to; recent ones, and any a
+/// delivery still refers to, stay.
 pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
     let none = NewEvent {
         name: "Nobody".into(),
@@ -431,6 +459,8 @@ pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
     );
 }
 
+/// In a batch of finishes, one whose lease was taken over is refused alone and
+/// the others are written.
 pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     let ids = emit(s, "log", 3, 0).await;
     let first = claim(s, 0, 3).await.claimed;
@@ -460,6 +490,8 @@ pub async fn finish_batch_fences_each_delivery_on_its_own<S: Store>(s: &S) {
     assert!(s.finish_batch(&[]).await.unwrap().is_empty());
 }
 
+/// Counts give deliveries by state, leaving out states with none; capped counts
+/// stop each state at the cap.
 pub async fn counts_give_deliveries_by_state<S: Store>(s: &S) {
     assert!(s.counts().await.unwrap().is_empty());
     emit(s, "log", 3, 0).await;

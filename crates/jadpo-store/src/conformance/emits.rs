@@ -33,6 +33,8 @@ async fn finish_emitting<S: Store>(
     .await
 }
 
+/// A succeeded run's emits are written with its finish, one delivery per
+/// subscriber of each, one emit deeper than its own event.
 pub async fn a_runs_emits_are_written_with_its_success_and_carry_its_depth<S: Store>(s: &S) {
     emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 10).await.claimed.remove(0);
@@ -53,6 +55,7 @@ pub async fn a_runs_emits_are_written_with_its_success_and_carry_its_depth<S: St
     assert!(next.iter().all(|c| c.event_depth == 1), "one emit deep");
 }
 
+/// A run that did not succeed emits nothing: its events are dropped with it.
 pub async fn a_failed_run_emits_nothing<S: Store>(s: &S) {
     emit(s, "log", 1, 0).await;
     let c = claim(s, 0, 10).await.claimed.remove(0);

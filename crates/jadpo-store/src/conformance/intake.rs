@@ -16,6 +16,9 @@ async fn events<S: Store>(s: &S) -> usize {
     s.list(&crate::DeliveryFilter::default()).await.unwrap().len() / 2
 }
 
+/// The same idempotency key and payload again returns the first event and makes
+/// nothing; another payload refuses the whole emit. Keys are per event name,
+/// and a repeat within one emit is the first.
 pub async fn the_same_key_twice_makes_one_event_and_another_payload_is_refused<S: Store>(s: &S) {
     let first = s
         .emit(&[keyed("E", r#"{"n":1}"#, "k1")], at(0))

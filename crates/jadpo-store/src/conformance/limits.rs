@@ -59,6 +59,9 @@ async fn finish_limited<S: Store>(s: &S, c: &Claimed, now: Timestamp) {
     .unwrap();
 }
 
+/// A limited connection lets run only what its tokens and slots have room for,
+/// the same for every worker; the rest wait a token apart, due, spending
+/// nothing, each with why it waits; a finish gives its slot back.
 pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Store>(s: &S) {
     let routes = limited_routes(both());
     let ids = emit(s, "lim", 5, 0).await;
@@ -122,6 +125,8 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
     );
 }
 
+/// A slot held by a lost worker comes back when its lease ends, for the next
+/// delivery to take.
 pub async fn a_slot_comes_back_when_its_lease_ends<S: Store>(s: &S) {
     let one = Limits {
         rate: None,
@@ -188,6 +193,8 @@ pub async fn a_late_finish_after_a_takeover_gives_back_no_slot_and_pauses_nothin
     assert_eq!(claim_at(s, &routes, "w3", at(64)).await.claimed.len(), 1);
 }
 
+/// A limit holds back only the deliveries that call its connection: a
+/// subscriber that calls no limited connection runs at once.
 pub async fn limits_leave_other_connections_alone<S: Store>(s: &S) {
     let routes = limited_routes(both());
     emit(s, "lim", 3, 0).await;
@@ -201,6 +208,8 @@ pub async fn limits_leave_other_connections_alone<S: Store>(s: &S) {
     assert_eq!(r.waiting.len(), 2);
 }
 
+/// A 429 with its `Retry-After` pauses its connection for every claimer, even
+/// one without limits: new deliveries wait until the pause ends.
 pub async fn a_429_pauses_the_connection_for_every_claimer<S: Store>(s: &S) {
     // `payments` has no limits; its provider's 429 pauses it all the same.
     let ids = emit(s, "pay", 3, 0).await;

@@ -17,8 +17,10 @@ use jadpo_core::breaker::{BreakerState, CallVerdict};
 use jadpo_core::{Budget, DeliveryId, FailureKind, FailureRecord, Outcome, Timestamp};
 use std::time::Duration;
 
+/// The lease every scenario's claims take.
 pub const LEASE: Duration = Duration::from_secs(60);
 
+/// The instant `s` seconds after the epoch: the scenarios' clock.
 pub fn at(s: i64) -> Timestamp {
     Timestamp::from_millis(s * 1000)
 }
@@ -52,6 +54,8 @@ pub fn routes() -> Routes {
     routes
 }
 
+/// Emits `n` events named `E` at `now` seconds, each with one delivery to
+/// `subscriber`; returns their delivery ids.
 pub async fn emit<S: Store>(s: &S, subscriber: &str, n: usize, now: i64) -> Vec<DeliveryId> {
     let events: Vec<NewEvent> = (0..n)
         .map(|i| NewEvent {
@@ -69,10 +73,13 @@ pub async fn emit<S: Store>(s: &S, subscriber: &str, n: usize, now: i64) -> Vec<
         .collect()
 }
 
+/// Claims up to `limit` deliveries at `now` seconds as worker `w1`, with
+/// [`routes`].
 pub async fn claim<S: Store>(s: &S, now: i64, limit: usize) -> ClaimReport {
     claim_as(s, "w1", now, limit).await
 }
 
+/// [`claim`] as `worker`.
 pub async fn claim_as<S: Store>(s: &S, worker: &str, now: i64, limit: usize) -> ClaimReport {
     let routes = routes();
     s.claim(&ClaimRequest {
@@ -86,6 +93,8 @@ pub async fn claim_as<S: Store>(s: &S, worker: &str, now: i64, limit: usize) -> 
     .unwrap()
 }
 
+/// Finishes `c` at `now` seconds with `outcome` and the given calls' verdicts,
+/// fenced on its lease.
 pub async fn finish<S: Store>(
     s: &S,
     c: &Claimed,
@@ -100,6 +109,7 @@ pub async fn finish<S: Store>(
     .await
 }
 
+/// A retry at `now` seconds after an unavailable failure coded `code`.
 pub fn retry_at(code: &str, now: i64) -> Outcome {
     Outcome::Retry {
         at: at(now),

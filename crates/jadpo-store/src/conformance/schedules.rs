@@ -3,6 +3,8 @@
 use super::*;
 use jadpo_core::{FailureKind, FailureRecord};
 
+/// A schedule is claimed when due, by one worker at a time; its finish is
+/// fenced on the lease and sets its next due time.
 pub async fn schedules_are_claimed_once_when_due_and_fenced<S: crate::ScheduleStore>(s: &S) {
     let all = [("nightly".to_string(), at(100))];
     assert!(
@@ -38,6 +40,8 @@ pub async fn schedules_are_claimed_once_when_due_and_fenced<S: crate::ScheduleSt
     );
 }
 
+/// A schedule's run whose worker is lost is taken over when its lease ends,
+/// recorded as `lease_expired`; the lost worker's finish is refused.
 pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate::ScheduleStore>(s: &S) {
     let all = [("sync".to_string(), at(0))];
     let lost = s.claim_schedules(&all, "w1", at(0), LEASE).await.unwrap().remove(0);
@@ -51,6 +55,8 @@ pub async fn a_schedule_run_lost_with_its_worker_ends_as_lease_expired<S: crate:
     ));
 }
 
+/// A schedule failing three runs in a row raises one alert, kept as an alert
+/// message; a fourth failure raises nothing more.
 pub async fn a_schedule_failing_three_runs_in_a_row_raises_one_alert<S: crate::ScheduleStore>(s: &S) {
     let all = [("sync".to_string(), at(0))];
     let mut alerts = Vec::new();

@@ -5,6 +5,8 @@ use super::*;
 use crate::Store;
 use jadpo_core::Outcome;
 
+/// The next due time is the earliest due delivery's time or running lease's
+/// end; `None` once everything finished.
 pub async fn next_due_is_the_first_due_time_or_lease_end<S: Store>(s: &S) {
     assert_eq!(s.next_due().await.unwrap(), None, "nothing stored");
     let ids = emit(s, "log", 2, 10).await;
@@ -69,6 +71,9 @@ pub async fn a_console_session_lives_until_it_expires_or_ends<S: Store>(s: &S) {
     assert!(s.session_alive("c", at(200)).await.unwrap());
 }
 
+/// The per-minute summary adds up every process's counts, each at its minute's
+/// start, reads from a minute on, and forgets the minutes before the one
+/// `forget_before` is in.
 pub async fn the_per_minute_summary_adds_up_and_forgets_old_minutes<S: Store>(s: &S) {
     let count = |minute: i64, series: &str, n: u64| MinuteCount {
         minute: at(minute),

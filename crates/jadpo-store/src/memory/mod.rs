@@ -26,6 +26,9 @@ use std::time::Duration;
 
 type Index = BTreeSet<(Timestamp, DeliveryId)>;
 
+/// The in-memory store with one owner: every rule of the durable stores,
+/// through `&mut self` methods the simulation drives directly.
+/// [`SharedMemoryStore`] puts it behind the [`Store`](crate::Store) interface.
 #[derive(Debug)]
 pub struct MemoryStore {
     policy: BreakerPolicy,
@@ -62,6 +65,7 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store whose breakers open and pause by `policy`.
     pub fn new(policy: BreakerPolicy) -> MemoryStore {
         MemoryStore {
             policy,
@@ -88,6 +92,7 @@ impl MemoryStore {
         }
     }
 
+    /// The policy its breakers open and pause by.
     pub fn policy(&self) -> &BreakerPolicy {
         &self.policy
     }
@@ -277,6 +282,9 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// Writes an attempt's outcome, fenced on its lease, with its breaker
+    /// verdicts, its slots, its 429s and its emits; a breaker it closes
+    /// releases what it held ([`Store::finish`](crate::Store::finish)).
     pub fn finish(&mut self, f: &Finish) -> Result<FinishReport, StoreError> {
         plan::check_lease(self.delivery(f.id), f.id, f.token)?;
         let (releases, answers) = crate::limits::of_finish(f);

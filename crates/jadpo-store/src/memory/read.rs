@@ -8,6 +8,7 @@ use jadpo_core::breaker::Breaker;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 
 impl MemoryStore {
+    /// The delivery with this id, if it is kept.
     pub fn delivery(&self, id: DeliveryId) -> Option<&Delivery> {
         self.deliveries.get(&id)
     }
@@ -17,6 +18,7 @@ impl MemoryStore {
         self.deliveries.values()
     }
 
+    /// How many deliveries it keeps.
     pub fn delivery_count(&self) -> usize {
         self.deliveries.len()
     }
@@ -34,22 +36,28 @@ impl MemoryStore {
         }
     }
 
+    /// Every breaker row, by connection.
     pub fn breakers(&self) -> impl Iterator<Item = &Breaker> {
         self.breakers.values()
     }
 
+    /// The breaker of `connection`; `None` when it has no row (closed).
     pub fn breaker(&self, connection: &str) -> Option<&Breaker> {
         self.breakers.get(connection)
     }
 
+    /// How many deliveries are held behind `connection`'s breaker.
     pub fn held_count(&self, connection: &str) -> usize {
         self.held.get(connection).map_or(0, |h| h.len())
     }
 
+    /// The alert messages.
     pub fn alerts(&self) -> &AlertBook {
         &self.alerts
     }
 
+    /// Adds `counts` to the per-minute summary, each to the minute it is in,
+    /// and forgets the minutes before the one `forget_before` is in.
     pub fn add_minutes(&mut self, counts: &[MinuteCount], forget_before: Timestamp) {
         for c in counts {
             *self.minutes.entry((minute_of(c.minute), c.series.clone())).or_default() += c.n;
@@ -57,6 +65,8 @@ impl MemoryStore {
         self.minutes.retain(|(m, _), _| *m >= minute_of(forget_before));
     }
 
+    /// The per-minute summary from the minute `since` is in, by minute then
+    /// series.
     pub fn minutes(&self, since: Timestamp) -> Vec<MinuteCount> {
         self.minutes
             .range((minute_of(since), String::new())..)
@@ -68,18 +78,23 @@ impl MemoryStore {
             .collect()
     }
 
+    /// The alert messages, to claim and finish their sends.
     pub fn alerts_mut(&mut self) -> &mut AlertBook {
         &mut self.alerts
     }
 
+    /// The attempts of delivery `id`, oldest first.
     pub fn attempts(&self, id: DeliveryId) -> Vec<AttemptRecord> {
         self.attempts.iter().filter(|a| a.delivery == id).cloned().collect()
     }
 
+    /// The event with this id, if it is kept.
     pub fn event(&self, id: EventId) -> Option<&EventRecord> {
         self.events.get(&id)
     }
 
+    /// Whether a handled record exists for `subscriber` and `event`: a run of
+    /// that delivery committed.
     pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
         self.handled.contains(&(subscriber.to_owned(), event))
     }

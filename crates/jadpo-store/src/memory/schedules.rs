@@ -10,6 +10,10 @@ use jadpo_core::{FailureRecord, LeaseToken, Timestamp};
 use std::time::Duration;
 
 impl MemoryStore {
+    /// Claims the due ones among `schedules` (each with the due time to start
+    /// from when it has no row yet) for `worker` until `now + lease`; a claim
+    /// that takes over a lost run records `lease_expired`, and one that raises
+    /// the schedule's alert keeps it as an alert message.
     pub fn claim_schedules(
         &mut self,
         schedules: &[(String, Timestamp)],
@@ -34,6 +38,10 @@ impl MemoryStore {
         claims
     }
 
+    /// Ends the run under `token`: next due at `next_due`. Returns the
+    /// schedule's alert when this failure raises it, and keeps it as an alert
+    /// message. A lost lease changes nothing and is
+    /// [`StoreError::ScheduleLeaseLost`].
     pub fn finish_schedule(
         &mut self,
         name: &str,
@@ -52,6 +60,7 @@ impl MemoryStore {
         Ok(alert)
     }
 
+    /// Every schedule's state, by name.
     pub fn schedules(&self) -> impl Iterator<Item = &ScheduleState> {
         self.schedules.values()
     }

@@ -18,6 +18,7 @@ use std::time::Duration;
 pub struct SharedMemoryStore(Arc<Mutex<MemoryStore>>);
 
 impl SharedMemoryStore {
+    /// An empty store whose breakers open and pause by `policy`.
     pub fn new(policy: BreakerPolicy) -> SharedMemoryStore {
         SharedMemoryStore(Arc::new(Mutex::new(MemoryStore::new(policy))))
     }

@@ -96,6 +96,7 @@ use crate::store::MAX_TRIES;
 /// How a store connects.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// When breakers open and how long they pause (docs/retries.md).
     pub policy: BreakerPolicy,
     /// Connections in the pool: the most transactions in flight at once.
     pub pool_size: usize,
@@ -388,6 +389,7 @@ impl PgStore {
         }
     }
 
+    /// The policy this store's breakers open and pause by.
     pub fn policy(&self) -> &BreakerPolicy {
         &self.inner.policy
     }
@@ -424,14 +426,14 @@ impl PgStore {
         Ok(plan)
     }
 
-    /// The channel this store's notifications go to (`jadpo_due_<schema>`):
-    /// `LISTEN` on it to hear of deliveries made due.
     /// The store's tables' rows, dead rows and bytes, and the server's
     /// WAL position (docs/performance.md, "Soak").
     pub async fn footprint(&self) -> Result<crate::Footprint, StoreError> {
         in_transaction!(self, |tx| footprint::read(&tx).await)
     }
 
+    /// The channel this store's notifications go to (`jadpo_due_<schema>`):
+    /// `LISTEN` on it to hear of deliveries made due.
     pub async fn channel(&self) -> Result<String, StoreError> {
         in_transaction!(self, |tx| listen::channel(&tx).await)
     }

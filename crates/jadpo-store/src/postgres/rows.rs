@@ -1,6 +1,7 @@
-//! Rows to values and back: the delivery and breaker columns, the bulk
-//! write of many deliveries in one statement, and the breaker's
-//! compare-and-set.
+//! Rows to values and back: the delivery and breaker columns and their
+//! decoding (through the codec every store shares), the breaker's
+//! compare-and-set, and the release of what a closed breaker holds. The
+//! bulk write of many deliveries is in `writes.rs`.
 
 use super::Abort;
 use crate::codec::{self, BreakerRow, Corrupt, DeliveryRow};

@@ -15,7 +15,9 @@ use crate::redact_url;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The environment variable that names the test server.
 pub const URL_VAR: &str = "JADPO_TEST_POSTGRES_URL";
+/// The test server when [`URL_VAR`] is unset or empty.
 pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// Test schemas are named `jadpo_t_<unix seconds>_<random>`; one older than
@@ -85,6 +87,7 @@ impl TestSchema {
         Some(Arc::new(TestSchema { url, name }))
     }
 
+    /// The schema's name (`jadpo_t_<unix seconds>_<random>`).
     pub fn name(&self) -> &str {
         &self.name
     }

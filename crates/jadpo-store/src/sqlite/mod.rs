@@ -62,6 +62,8 @@ use std::time::Duration;
 /// Also SQLite's bound on how long one transaction holds the write lock.
 pub use crate::store::MAX_BATCH;
 
+/// How a SQLite store opens: how long a write waits for the file's lock, its
+/// pool, and its breaker policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SqliteOptions {
     /// How long a write waits for the file's write lock (held by another
@@ -70,6 +72,7 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Connections open at most; reads run in parallel with the one write.
     pub pool_size: usize,
+    /// When breakers open and how long they pause (docs/retries.md).
     pub policy: BreakerPolicy,
 }
 
@@ -151,6 +154,7 @@ impl SqliteStore {
         SqliteStore::open_with(url, SqliteOptions::default()).await
     }
 
+    /// [`SqliteStore::open`] with options.
     pub async fn open_with(url: &str, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
         SqliteStore::open_migrating(url, options, false).await
     }
@@ -185,6 +189,7 @@ impl SqliteStore {
         self.pool.write(move |tx| schema::migrate(tx, force)).await
     }
 
+    /// The database file.
     pub fn path(&self) -> &Path {
         self.pool.path()
     }
