@@ -41,6 +41,49 @@ pub(crate) struct DeliveryQuery {
     pub limit: usize,
 }
 
+/// The query of `GET /deliveries` and the console's lists: `state`,
+/// `subscriber`, `connection`, `event`, `before`, `limit`. `Err` is the
+/// message of the `query.invalid` answer.
+pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, String> {
+    let mut q = DeliveryQuery {
+        limit: DEFAULT_LIMIT,
+        ..DeliveryQuery::default()
+    };
+    for (key, value) in params {
+        match key.as_str() {
+            "state" => {
+                q.state = Some(DeliveryState::parse(value).ok_or_else(|| {
+                    format!("`state` is one of due, running, held, succeeded, failed, parked; not {value:?}")
+                })?)
+            }
+            "subscriber" => q.subscriber = Some(value.clone()),
+            "connection" => q.connection = Some(value.clone()),
+            "event" => {
+                q.event =
+                    Some(EventId(value.parse().map_err(|_| {
+                        format!("`event` is an event id (a number), not {value:?}")
+                    })?))
+            }
+            "before" => {
+                q.before =
+                    Some(DeliveryId(value.parse().map_err(|_| {
+                        format!("`before` is a delivery id (a number), not {value:?}")
+                    })?))
+            }
+            "limit" => {
+                q.limit = parse_limit(value)
+                    .map_err(|_| format!("`limit` is a number from 1 to {MAX_LIMIT}, not {value:?}"))?
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter `{other}`; known: state, subscriber, connection, event, before, limit"
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
 /// The subscribers whose action may call `connection`, itself or through
 /// the actions it runs.
 pub(crate) fn subscribers_calling(app: &App, connection: &str) -> Vec<String> {

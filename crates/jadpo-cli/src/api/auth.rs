@@ -2,13 +2,13 @@
 //! constant time, behind the per-address throttle of wrong tokens
 //! ([`super::throttle`]; docs/security.md, "Guessing the token").
 
-use super::{ApiError, Shared};
+use super::error::{throttled, ApiError};
+use super::Shared;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jadpo_store::ScheduleStore;
-use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 pub(super) async fn authorize<S: ScheduleStore>(
@@ -63,17 +63,4 @@ pub(crate) fn peer(request: &Request) -> Option<std::net::IpAddr> {
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip())
-}
-
-/// 429 `auth.throttled`, with `Retry-After` in whole seconds (rounded up).
-pub(crate) fn throttled(wait: Duration) -> ApiError {
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    ApiError {
-        retry_after: Some(secs),
-        ..ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "auth.throttled",
-            format!("too many wrong tokens from this address; try again in {secs} s"),
-        )
-    }
 }

@@ -16,12 +16,13 @@
 
 pub(crate) mod auth;
 mod checks;
+pub(crate) mod error;
 pub(crate) mod metrics;
 mod routes;
 pub(crate) mod server;
 pub(crate) mod throttle;
 
-use crate::views::{self, DeliveryQuery};
+use crate::views;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -30,8 +31,10 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
+pub(crate) use error::ApiError;
+use error::{event_refused, query_invalid};
 use jadpo::{EmitError, Jadpo};
-use jadpo_core::{DeliveryId, DeliveryState, EventId};
+use jadpo_core::{DeliveryId, DeliveryState};
 use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
 use jadpo_store::{ScheduleStore, Store, StoreError};
 use serde_json::{json, Value};
@@ -118,68 +121,6 @@ fn query(params: Params) -> Result<BTreeMap<String, String>, ApiError> {
 }
 
 type Shared<S> = Arc<Api<S>>;
-
-/// An error answer: `{"error": {"code", "message"}}` (and `field` when one
-/// is at fault).
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    pub field: Option<String>,
-    /// Seconds, for a `Retry-After` header.
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            field: None,
-            retry_after: None,
-        }
-    }
-
-    pub(crate) fn store(e: StoreError) -> ApiError {
-        match e {
-            StoreError::NotFound(id) => {
-                ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}"))
-            }
-            StoreError::Unavailable(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store.unavailable",
-                "the store is unavailable; try again later",
-            ),
-            e @ StoreError::IdempotencyConflict(_) => {
-                ApiError::new(StatusCode::CONFLICT, "event.idempotency_conflict", e.to_string())
-            }
-            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store.failed", other.to_string()),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(field) = self.field {
-            error["field"] = field.into();
-        }
-        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        if let Some(secs) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        response
-    }
-}
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -347,76 +288,10 @@ async fn emit<S: ScheduleStore>(
 }
 
 /// An event the app refuses: 404 unknown, 413 too large, else 400.
-pub(crate) fn event_refused(e: jadpo_runtime::emit::EventError) -> ApiError {
-    let status = match e.code {
-        "event.unknown" => StatusCode::NOT_FOUND,
-        "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError {
-        field: e.field,
-        ..ApiError::new(status, e.code, e.message)
-    }
-}
-
-fn query_invalid(message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "query.invalid", message)
-}
-
-/// The query of `GET /deliveries`: `state`, `subscriber`, `connection`,
-/// `event`, `before`, `limit`.
-pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, ApiError> {
-    let mut q = DeliveryQuery {
-        limit: views::DEFAULT_LIMIT,
-        ..DeliveryQuery::default()
-    };
-    for (key, value) in params {
-        match key.as_str() {
-            "state" => {
-                q.state = Some(DeliveryState::parse(value).ok_or_else(|| {
-                    query_invalid(format!(
-                        "`state` is one of due, running, held, succeeded, failed, parked; not {value:?}"
-                    ))
-                })?)
-            }
-            "subscriber" => q.subscriber = Some(value.clone()),
-            "connection" => q.connection = Some(value.clone()),
-            "event" => {
-                q.event = Some(EventId(value.parse().map_err(|_| {
-                    query_invalid(format!("`event` is an event id (a number), not {value:?}"))
-                })?))
-            }
-            "before" => {
-                q.before = Some(DeliveryId(value.parse().map_err(|_| {
-                    query_invalid(format!("`before` is a delivery id (a number), not {value:?}"))
-                })?))
-            }
-            "limit" => {
-                q.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=views::MAX_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        query_invalid(format!(
-                            "`limit` is a number from 1 to {}, not {value:?}",
-                            views::MAX_LIMIT
-                        ))
-                    })?
-            }
-            other => {
-                return Err(query_invalid(format!(
-                    "unknown parameter `{other}`; known: state, subscriber, connection, event, before, limit"
-                )))
-            }
-        }
-    }
-    Ok(q)
-}
-
 async fn deliveries<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
     let mut params = query(params)?;
     let jadpo = api.pick(&mut params)?;
-    let q = parse_query(&params)?;
+    let q = views::parse_query(&params).map_err(query_invalid)?;
     let store = jadpo.store().as_ref();
     let list = views::list(store, Some(jadpo.app()), &q)
         .await

@@ -26,7 +26,8 @@ mod pages;
 #[cfg(test)]
 mod tests;
 
-use crate::api;
+use crate::api::error::{throttled, ApiError};
+use crate::api::throttle::Throttle;
 use askama::Template;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -62,7 +63,7 @@ pub(crate) struct Console<S: ScheduleStore> {
     /// Set `Secure` on the cookie: the server is not bound to loopback.
     pub secure: bool,
     /// Failed sign-ins by address, shared with the API's bearer checks.
-    throttle: Arc<api::throttle::Throttle>,
+    throttle: Arc<Throttle>,
 }
 
 pub(crate) type Shared<S> = Arc<Console<S>>;
@@ -90,7 +91,7 @@ pub(crate) fn router<S: ScheduleStore>(
     jadpo: Jadpo<S>,
     token: Option<String>,
     secure: bool,
-    throttle: Arc<api::throttle::Throttle>,
+    throttle: Arc<Throttle>,
 ) -> Router {
     let key = match &token {
         Some(t) => t.as_bytes().to_vec(),
@@ -194,7 +195,7 @@ async fn signed_in<S: ScheduleStore>(State(c): State<Shared<S>>, request: Reques
     {
         Ok(true) => next.run(request).await,
         Ok(false) => sign_in_again(),
-        Err(e) => api_error(api::ApiError::store(e)),
+        Err(e) => api_error(ApiError::store(e)),
     }
 }
 
@@ -230,7 +231,7 @@ async fn login<S: ScheduleStore>(
     let client = client.map(|Extension(ConnectInfo(a))| a.ip());
     let now = std::time::Instant::now();
     if let Some(wait) = client.and_then(|ip| c.throttle.refused(ip, now)) {
-        let secs = api::auth::throttled(wait).retry_after.unwrap_or(1);
+        let secs = throttled(wait).retry_after.unwrap_or(1);
         let error = Some(format!(
             "Too many wrong tokens from this address: try again in {secs} seconds."
         ));
@@ -257,7 +258,7 @@ async fn login<S: ScheduleStore>(
         .start_session(&session_hash(token, &secret), now.plus(SESSION_TTL), now)
         .await
     {
-        return api_error(api::ApiError::store(e));
+        return api_error(ApiError::store(e));
     }
     let secure = if c.secure { "; Secure" } else { "" };
     let cookie = format!(
@@ -282,7 +283,7 @@ async fn logout<S: ScheduleStore>(
     }
     if let (Some(token), Some(secret)) = (&c.token, cookie_of(&headers, COOKIE)) {
         if let Err(e) = c.jadpo.store().end_session(&session_hash(token, secret)).await {
-            return api_error(api::ApiError::store(e));
+            return api_error(ApiError::store(e));
         }
     }
     let secure = if c.secure { "; Secure" } else { "" };
@@ -313,6 +314,6 @@ fn static_file(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// An API error as a console page, for what both share (store errors).
-pub(crate) fn api_error(e: api::ApiError) -> Response {
+pub(crate) fn api_error(e: ApiError) -> Response {
     pages::Refusal::from(e).into_response()
 }

@@ -3,7 +3,7 @@
 //! renders a template of `templates/console/`.
 
 use super::{api_error, charts, render, Shared};
-use crate::api::{self, ApiError};
+use crate::api::error::{query_invalid, ApiError};
 use crate::output::{duration_short, time_short};
 use crate::views::{self, DeliveryQuery};
 use askama::Template;
@@ -352,7 +352,7 @@ pub(crate) async fn deliveries<S: ScheduleStore>(
             ),
         };
     }
-    let mut q = match api::parse_query(&params) {
+    let mut q = match views::parse_query(&params).map_err(query_invalid) {
         Ok(q) => q,
         Err(e) => return api_error(e),
     };
@@ -622,7 +622,7 @@ fn bulk_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, Refusa
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     keep.entry("state".into()).or_insert_with(|| "failed".into());
-    let mut q = api::parse_query(&keep)?;
+    let mut q = views::parse_query(&keep).map_err(query_invalid)?;
     if !matches!(q.state, Some(DeliveryState::Failed | DeliveryState::Parked)) {
         return Err(Refusal {
             status: StatusCode::BAD_REQUEST,
