@@ -2,9 +2,11 @@
 //! writes back what the core decided.
 //!
 //! One claim loop per process runs up to `concurrency` deliveries at once.
-//! It claims only as many as it has free slots, so every claimed delivery
-//! starts at once; finished runs go to a completer that writes them in
-//! batches (`finish_batch`), one transaction for many.
+//! It claims ahead of its free slots into a local queue, each delivery with
+//! the last moment it may start inside its lease (`local_queue.rs`), so a
+//! slot that frees starts the next run without a round trip to the store;
+//! finished runs go to a completer that writes them in batches
+//! (`finish_batch`), one transaction for many.
 
 use crate::completer::Completer;
 use crate::local_queue::{Ahead, LocalQueue, Queued};

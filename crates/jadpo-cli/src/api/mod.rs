@@ -6,8 +6,11 @@
 //! - `GET /deliveries` (the filters of `jadpo deliveries`),
 //!   `GET /deliveries/ID`, `POST /deliveries/ID/retry`, `GET /breakers`:
 //!   the same JSON as the command line's `--json` ([`crate::views`]).
+//! - `GET /alerts`: the alert messages, newest first.
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
 //! - `GET /healthz`: 200 when the store answers, 503 otherwise.
+//! - `/app/...`: the app's own routes (`routes.rs`, docs/app-file.md).
+//! - `/ui`: the console (`crate::console`), mounted beside the API.
 //!
 //! With a token, every route but `/healthz` requires
 //! `Authorization: Bearer TOKEN` (401 otherwise), compared in constant

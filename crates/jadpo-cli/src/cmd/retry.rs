@@ -343,6 +343,19 @@ fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryI
 mod tests {
     use super::*;
 
+    /// The flag's default is the one the embedded API uses: clap needs it
+    /// as text, so the two are kept equal here.
+    #[test]
+    fn the_default_spread_is_the_embedded_apis() {
+        let command = <Args as clap::Args>::augment_args(clap::Command::new("retry"));
+        let spread = command
+            .get_arguments()
+            .find(|a| a.get_id() == "spread")
+            .and_then(|a| a.get_default_values().first().cloned())
+            .expect("--spread has a default");
+        assert_eq!(parse_spread(spread.to_str().unwrap()), Ok(jadpo::RETRY_SPREAD));
+    }
+
     #[test]
     fn spreads_are_short_durations() {
         assert_eq!(parse_spread("30s"), Ok(Duration::from_secs(30)));

@@ -7,7 +7,7 @@ use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
 use deadpool_postgres::Transaction;
-use jadpo_core::{DeliveryId, LeaseToken, Timestamp};
+use jadpo_core::{DeliveryId, LeaseToken};
 use std::collections::HashMap;
 
 /// One statement takes the batch. Each queue is its own partial-index scan
@@ -177,14 +177,15 @@ async fn confirm_holds(
     Ok(())
 }
 
+#[cfg(feature = "testing")]
 /// The claim's plan as it runs now (`EXPLAIN (ANALYZE, BUFFERS)`), both as
 /// planned for these values and as the generic plan a connection's cached
 /// statement may switch to, in a transaction the caller rolls back: the
 /// rows it locks stay as they were.
-pub(crate) async fn explain(tx: &Transaction<'_>, now: Timestamp, limit: usize) -> Result<String, Abort> {
+pub(crate) async fn explain(tx: &Transaction<'_>, now: jadpo_core::Timestamp, limit: usize) -> Result<String, Abort> {
     let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {CLAIM}");
     let now = rows::at_ms(now);
     let limit = limit.min(super::MAX_BATCH) as i64;
     tx.batch_execute(PIN_PLAN).await?;
-    super::explain_both(tx, &sql, &[&now, &limit]).await
+    super::explain::explain_both(tx, &sql, &[&now, &limit]).await
 }

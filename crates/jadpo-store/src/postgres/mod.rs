@@ -54,6 +54,8 @@ mod alerts;
 mod claim;
 mod clock;
 mod emit;
+#[cfg(feature = "testing")]
+mod explain;
 mod finish;
 mod footprint;
 mod limits;
@@ -221,39 +223,6 @@ macro_rules! in_transaction {
     }};
 }
 
-fn db_failed(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e)))
-}
-
-fn explain_failed(e: Abort) -> StoreError {
-    match e {
-        Abort::Db(e) => db_failed(e),
-        Abort::Store(e) => e,
-        Abort::Conflict => StoreError::Unavailable("conflict".into()),
-    }
-}
-
-/// `sql`'s plan (it starts with `EXPLAIN ...`) both as planned for these
-/// values and as the generic plan a connection's cached statement may
-/// switch to, each under a `-- MODE` line.
-pub(crate) async fn explain_both(
-    tx: &deadpool_postgres::Transaction<'_>,
-    sql: &str,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-) -> Result<String, Abort> {
-    let mut out = String::new();
-    for mode in ["force_custom_plan", "force_generic_plan"] {
-        tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}")).await?;
-        let lines = tx.query(sql, params).await?;
-        out.push_str(&format!("-- {mode}\n"));
-        for line in &lines {
-            out.push_str(line.try_get(0)?);
-            out.push('\n');
-        }
-    }
-    Ok(out)
-}
-
 /// A short random pause before redoing a method, so two processes that
 /// keep colliding on one breaker drift apart.
 pub(crate) async fn pause_before_retry(tries: u32) {
@@ -389,11 +358,6 @@ impl PgStore {
         }
     }
 
-    /// The policy this store's breakers open and pause by.
-    pub fn policy(&self) -> &BreakerPolicy {
-        &self.inner.policy
-    }
-
     /// A pooled connection, for the embedded API: open a transaction on it,
     /// write your own rows, call [`emit_in`], commit.
     pub async fn connection(&self) -> Result<Object, StoreError> {
@@ -402,28 +366,6 @@ impl PgStore {
             .get()
             .await
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL connection: {}", reason(&e))))
-    }
-
-    /// The claim's query plan and timing as it runs now, without claiming:
-    /// its transaction is rolled back. To check on a large table that the
-    /// claim still goes by its partial indexes.
-    pub async fn explain_claim(&self, now: Timestamp, limit: usize) -> Result<String, StoreError> {
-        let mut client = self.connection().await?;
-        let tx = client.transaction().await.map_err(db_failed)?;
-        let plan = claim::explain(&tx, now, limit).await.map_err(explain_failed)?;
-        tx.rollback().await.map_err(db_failed)?;
-        Ok(plan)
-    }
-
-    /// The plan of a finish's write of these deliveries (`EXPLAIN`, nothing
-    /// written): to check that each row is looked up by its primary key.
-    pub async fn explain_finish(&self, ids: &[DeliveryId]) -> Result<String, StoreError> {
-        let ids: Vec<i64> = ids.iter().map(|d| d.0).collect();
-        let mut client = self.connection().await?;
-        let tx = client.transaction().await.map_err(db_failed)?;
-        let plan = writes::explain_ends(&tx, &ids).await.map_err(explain_failed)?;
-        tx.rollback().await.map_err(db_failed)?;
-        Ok(plan)
     }
 
     /// The store's tables' rows, dead rows and bytes, and the server's

@@ -290,6 +290,7 @@ impl<'a> DeliveryWrites<'a> {
     }
 }
 
+#[cfg(feature = "testing")]
 /// The plan of a finish's write of `ids` as plain ends, both as planned
 /// for these values and as the generic plan a cached statement may switch
 /// to (`EXPLAIN`, nothing written), with the settings every write sends.
@@ -300,5 +301,5 @@ pub(crate) async fn explain_ends(tx: &Transaction<'_>, ids: &[i64]) -> Result<St
     let none: Vec<Option<i64>> = vec![None; n];
     tx.batch_execute(PIN_JOINS).await?;
     let sql = format!("EXPLAIN (COSTS OFF) {WRITE_ENDS}");
-    super::explain_both(tx, &sql, &[&ids, &zero, &zero, &state, &none, &none]).await
+    super::explain::explain_both(tx, &sql, &[&ids, &zero, &zero, &state, &none, &none]).await
 }
