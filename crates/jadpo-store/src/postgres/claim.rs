@@ -29,7 +29,7 @@ use std::collections::HashMap;
 /// index's order, and a sort in the statement (over materialized rows, a
 /// third of the statement's time at 500 rows) would mostly sort rows
 /// already in order.
-const CLAIM: &str = concat!(
+pub(super) const CLAIM: &str = concat!(
     "WITH due AS (
         SELECT ",
     delivery_columns!(),
@@ -59,7 +59,7 @@ const CLAIM: &str = concat!(
 /// the first run on a connection: a custom plan costs a planning (0.3 ms
 /// and up, measured) on every claim until the server chooses the generic
 /// one itself, if it does. For this transaction only.
-const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
+pub(super) const PIN_PLAN: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// Every breaker, in the same round trip as the batch: one row per
 /// connection, a small set. Only the ones not closed change the claim, but
@@ -175,17 +175,4 @@ async fn confirm_holds(
         }
     }
     Ok(())
-}
-
-#[cfg(feature = "testing")]
-/// The claim's plan as it runs now (`EXPLAIN (ANALYZE, BUFFERS)`), both as
-/// planned for these values and as the generic plan a connection's cached
-/// statement may switch to, in a transaction the caller rolls back: the
-/// rows it locks stay as they were.
-pub(crate) async fn explain(tx: &Transaction<'_>, now: jadpo_core::Timestamp, limit: usize) -> Result<String, Abort> {
-    let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {CLAIM}");
-    let now = rows::at_ms(now);
-    let limit = limit.min(super::MAX_BATCH) as i64;
-    tx.batch_execute(PIN_PLAN).await?;
-    super::explain::explain_both(tx, &sql, &[&now, &limit]).await
 }

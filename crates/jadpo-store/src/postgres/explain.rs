@@ -5,6 +5,7 @@
 
 use super::{claim, reason, writes, Abort, PgStore};
 use crate::types::StoreError;
+use deadpool_postgres::Transaction;
 use jadpo_core::{DeliveryId, Timestamp};
 
 impl PgStore {
@@ -14,7 +15,7 @@ impl PgStore {
     pub async fn explain_claim(&self, now: Timestamp, limit: usize) -> Result<String, StoreError> {
         let mut client = self.connection().await?;
         let tx = client.transaction().await.map_err(db_failed)?;
-        let plan = claim::explain(&tx, now, limit).await.map_err(explain_failed)?;
+        let plan = claim_plan(&tx, now, limit).await.map_err(explain_failed)?;
         tx.rollback().await.map_err(db_failed)?;
         Ok(plan)
     }
@@ -25,7 +26,7 @@ impl PgStore {
         let ids: Vec<i64> = ids.iter().map(|d| d.0).collect();
         let mut client = self.connection().await?;
         let tx = client.transaction().await.map_err(db_failed)?;
-        let plan = writes::explain_ends(&tx, &ids).await.map_err(explain_failed)?;
+        let plan = ends_plan(&tx, &ids).await.map_err(explain_failed)?;
         tx.rollback().await.map_err(db_failed)?;
         Ok(plan)
     }
@@ -62,4 +63,29 @@ pub(super) async fn explain_both(
 
 fn db_failed(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL: {}", reason(&e)))
+}
+
+/// The claim's plan as it runs now (`EXPLAIN (ANALYZE, BUFFERS)`), both as
+/// planned for these values and as the generic plan a connection's cached
+/// statement may switch to, in a transaction the caller rolls back: the
+/// rows it locks stay as they were.
+async fn claim_plan(tx: &Transaction<'_>, now: jadpo_core::Timestamp, limit: usize) -> Result<String, Abort> {
+    let sql = format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}", claim::CLAIM);
+    let now = crate::codec::at_ms(now);
+    let limit = limit.min(super::MAX_BATCH) as i64;
+    tx.batch_execute(claim::PIN_PLAN).await?;
+    explain_both(tx, &sql, &[&now, &limit]).await
+}
+
+/// The plan of a finish's write of `ids` as plain ends, both as planned
+/// for these values and as the generic plan a cached statement may switch
+/// to (`EXPLAIN`, nothing written), with the settings every write sends.
+async fn ends_plan(tx: &Transaction<'_>, ids: &[i64]) -> Result<String, Abort> {
+    let n = ids.len();
+    let zero = vec![0i64; n];
+    let state = vec!["succeeded"; n];
+    let none: Vec<Option<i64>> = vec![None; n];
+    tx.batch_execute(writes::PIN_JOINS).await?;
+    let sql = format!("EXPLAIN (COSTS OFF) {}", writes::WRITE_ENDS);
+    explain_both(tx, &sql, &[&ids, &zero, &zero, &state, &none, &none]).await
 }

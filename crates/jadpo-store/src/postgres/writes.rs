@@ -53,7 +53,7 @@ WHERE d.id = u.id";
 
 /// A finish's plain ends, fenced on the lease each ran under; a success
 /// keeps its attempt on the row (`success_started_at`).
-const WRITE_ENDS: &str = "
+pub(super) const WRITE_ENDS: &str = "
 UPDATE jadpo_deliveries AS d SET
     state = u.state, lease_owner = NULL, lease_until = NULL, updated_at = u.at, finished_at = u.at,
     handled_at = coalesce(d.handled_at, u.handled_at), success_started_at = u.started_at
@@ -288,18 +288,4 @@ impl<'a> DeliveryWrites<'a> {
             .await?;
         Ok(n as usize)
     }
-}
-
-#[cfg(feature = "testing")]
-/// The plan of a finish's write of `ids` as plain ends, both as planned
-/// for these values and as the generic plan a cached statement may switch
-/// to (`EXPLAIN`, nothing written), with the settings every write sends.
-pub(crate) async fn explain_ends(tx: &Transaction<'_>, ids: &[i64]) -> Result<String, Abort> {
-    let n = ids.len();
-    let zero = vec![0i64; n];
-    let state = vec!["succeeded"; n];
-    let none: Vec<Option<i64>> = vec![None; n];
-    tx.batch_execute(PIN_JOINS).await?;
-    let sql = format!("EXPLAIN (COSTS OFF) {WRITE_ENDS}");
-    super::explain::explain_both(tx, &sql, &[&ids, &zero, &zero, &state, &none, &none]).await
 }
