@@ -3,15 +3,24 @@
 //! The rules of docs/retries.md, "At the claim, before it runs", in the
 //! order they apply:
 //! 1. a lease that ended marks the last failure `lease_expired`;
-//! 2. a handled record means the run already committed: `succeeded`;
-//! 3. a spent budget fails it without running, not counted as an attempt;
-//! 4. an open breaker on any connection its action may call holds it;
-//! 5. otherwise it runs, as the probe of each connection whose pause passed.
+//! 2. a subscriber the app no longer declares fails it
+//!    (`subscriber.unknown`, [`unknown_subscriber`]);
+//! 3. a handled record means the run already committed: `succeeded`;
+//! 4. a spent budget fails it without running, not counted as an attempt;
+//! 5. an open breaker on any connection its action may call holds it;
+//! 6. a connection's rate or concurrency limit with no room makes it wait,
+//!    due again when there is room, no attempt spent ([`Claim::with_room`]);
+//! 7. otherwise it runs, as the probe of each connection whose pause passed.
+//!
+//! [`decide`] applies 1 and 3-5 and 7; the store asks a limit for room only
+//! for a delivery that would run (taking room is the limit's side effect),
+//! and hands the answer to [`Claim::with_room`].
 
 use crate::breaker::Gate;
 use crate::budget::Budget;
 use crate::delivery::{Delivery, DeliveryState, Held, Lease};
 use crate::failure::FailureRecord;
+use crate::limit::WaitFor;
 use crate::time::Timestamp;
 
 /// Everything the claim decision looks at.
@@ -42,7 +51,7 @@ pub enum ClaimDecision {
     Wait {
         until: Timestamp,
         connection: String,
-        reason: crate::limit::WaitFor,
+        reason: WaitFor,
     },
 }
 
@@ -51,6 +60,41 @@ pub struct Claim {
     /// The delivery's worker was lost: its last failure becomes `lease_expired`.
     pub lease_expired: bool,
     pub decision: ClaimDecision,
+}
+
+impl Claim {
+    /// Whether the delivery would run: the only decision a connection's
+    /// limit can change.
+    pub fn runs(&self) -> bool {
+        matches!(self.decision, ClaimDecision::Run { .. })
+    }
+
+    /// The decision once the limits of the delivery's connections have
+    /// answered: a run with no room on one of them waits until `until` on
+    /// that `connection` instead. Any other decision stays as it is.
+    pub fn with_room(self, room: Result<(), (Timestamp, String, WaitFor)>) -> Claim {
+        match (self.decision, room) {
+            (ClaimDecision::Run { .. }, Err((until, connection, reason))) => Claim {
+                decision: ClaimDecision::Wait {
+                    until,
+                    connection,
+                    reason,
+                },
+                ..self
+            },
+            (decision, _) => Claim { decision, ..self },
+        }
+    }
+}
+
+/// The claim of a delivery whose subscriber the app no longer declares:
+/// failed at once, its lease (if it ended) marked as such first.
+pub fn unknown_subscriber(d: &Delivery, now: Timestamp) -> Claim {
+    assert!(d.claimable(now), "claim of a delivery that is not due: {d:?}");
+    Claim {
+        lease_expired: d.lease_ended(now),
+        decision: ClaimDecision::GiveUp(FailureRecord::unknown_subscriber()),
+    }
 }
 
 pub fn decide(input: ClaimInput<'_>) -> Claim {

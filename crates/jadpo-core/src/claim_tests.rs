@@ -210,3 +210,47 @@ fn an_operator_retry_gives_a_fresh_budget_even_after_a_long_hold() {
     });
     assert_eq!(c.decision, run(&[]));
 }
+
+/// A connection's limit changes only a run: with no room it waits, due
+/// again when there is room; every other decision stays as it was.
+#[test]
+fn no_room_on_a_limited_connection_turns_only_a_run_into_a_wait() {
+    let no_room = || Err((at(30), "payments".to_string(), WaitFor::Token));
+    let wait = ClaimDecision::Wait {
+        until: at(30),
+        connection: "payments".into(),
+        reason: WaitFor::Token,
+    };
+    let runs = decide_with(&due(0), false, &[], 0);
+    assert!(runs.runs());
+    assert_eq!(runs.clone().with_room(Ok(())).decision, run(&[]));
+    assert_eq!(runs.with_room(no_room()).decision, wait);
+    let held = decide_with(&due(0), false, &[("payments", Gate::Hold)], 0);
+    assert!(!held.runs());
+    assert_eq!(held.clone().with_room(no_room()), held);
+    let handled = decide_with(&due(0), true, &[], 0);
+    assert_eq!(handled.clone().with_room(no_room()), handled);
+}
+
+#[test]
+fn a_subscriber_the_app_no_longer_declares_fails_its_delivery() {
+    let c = unknown_subscriber(&due(0), at(0));
+    assert_eq!(
+        c,
+        Claim {
+            lease_expired: false,
+            decision: ClaimDecision::GiveUp(FailureRecord::unknown_subscriber()),
+        }
+    );
+    let mut lost = due(1);
+    lost.state = DeliveryState::Running;
+    lost.lease = Some(lease(10));
+    let c = unknown_subscriber(&lost, at(20));
+    assert!(c.lease_expired, "the lost lease is still marked");
+    let mut d = lost.clone();
+    apply(&mut d, &c, lease(80), at(20));
+    assert_eq!(d.state, DeliveryState::Failed);
+    assert_eq!(d.last_failure, Some(FailureRecord::unknown_subscriber()));
+    assert_eq!(d.lease, None);
+    assert_eq!(d.finished_at, Some(at(20)));
+}

@@ -208,6 +208,13 @@ impl FailureRecord {
     pub fn lease_expired() -> FailureRecord {
         Failure::lease_expired().record()
     }
+
+    /// The record of a delivery whose subscriber the app no longer
+    /// declares: failed at its claim (docs/decisions.md, "Unknown
+    /// subscriber at the claim").
+    pub fn unknown_subscriber() -> FailureRecord {
+        FailureRecord::new("subscriber.unknown", FailureKind::InternalFault)
+    }
 }
 
 #[cfg(test)]

@@ -134,11 +134,17 @@ pub fn claim(
         let mut d = c.delivery;
         let id = d.id;
         let Some(route) = req.routes.get(&d.subscriber) else {
-            d.state = DeliveryState::Failed;
-            d.lease = None;
-            d.last_failure = Some(unknown_subscriber());
-            d.finished_at = Some(now);
-            d.updated_at = now;
+            let decision = claim::unknown_subscriber(&d, now);
+            // Not run, so the lease `apply` takes is never written.
+            let unused = Lease {
+                owner: req.worker.to_owned(),
+                token: token(&d),
+                until: now,
+            };
+            claim::apply(&mut d, &decision, unused, now);
+            if decision.lease_expired {
+                plan.report.lease_expired.push(id);
+            }
             breakers.give_back_probes(id);
             plan.report.gave_up.push(id);
             plan.deliveries.push(d);
@@ -157,16 +163,10 @@ pub fn claim(
             now,
         });
         let until = now.plus(req.lease);
-        // A run needs room on every limited connection its action may call;
-        // without it the delivery waits, taking nothing.
-        if matches!(decision.decision, ClaimDecision::Run { .. }) {
-            if let Err((at, connection, reason)) = limits.take_all(&route.connections, id, now, until) {
-                decision.decision = ClaimDecision::Wait {
-                    until: at,
-                    connection,
-                    reason,
-                };
-            }
+        // Room on a limited connection is taken only for a delivery that
+        // would run; the core decides what no room means.
+        if decision.runs() {
+            decision = decision.with_room(limits.take_all(&route.connections, id, now, until));
         }
         let lease = Lease {
             owner: req.worker.to_owned(),

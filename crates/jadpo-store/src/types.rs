@@ -3,8 +3,8 @@
 use jadpo_core::alert::{AlertMessage, Sends};
 use jadpo_core::limit::Limits;
 use jadpo_core::{
-    Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, LeaseToken,
-    Outcome, Timestamp, Transition,
+    Alert, Budget, CallVerdict, Delivery, DeliveryId, DeliveryState, EventId, FailureRecord, LeaseToken, Outcome,
+    Timestamp, Transition,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -74,7 +74,7 @@ impl Routes {
 /// The record of a delivery whose subscriber is no longer in the app: a
 /// defect, failed until the app declares it again and an operator retries.
 pub fn unknown_subscriber() -> FailureRecord {
-    FailureRecord::new("subscriber.unknown", FailureKind::InternalFault)
+    FailureRecord::unknown_subscriber()
 }
 
 /// An event to emit, with the subscribers that get a delivery of it.
