@@ -148,7 +148,7 @@ fn finish_from(
     rows::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {
-        let n = rows::release_all(c, conn, f.ended_at)?;
+        let n = rows::release(c, conn, f.ended_at)?;
         if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == conn) {
             super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.ended_at, n as u64)])?;
         }

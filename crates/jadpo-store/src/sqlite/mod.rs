@@ -367,12 +367,12 @@ impl Store for SqliteStore {
         assert!(counts.len() <= MAX_BATCH, "at most {MAX_BATCH} counts at once");
         let counts = counts.to_vec();
         self.pool
-            .write(move |tx| minutes::add_minutes(tx, &counts, forget_before))
+            .write(move |tx| minutes::add(tx, &counts, forget_before))
             .await
     }
 
     async fn minutes(&self, since: Timestamp) -> Result<Vec<MinuteCount>, StoreError> {
-        self.pool.read(move |c| minutes::minutes(c, since)).await
+        self.pool.read(move |c| minutes::read(c, since)).await
     }
 
     async fn counts_up_to(

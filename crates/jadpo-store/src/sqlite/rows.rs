@@ -79,7 +79,7 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
 
 /// Held deliveries of `connection` become due now, each through the core's
 /// `Delivery::release`. Returns how many.
-pub(crate) fn release_all(c: &Connection, connection: &str, now: Timestamp) -> Result<usize, Fault> {
+pub(crate) fn release(c: &Connection, connection: &str, now: Timestamp) -> Result<usize, Fault> {
     let held: Vec<Stored> = c
         .prepare_cached(concat!(
             "SELECT ",

@@ -63,7 +63,7 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
     }
     let mut released = 0;
     for conn in &plan.release {
-        released += rows::release_all(c, conn, now)?;
+        released += rows::release(c, conn, now)?;
     }
     let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
     super::alerts::insert(c, &messages)?;
