@@ -315,7 +315,7 @@ impl MemoryStore {
         self.write_breakers(plan.breakers);
         let mut released = 0;
         for c in &plan.release {
-            let n = self.release_all(c, f.ended_at);
+            let n = self.release(c, f.ended_at);
             if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == c) {
                 self.alerts
                     .push(AlertMessage::resolved(c, *since, f.ended_at, n as u64));
@@ -352,7 +352,7 @@ impl MemoryStore {
             d.release(now);
             self.put(d);
         }
-        let released = plan.release.iter().map(|c| self.release_all(c, now)).sum();
+        let released = plan.release.iter().map(|c| self.release(c, now)).sum();
         for a in &plan.alerts {
             self.alerts.push(AlertMessage::raised(a, now));
         }
@@ -451,7 +451,7 @@ impl MemoryStore {
         }
     }
 
-    fn release_all(&mut self, connection: &str, now: Timestamp) -> usize {
+    fn release(&mut self, connection: &str, now: Timestamp) -> usize {
         let ids: Vec<DeliveryId> = self
             .held
             .get(connection)

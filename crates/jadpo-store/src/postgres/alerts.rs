@@ -2,9 +2,10 @@
 //! or resolves them, listed, and claimed and ended by senders (see
 //! [`crate::alerts`] for the rules).
 
-use super::rows::{self, at_ms};
+use super::rows::{self};
 use super::Abort;
 use crate::alerts;
+use crate::codec::at_ms;
 use crate::types::{new_public_id, AlertRecord};
 use deadpool_postgres::Transaction;
 use jadpo_core::alert::{AlertKind, AlertMessage, SendDecision, Sends, SEND_WITHIN};

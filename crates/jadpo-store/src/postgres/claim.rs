@@ -3,6 +3,7 @@
 use super::rows::{self, breaker_columns, delivery_columns, DELIVERY_COLUMNS};
 use super::writes::DeliveryWrites;
 use super::Abort;
+use crate::codec::at_ms;
 use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
 use crate::types::*;
@@ -74,7 +75,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
         tx.prepare_cached(BREAKERS),
         tx.prepare_cached(super::limits::ALL)
     )?;
-    let now = rows::at_ms(req.now);
+    let now = at_ms(req.now);
     let limit = req.limit as i64;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
     // One round trip: the driver sends each request when its future is
@@ -134,7 +135,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
         writes.push_claimed(before, d, *token);
     }
     writes.write(tx).await?;
-    rows::write_breakers(tx, &plan.breakers).await?;
+    super::writes::write_breakers(tx, &plan.breakers).await?;
     super::limits::write(tx, &plan.limits).await?;
     Ok(plan.report)
 }

@@ -2,8 +2,8 @@
 //! the caller's (`emit_in`).
 
 use super::listen::NOTIFY;
-use super::rows::{self};
 use super::{reason, Abort};
+use crate::codec::at_ms;
 use crate::types::*;
 use deadpool_postgres::Transaction;
 use jadpo_core::{DeliveryId, EventId, Timestamp};
@@ -230,7 +230,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
     events: &[NewEvent],
     now: Timestamp,
 ) -> Result<Vec<Emitted>, tokio_postgres::Error> {
-    let now = rows::at_ms(now);
+    let now = at_ms(now);
     let mut emitted = Vec::with_capacity(events.len());
     let mut rest = events;
     while !rest.is_empty() {

@@ -4,6 +4,7 @@
 use super::rows::{self, breaker_columns, delivery_columns};
 use super::writes::DeliveryWrites;
 use super::Abort;
+use crate::codec::at_ms;
 use crate::plan::{self, Breakers};
 use crate::types::*;
 use deadpool_postgres::Transaction;
@@ -34,10 +35,6 @@ const BREAKERS_BY_PROBE: &str = concat!(
     breaker_columns!(),
     " FROM jadpo_circuit_breakers WHERE probe_delivery = $1"
 );
-
-const INSERT_ATTEMPTS: &str = "
-INSERT INTO jadpo_attempts (delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind)
-SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[])";
 
 /// The rows of a finish batch, read without a lock: each is written back
 /// fenced on the lease it ran under (`DeliveryWrites::push_finished`). While a
@@ -84,7 +81,7 @@ pub(crate) async fn commit_handled(
     plan::check_lease(stored.as_ref().map(|(d, _)| d), id, token)?;
     tx.execute(
         "UPDATE jadpo_deliveries SET handled_at = coalesce(handled_at, $2) WHERE id = $1",
-        &[&id.0, &crate::codec::at_ms(now)],
+        &[&id.0, &at_ms(now)],
     )
     .await?;
     Ok(())
@@ -202,7 +199,7 @@ pub(crate) async fn finish_batch(
         }
     }
     attempts.retain(|a| !on_row.contains(&a.delivery));
-    tokio::try_join!(writes.write(tx), insert_attempts(tx, &attempts))?;
+    tokio::try_join!(writes.write(tx), super::writes::insert_attempts(tx, &attempts))?;
     // After the fenced writes went through: a finish whose lease moved
     // aborts the whole method before any of its emits is written.
     for (i, f) in emits {
@@ -220,9 +217,9 @@ pub(crate) async fn finish_batch(
         answers.extend(a);
     }
     super::limits::settle(tx, &slots, &answers).await?;
-    rows::write_breakers(tx, &breakers.writes()).await?;
+    super::writes::write_breakers(tx, &breakers.writes()).await?;
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
-    let released = rows::release(tx, &release).await?;
+    let released = super::writes::release(tx, &release).await?;
     for (connection, n) in &released {
         if let Some((_, _, i)) = closed.iter().find(|(c, _, _)| c == connection) {
             if let Ok(report) = &mut results[*i] {
@@ -255,29 +252,6 @@ async fn emit_at_depth(tx: &Transaction<'_>, emits: &Emits, now: Timestamp) -> R
     Ok(emitted)
 }
 
-async fn insert_attempts(tx: &Transaction<'_>, attempts: &[AttemptRecord]) -> Result<(), Abort> {
-    if attempts.is_empty() {
-        return Ok(());
-    }
-    let delivery: Vec<i64> = attempts.iter().map(|a| a.delivery.0).collect();
-    let attempt: Vec<i32> = attempts.iter().map(|a| a.attempt as i32).collect();
-    let started: Vec<i64> = attempts.iter().map(|a| rows::at_ms(a.started_at)).collect();
-    let ended: Vec<i64> = attempts.iter().map(|a| rows::at_ms(a.ended_at)).collect();
-    let state: Vec<&str> = attempts.iter().map(|a| a.state.as_str()).collect();
-    let code: Vec<Option<&str>> = attempts
-        .iter()
-        .map(|a| a.failure.as_ref().map(|f| f.code.as_str()))
-        .collect();
-    let kind: Vec<Option<&str>> = attempts
-        .iter()
-        .map(|a| a.failure.as_ref().map(|f| f.kind.as_str()))
-        .collect();
-    let stmt = tx.prepare_cached(INSERT_ATTEMPTS).await?;
-    tx.execute(&stmt, &[&delivery, &attempt, &started, &ended, &state, &code, &kind])
-        .await?;
-    Ok(())
-}
-
 /// A claimed delivery that will not run after all (held just before its
 /// run, or given back at shutdown): fenced on its lease, changed by
 /// `apply`, and any probe place it held given back.
@@ -302,7 +276,7 @@ pub(crate) async fn set_aside(
     let mut writes = DeliveryWrites::default();
     writes.push(&d, stored_token);
     writes.write(tx).await?;
-    rows::write_breakers(tx, &breaker_writes).await?;
+    super::writes::write_breakers(tx, &breaker_writes).await?;
     // It will not call: its slots come back.
     super::limits::settle(tx, &[(id, None, now)], &[]).await?;
     Ok(())

@@ -20,7 +20,7 @@
 
 use super::{reason, Abort};
 use deadpool_postgres::Transaction;
-use jadpo_core::{Backoff, Timestamp};
+use jadpo_core::Backoff;
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -48,13 +48,6 @@ pub(crate) const NOTIFY: &str = concat!("SELECT pg_notify(", channel!(), ", '')"
 
 const CHANNEL: &str = concat!("SELECT ", channel!());
 
-/// The first row of each claim queue, each from the front of its partial
-/// index (`jadpo_deliveries_due`, `jadpo_deliveries_lost`), in the order
-/// the claim reads them.
-const NEXT_DUE: &str = "
-SELECT (SELECT due_at FROM jadpo_deliveries WHERE state = 'due' ORDER BY due_at, id LIMIT 1),
-       (SELECT lease_until FROM jadpo_deliveries WHERE state = 'running' ORDER BY lease_until, id LIMIT 1)";
-
 /// A listening connection only receives, so a peer that vanished without
 /// closing it (a half-open TCP connection) would look alive forever: every
 /// `CHECK_EVERY` it sends an empty query, and one not answered within
@@ -67,13 +60,6 @@ pub(crate) async fn notify(tx: &Transaction<'_>) -> Result<(), Abort> {
     let stmt = tx.prepare_cached(NOTIFY).await?;
     tx.execute(&stmt, &[]).await?;
     Ok(())
-}
-
-pub(crate) async fn next_due(tx: &Transaction<'_>) -> Result<Option<Timestamp>, Abort> {
-    let stmt = tx.prepare_cached(NEXT_DUE).await?;
-    let row = tx.query_one(&stmt, &[]).await?;
-    let (due, lost): (Option<i64>, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
-    Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
 }
 
 pub(crate) async fn channel(tx: &Transaction<'_>) -> Result<String, Abort> {

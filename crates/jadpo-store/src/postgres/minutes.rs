@@ -1,7 +1,7 @@
 //! The per-minute summary the console's charts read (`jadpo_minutes`).
 
-use super::rows::at_ms;
 use super::Abort;
+use crate::codec::at_ms;
 use crate::types::{minute_of, MinuteCount};
 use deadpool_postgres::Transaction;
 use jadpo_core::Timestamp;

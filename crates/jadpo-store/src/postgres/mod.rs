@@ -629,7 +629,7 @@ impl Store for PgStore {
     }
 
     async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
-        in_transaction!(self, |tx| listen::next_due(&tx).await)
+        in_transaction!(self, |tx| read::next_due(&tx).await)
     }
 
     async fn start_session(&self, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), StoreError> {

@@ -1,8 +1,8 @@
 //! Retention: finished deliveries, their events and old alert messages,
 //! deleted in bounded batches.
 
-use super::rows::{self};
 use super::Abort;
+use crate::codec::at_ms;
 use deadpool_postgres::Transaction;
 use jadpo_core::Timestamp;
 
@@ -81,7 +81,7 @@ DELETE FROM jadpo_alerts WHERE id = ANY(ARRAY(
   SELECT id FROM jadpo_alerts WHERE raised_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED))";
 
 pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize) -> Result<usize, Abort> {
-    let before_ms = rows::at_ms(before);
+    let before_ms = at_ms(before);
     let limit = batch as i64;
     let stmt = tx.prepare_cached(PRUNE).await?;
     let row = tx.query_one(&stmt, &[&before_ms, &limit]).await?;

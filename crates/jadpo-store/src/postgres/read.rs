@@ -181,3 +181,18 @@ pub(crate) async fn counts_up_to(
     }
     Ok(counts)
 }
+
+/// The first row of each claim queue, each from the front of its partial
+/// index (`jadpo_deliveries_due`, `jadpo_deliveries_lost`), in the order
+/// the claim reads them.
+const NEXT_DUE: &str = "
+SELECT (SELECT due_at FROM jadpo_deliveries WHERE state = 'due' ORDER BY due_at, id LIMIT 1),
+       (SELECT lease_until FROM jadpo_deliveries WHERE state = 'running' ORDER BY lease_until, id LIMIT 1)";
+
+/// The earlier of the first due row and the first lost lease.
+pub(crate) async fn next_due(tx: &Transaction<'_>) -> Result<Option<Timestamp>, Abort> {
+    let stmt = tx.prepare_cached(NEXT_DUE).await?;
+    let row = tx.query_one(&stmt, &[]).await?;
+    let (due, lost): (Option<i64>, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+    Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
+}

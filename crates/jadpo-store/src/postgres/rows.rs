@@ -1,15 +1,11 @@
-//! Rows to values and back: the delivery and breaker columns and their
-//! decoding (through the codec every store shares), the breaker's
-//! compare-and-set, and the release of what a closed breaker holds. The
-//! bulk write of many deliveries is in `writes.rs`.
+//! Rows to values: the delivery and breaker columns and their decoding
+//! (through the codec every store shares). Every write is in `writes.rs`.
 
 use super::Abort;
 use crate::codec::{self, BreakerRow, Corrupt, DeliveryRow};
-use crate::plan::BreakerWrite;
 use crate::types::*;
-use deadpool_postgres::Transaction;
 use jadpo_core::breaker::Breaker;
-use jadpo_core::{Delivery, DeliveryState, FailureRecord, Timestamp};
+use jadpo_core::{Delivery, DeliveryState, FailureRecord};
 use tokio_postgres::Row;
 
 /// The delivery columns, in the order [`delivery`] reads them.
@@ -34,8 +30,6 @@ macro_rules! breaker_columns {
     };
 }
 pub(crate) use breaker_columns;
-
-pub(crate) use crate::codec::at_ms;
 
 pub(crate) fn corrupt(what: &str, value: &str) -> Abort {
     Abort::Store(StoreError::Unavailable(format!("unreadable row: {what} {value:?}")))
@@ -100,117 +94,4 @@ pub(crate) fn breaker(row: &Row) -> Result<Breaker, Abort> {
 
 pub(crate) fn breakers(rows: &[Row]) -> Result<Vec<Breaker>, Abort> {
     rows.iter().map(breaker).collect()
-}
-
-const INSERT_BREAKER: &str = "
-INSERT INTO jadpo_circuit_breakers (connection, state, consecutive_unavailable, opened_at,
-    outage_since, pause_ms, probe_delivery, probe_until, alert_raised, version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (connection) DO NOTHING";
-
-const UPDATE_BREAKER: &str = "
-UPDATE jadpo_circuit_breakers SET state = $2, consecutive_unavailable = $3, opened_at = $4,
-    outage_since = $5, pause_ms = $6, probe_delivery = $7, probe_until = $8,
-    alert_raised = $9, version = $10
-WHERE connection = $1 AND version = $11";
-
-/// Writes each breaker only if its row is still at the version read (or
-/// still absent). Any that moved meanwhile: [`Abort::Conflict`], so the
-/// caller rolls back and redoes the whole method. The writes come sorted by
-/// connection, so two transactions lock breaker rows in the same order.
-pub(crate) async fn write_breakers(tx: &Transaction<'_>, writes: &[BreakerWrite]) -> Result<(), Abort> {
-    for w in writes {
-        let r = BreakerRow::encode(&w.breaker);
-        let consecutive = i32::try_from(r.consecutive_unavailable).unwrap_or(i32::MAX);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &r.connection,
-            &r.state,
-            &consecutive,
-            &r.opened_at,
-            &r.outage_since,
-            &r.pause_ms,
-            &r.probe_delivery,
-            &r.probe_until,
-            &r.alert_raised,
-            &r.version,
-        ];
-        // A row that was absent is inserted only if still absent; one that
-        // was read is updated only if still at the version read.
-        let sql = if w.read_version == 0 {
-            INSERT_BREAKER
-        } else {
-            params.push(&w.read_version);
-            UPDATE_BREAKER
-        };
-        let stmt = tx.prepare_cached(sql).await?;
-        let n = tx.execute(&stmt, &params).await?;
-        if n != 1 {
-            return Err(Abort::Conflict);
-        }
-    }
-    Ok(())
-}
-
-/// The held deliveries behind each connection whose breaker is closed or
-/// absent, seen at this statement's start, locked in id order: a hold that
-/// raced a close is left to the next sweep rather than released under a
-/// breaker another process just reopened.
-const HELD_BEHIND_CLOSED: &str = concat!(
-    "SELECT ",
-    delivery_columns!(),
-    " FROM jadpo_deliveries AS d
-    WHERE d.state = 'held' AND d.held_connection = ANY($1)
-      AND NOT EXISTS (SELECT 1 FROM jadpo_circuit_breakers b
-                      WHERE b.connection = d.held_connection AND b.state <> 'closed')
-    ORDER BY d.id FOR UPDATE OF d"
-);
-
-/// Releases everything held behind each connection; how many for each.
-/// Each row is released by `Delivery::release`, the rule every store
-/// shares, and written back whole. What it released is due now: idle
-/// workers in every process are woken when the transaction commits.
-pub(crate) async fn release(
-    tx: &Transaction<'_>,
-    connections: &[(&str, Timestamp)],
-) -> Result<Vec<(String, usize)>, Abort> {
-    if connections.is_empty() {
-        return Ok(Vec::new());
-    }
-    let names: Vec<&str> = connections.iter().map(|(c, _)| *c).collect();
-    let stmt = tx.prepare_cached(HELD_BEHIND_CLOSED).await?;
-    let found = tx.query(&stmt, &[&names]).await?;
-    let mut released = Vec::with_capacity(found.len());
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for row in &found {
-        let (mut d, token) = delivery(row)?;
-        let connection = d.held.as_ref().map(|h| h.connection.clone()).unwrap_or_default();
-        let Some(&(_, now)) = connections.iter().find(|(c, _)| *c == connection) else {
-            return Err(Abort::Store(StoreError::Unavailable(format!(
-                "released delivery {} is held behind {connection:?}, not asked for",
-                d.id.0
-            ))));
-        };
-        d.release(now);
-        match counts.iter_mut().find(|(c, _)| *c == connection) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((connection, 1)),
-        }
-        released.push((d, token));
-    }
-    write_released(tx, &released).await?;
-    Ok(counts)
-}
-
-/// Writes rows this transaction locked and released, and wakes idle
-/// workers everywhere on commit: they are due now.
-pub(crate) async fn write_released(tx: &Transaction<'_>, released: &[(Delivery, i64)]) -> Result<(), Abort> {
-    if released.is_empty() {
-        return Ok(());
-    }
-    let mut writes = super::writes::DeliveryWrites::default();
-    for (d, token) in released {
-        writes.push(d, *token);
-    }
-    tokio::try_join!(writes.write(tx), super::listen::notify(tx))?;
-    Ok(())
 }

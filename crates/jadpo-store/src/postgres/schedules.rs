@@ -2,8 +2,9 @@
 //! across processes, each run's end fenced on its lease token. The deciding
 //! is `jadpo_core::schedule`'s; here rows are locked, read and written.
 
-use super::rows::{at_ms, failure};
+use super::rows::failure;
 use super::Abort;
+use crate::codec::at_ms;
 use crate::types::*;
 use deadpool_postgres::Transaction;
 use jadpo_core::alert::AlertMessage;

@@ -42,7 +42,7 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
     let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
     // Breakers first: a conflict aborts before any delivery is touched, and
     // every transaction takes breaker rows before held rows.
-    rows::write_breakers(tx, &plan.breakers).await?;
+    super::writes::write_breakers(tx, &plan.breakers).await?;
     if !plan.wake.is_empty() {
         // A probe is released as any held delivery is (`Delivery::release`):
         // due now, its hold added to the time held.
@@ -60,10 +60,10 @@ pub(crate) async fn sweep(tx: &Transaction<'_>, now: Timestamp, wake_lease: Dura
                 _ => return Err(Abort::Conflict),
             }
         }
-        rows::write_released(tx, &woken).await?;
+        super::writes::write_released(tx, &woken).await?;
     }
     let release: Vec<(&str, Timestamp)> = plan.release.iter().map(|c| (c.as_str(), now)).collect();
-    let released = rows::release(tx, &release).await?.iter().map(|(_, n)| n).sum();
+    let released = super::writes::release(tx, &release).await?.iter().map(|(_, n)| n).sum();
     let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
     super::alerts::insert(tx, &messages).await?;
     Ok(SweepReport {

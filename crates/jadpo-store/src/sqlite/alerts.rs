@@ -3,9 +3,9 @@
 //! [`crate::alerts`] for the rules). Writes run under `BEGIN IMMEDIATE`, so
 //! a claim's read and its write see the same rows.
 
-use super::pool::Fault;
-use super::rows::at_ms;
+use super::pool::Abort;
 use crate::alerts;
+use crate::codec::at_ms;
 use crate::types::{new_public_id, AlertRecord};
 use jadpo_core::alert::{AlertKind, AlertMessage, SendDecision, Sends, SEND_WITHIN};
 use jadpo_core::{FailureKind, FailureRecord, Timestamp};
@@ -18,7 +18,7 @@ const COLUMNS: &str = "id, public_id, alert, kind, connection, schedule, since, 
     send_attempts, send_due_at, sent_at, send_failed_at, send_error";
 
 /// Writes messages, each with a public id of its own.
-pub(crate) fn insert(c: &Connection, messages: &[AlertMessage]) -> Result<(), Fault> {
+pub(crate) fn insert(c: &Connection, messages: &[AlertMessage]) -> Result<(), Abort> {
     let mut stmt = c.prepare_cached(
         "INSERT INTO jadpo_alerts (public_id, alert, kind, connection, schedule, since, held, failures, \
          last_failure_code, last_failure_kind, raised_at, ended_at, released) \
@@ -87,7 +87,7 @@ fn record(r: &Row<'_>) -> rusqlite::Result<AlertRecord> {
 }
 
 /// Newest first.
-pub(crate) fn list(c: &Connection, limit: usize) -> Result<Vec<AlertRecord>, Fault> {
+pub(crate) fn list(c: &Connection, limit: usize) -> Result<Vec<AlertRecord>, Abort> {
     Ok(
         c.prepare_cached(&format!("SELECT {COLUMNS} FROM jadpo_alerts ORDER BY id DESC LIMIT ?1"))?
             .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], record)?
@@ -97,7 +97,7 @@ pub(crate) fn list(c: &Connection, limit: usize) -> Result<Vec<AlertRecord>, Fau
 
 /// Open messages due now, longest due first, through `jadpo_alerts_open`,
 /// which holds only open ones; the rule is [`Sends::claimable`].
-pub(crate) fn claim(c: &Connection, now: Timestamp, limit: usize, lease: Duration) -> Result<Vec<AlertRecord>, Fault> {
+pub(crate) fn claim(c: &Connection, now: Timestamp, limit: usize, lease: Duration) -> Result<Vec<AlertRecord>, Abort> {
     let window = i64::try_from(SEND_WITHIN.as_millis()).unwrap_or(i64::MAX);
     let limit = limit.min(alerts::MAX_ALERT_CLAIM) as i64;
     let due: Vec<AlertRecord> = c
@@ -119,7 +119,7 @@ pub(crate) fn claim(c: &Connection, now: Timestamp, limit: usize, lease: Duratio
     Ok(claimed)
 }
 
-pub(crate) fn finish(c: &Connection, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, Fault> {
+pub(crate) fn finish(c: &Connection, id: i64, attempt: u32, decision: &SendDecision) -> Result<bool, Abort> {
     let Some(mut r) = c
         .prepare_cached(&format!("SELECT {COLUMNS} FROM jadpo_alerts WHERE id = ?1"))?
         .query_row([id], record)

@@ -1,7 +1,7 @@
 //! The claim, in one `BEGIN IMMEDIATE` transaction: read the due and
 //! lost rows, let [`plan`](crate::plan) decide, write what it returned.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use super::rows::{self, delivery_columns, Stored, DELIVERY_COLUMNS};
 use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate};
@@ -34,7 +34,7 @@ struct Row {
     candidate: (String, String, bool, String, i64),
 }
 
-fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Fault> {
+fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Abort> {
     let rows = c
         .prepare_cached(sql)?
         .query_map(params![now.as_millis(), limit as i64], |r| {
@@ -55,7 +55,7 @@ fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result
 
 /// Claims up to `req.limit` rows: due ones and lost ones merged by time, so a
 /// lost run waits no longer than a due one (as the in-memory store does).
-pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimReport, Fault> {
+pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimReport, Abort> {
     let due = candidates(c, DUE, req.now, req.limit)?;
     let lost = candidates(c, LOST, req.now, req.limit)?;
     let key = |r: &Row, lost: bool| {
@@ -111,7 +111,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     for d in &plan.deliveries {
         writes.claimed(&read[&d.id].0, d)?;
     }
-    rows::write_breakers(c, &plan.breakers)?;
+    super::writes::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;
     Ok(plan.report)
 }

@@ -1,12 +1,12 @@
 //! The store's scaled clock (`jadpo_clock`): at most one row, kept by the
 //! first scaled start and never moved (`jadpo_core::clock`).
 
-use super::pool::Fault;
+use super::pool::Abort;
 use jadpo_core::clock::Anchor;
 use jadpo_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub(crate) fn anchor(c: &Connection) -> Result<Option<Anchor>, Fault> {
+pub(crate) fn anchor(c: &Connection) -> Result<Option<Anchor>, Abort> {
     let row = c
         .prepare_cached("SELECT scale, anchor_real, anchor_engine FROM jadpo_clock WHERE id = 1")?
         .query_row([], |r| {
@@ -22,7 +22,7 @@ pub(crate) fn anchor(c: &Connection) -> Result<Option<Anchor>, Fault> {
 
 /// Inside the pool's `BEGIN IMMEDIATE`: the insert and the read that
 /// follows see the same row, whichever process wrote it.
-pub(crate) fn keep(tx: &Connection, a: Anchor) -> Result<Anchor, Fault> {
+pub(crate) fn keep(tx: &Connection, a: Anchor) -> Result<Anchor, Abort> {
     tx.prepare_cached(
         "INSERT INTO jadpo_clock (id, scale, anchor_real, anchor_engine) VALUES (1, ?1, ?2, ?3) \
          ON CONFLICT (id) DO NOTHING",

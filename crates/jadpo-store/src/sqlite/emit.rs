@@ -1,8 +1,8 @@
 //! Events and their deliveries, written in the store's transaction or
 //! the caller's (`emit_in`).
 
-use super::pool::Fault;
-use super::rows::{self};
+use super::pool::Abort;
+use crate::codec::{at_ms, span_ms};
 use crate::types::*;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 /// An event emitted before under this name and idempotency key: its id,
 /// payload and public id.
-fn keyed(c: &Connection, name: &str, key: &str) -> Result<Option<(EventId, String, String)>, Fault> {
+fn keyed(c: &Connection, name: &str, key: &str) -> Result<Option<(EventId, String, String)>, Abort> {
     Ok(
         c.prepare_cached("SELECT id, payload, public_id FROM jadpo_events WHERE name = ?1 AND idempotency_key = ?2")?
             .query_row(params![name, key], |r| Ok((EventId(r.get(0)?), r.get(1)?, r.get(2)?)))
@@ -22,7 +22,7 @@ fn keyed(c: &Connection, name: &str, key: &str) -> Result<Option<(EventId, Strin
 /// inside a transaction (the store's or the caller's). An idempotency key
 /// used before returns that event; used with another payload, it refuses
 /// the whole call before anything is written.
-pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
     let mut first: HashMap<(&str, &str), &str> = HashMap::new();
     for e in events {
         let Some(key) = &e.idempotency_key else { continue };
@@ -34,7 +34,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 .or_insert(e.payload.as_str()),
         };
         if payload != e.payload {
-            return Err(Fault::Store(StoreError::IdempotencyConflict(e.name.clone())));
+            return Err(Abort::Store(StoreError::IdempotencyConflict(e.name.clone())));
         }
     }
     let mut event = c.prepare_cached(
@@ -81,11 +81,11 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 d.subscriber,
                 d.state.as_str(),
                 d.attempts,
-                rows::at_ms(d.due_at),
-                rows::at_ms(d.budget_from),
-                rows::span_ms(d.held_for),
-                rows::at_ms(d.created_at),
-                rows::at_ms(d.updated_at),
+                at_ms(d.due_at),
+                at_ms(d.budget_from),
+                span_ms(d.held_for),
+                at_ms(d.created_at),
+                at_ms(d.updated_at),
             ])?;
             ids.push(DeliveryId(c.last_insert_rowid()));
         }

@@ -2,17 +2,17 @@
 //! limits, emits), a hold just before its run, or its give-back; each
 //! fenced on the lease it was claimed under.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use super::rows::{self};
 use super::writes::Writes;
 use crate::plan::{self, Breakers};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
-use jadpo_core::{claim, BreakerPolicy, Delivery, DeliveryId, DeliveryState, LeaseToken, Timestamp};
+use jadpo_core::{BreakerPolicy, Delivery, DeliveryId, DeliveryState, LeaseToken, Timestamp};
 use rusqlite::{params, Connection};
 
 /// Reads a delivery and checks it is still running under `token`.
-fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery, Fault> {
+fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery, Abort> {
     let stored = rows::get(c, id)?;
     let d = plan::check_lease(stored.as_ref().map(|s| &s.delivery), id, token)?;
     Ok(d.clone())
@@ -20,15 +20,15 @@ fn fenced(c: &Connection, id: DeliveryId, token: LeaseToken) -> Result<Delivery,
 
 /// Writes `d` only if it is still running under `token`; `handled` as
 /// [`super::writes::update`].
-fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Fault> {
+fn write_fenced(c: &Connection, d: &Delivery, token: LeaseToken, handled: Option<Timestamp>) -> Result<(), Abort> {
     match super::writes::update(c, d, Some(token), handled, None)? {
         1 => Ok(()),
-        _ => Err(Fault::Store(StoreError::LeaseLost(d.id))),
+        _ => Err(Abort::Store(StoreError::LeaseLost(d.id))),
     }
 }
 
 /// Gives back the probe places `id` holds: only rows naming it can change.
-fn unprobe(c: &Connection, id: DeliveryId) -> Result<(), Fault> {
+fn unprobe(c: &Connection, id: DeliveryId) -> Result<(), Abort> {
     let rows = c
         .prepare_cached(concat!(
             "SELECT ",
@@ -41,52 +41,48 @@ fn unprobe(c: &Connection, id: DeliveryId) -> Result<(), Fault> {
         return Ok(());
     }
     let mut breakers = Breakers::new(rows);
-    rows::write_breakers(c, &plan::unprobe(&mut breakers, id))
+    super::writes::write_breakers(c, &plan::unprobe(&mut breakers, id))
 }
 
-pub(crate) fn hold_claimed(
+/// A claimed delivery that will not run after all (held just before its
+/// run, or given back at shutdown): fenced on its lease, changed by
+/// `apply`, and any probe place it held given back.
+pub(crate) fn set_aside(
     c: &Connection,
     id: DeliveryId,
     token: LeaseToken,
-    connection: &str,
     now: Timestamp,
-) -> Result<(), Fault> {
+    apply: impl FnOnce(&mut Delivery),
+) -> Result<(), Abort> {
     let mut d = fenced(c, id, token)?;
-    claim::hold_claimed(&mut d, connection, now);
+    apply(&mut d);
     write_fenced(c, &d, token, None)?;
-    super::limits::settle(c, &[(id, None, now)], &[])?;
-    unprobe(c, id)
-}
-
-pub(crate) fn give_back(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
-    let mut d = fenced(c, id, token)?;
-    claim::give_back(&mut d, now);
-    write_fenced(c, &d, token, None)?;
+    // It will not call: its slots come back.
     super::limits::settle(c, &[(id, None, now)], &[])?;
     unprobe(c, id)
 }
 
 /// The run committed before its finish: the handled record alone, on the
 /// row still running under `token` (one kept already is kept).
-pub(crate) fn commit_handled(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Fault> {
+pub(crate) fn commit_handled(c: &Connection, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), Abort> {
     let d = fenced(c, id, token)?;
     write_fenced(c, &d, token, Some(now))
 }
 
 /// Each finish fenced on its own lease: a lost one is `Err` in its place and
-/// writes nothing; the others are written. An `Err(Fault)` means the whole
+/// writes nothing; the others are written. An `Err(Abort)` means the whole
 /// transaction must not commit.
 pub(crate) fn finish_batch(
     c: &Connection,
     batch: &[Finish],
     policy: &BreakerPolicy,
-) -> Result<Vec<Result<FinishReport, StoreError>>, Fault> {
+) -> Result<Vec<Result<FinishReport, StoreError>>, Abort> {
     let mut out = Vec::with_capacity(batch.len());
     let mut writes = Writes::new(c);
     for f in batch {
         out.push(match finish(c, &mut writes, f, policy) {
             Ok(r) => Ok(r),
-            Err(Fault::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
+            Err(Abort::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
             Err(fault) => return Err(fault),
         });
     }
@@ -97,14 +93,14 @@ pub(crate) fn finish_batch(
 /// (`Finish::claimed_row`), without reading the row: a tenth of the drain's
 /// time, measured. A write the fence refuses has changed nothing yet; the
 /// row is then read, which reports the lost lease.
-fn finish(c: &Connection, writes: &mut Writes<'_>, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Fault> {
+fn finish(c: &Connection, writes: &mut Writes<'_>, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Abort> {
     if let Some(d) = f.claimed_row() {
         if let Some(report) = finish_from(c, writes, f, d, policy)? {
             return Ok(report);
         }
     }
     let d = fenced(c, f.id, f.token)?;
-    finish_from(c, writes, f, &d, policy)?.ok_or(Fault::Store(StoreError::LeaseLost(f.id)))
+    finish_from(c, writes, f, &d, policy)?.ok_or(Abort::Store(StoreError::LeaseLost(f.id)))
 }
 
 /// The finish planned from `d`, the row as it ran; `None`, having written
@@ -115,7 +111,7 @@ fn finish_from(
     f: &Finish,
     d: &Delivery,
     policy: &BreakerPolicy,
-) -> Result<Option<FinishReport>, Fault> {
+) -> Result<Option<FinishReport>, Abort> {
     // Most finishes touch no breaker: read only the rows this one may move.
     let touched: Vec<&str> = f
         .calls
@@ -143,12 +139,12 @@ fn finish_from(
         Vec::new()
     };
     if succeeded_from.is_none() {
-        rows::insert_attempt(c, &plan.attempt)?;
+        super::writes::insert_attempt(c, &plan.attempt)?;
     }
-    rows::write_breakers(c, &plan.breakers)?;
+    super::writes::write_breakers(c, &plan.breakers)?;
     let mut released = 0;
     for conn in &plan.release {
-        let n = rows::release(c, conn, f.ended_at)?;
+        let n = super::writes::release(c, conn, f.ended_at)?;
         if let Some((_, since)) = plan.resolved.iter().find(|(r, _)| r == conn) {
             super::alerts::insert(c, &[AlertMessage::resolved(conn, *since, f.ended_at, n as u64)])?;
         }
@@ -163,7 +159,7 @@ fn finish_from(
 }
 
 /// A run's emits, in its finish's transaction, marked with their depth.
-fn emit_at_depth(c: &Connection, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Fault> {
+fn emit_at_depth(c: &Connection, emits: &Emits, now: Timestamp) -> Result<Vec<Emitted>, Abort> {
     let emitted = super::emit::emit(c, &emits.events, now)?;
     let mut mark = c.prepare_cached("UPDATE jadpo_events SET depth = ?2 WHERE id = ?1")?;
     for e in emitted.iter().filter(|e| !e.duplicate) {

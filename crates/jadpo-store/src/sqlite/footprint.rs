@@ -1,12 +1,12 @@
 //! The store's size: its tables' rows, the file, its write-ahead log and
 //! the pages free for reuse.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use crate::footprint::{Footprint, TableFootprint};
 use rusqlite::Connection;
 use std::path::Path;
 
-pub(crate) fn read(c: &Connection, path: &Path) -> Result<Footprint, Fault> {
+pub(crate) fn read(c: &Connection, path: &Path) -> Result<Footprint, Abort> {
     let names: Vec<String> = c
         .prepare_cached(
             "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'jadpo\\_%' ESCAPE '\\' ORDER BY name",

@@ -2,20 +2,20 @@
 //! row per connection holding its `LimitState` as JSON, written only at the
 //! version read (see [`crate::limits`]).
 
-use super::pool::Fault;
+use super::pool::Abort;
 use crate::limits::{Answer, LimitWrite, Release};
 use jadpo_core::limit::LimitState;
 use rusqlite::{params, Connection};
 
-fn state(json: &str) -> Result<LimitState, Fault> {
+fn state(json: &str) -> Result<LimitState, Abort> {
     serde_json::from_str(json).map_err(|e| {
-        Fault::Store(crate::StoreError::Unavailable(format!(
+        Abort::Store(crate::StoreError::Unavailable(format!(
             "unreadable row of jadpo_connection_limits: {e}"
         )))
     })
 }
 
-pub(crate) fn all(c: &Connection) -> Result<Vec<LimitState>, Fault> {
+pub(crate) fn all(c: &Connection) -> Result<Vec<LimitState>, Abort> {
     let rows: Vec<String> = c
         .prepare_cached("SELECT state FROM jadpo_connection_limits ORDER BY connection")?
         .query_map([], |r| r.get(0))?
@@ -25,7 +25,7 @@ pub(crate) fn all(c: &Connection) -> Result<Vec<LimitState>, Fault> {
 
 /// How many due deliveries wait on each connection, through the index of
 /// waiting deliveries (its condition named so SQLite uses it).
-pub(crate) fn waiting_counts(c: &Connection) -> Result<std::collections::BTreeMap<String, u64>, Fault> {
+pub(crate) fn waiting_counts(c: &Connection) -> Result<std::collections::BTreeMap<String, u64>, Abort> {
     let rows = c
         .prepare_cached(
             "SELECT waiting_on, count(*) FROM jadpo_deliveries \
@@ -37,8 +37,8 @@ pub(crate) fn waiting_counts(c: &Connection) -> Result<std::collections::BTreeMa
 }
 
 /// Writes each state only if its row is still at the version read (or still
-/// absent); otherwise [`Fault::Conflict`], and the method is redone.
-pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> {
+/// absent); otherwise [`Abort::Conflict`], and the method is redone.
+pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Abort> {
     for w in writes {
         let json = serde_json::to_string(&w.state).expect("a limit state is plain data");
         let changed = if w.read_version == 0 {
@@ -54,7 +54,7 @@ pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> 
             .execute(params![w.state.connection, json, w.state.version, w.read_version])?
         };
         if changed != 1 {
-            return Err(Fault::Conflict);
+            return Err(Abort::Conflict);
         }
     }
     Ok(())
@@ -62,7 +62,7 @@ pub(crate) fn write(c: &Connection, writes: &[LimitWrite]) -> Result<(), Fault> 
 
 /// Gives slots back and writes 429s (see [`crate::limits::settle`]): one
 /// read of the rows, only when there is something to settle.
-pub(crate) fn settle(c: &Connection, releases: &[Release<'_>], answers: &[Answer]) -> Result<(), Fault> {
+pub(crate) fn settle(c: &Connection, releases: &[Release<'_>], answers: &[Answer]) -> Result<(), Abort> {
     if releases.is_empty() && answers.is_empty() {
         return Ok(());
     }

@@ -1,13 +1,13 @@
 //! The per-minute summary (`jadpo_minutes`) the console's charts read.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use crate::types::*;
 use jadpo_core::Timestamp;
 use rusqlite::{params, Connection};
 
 /// Adds to the per-minute summary, and forgets minutes before
 /// `forget_before`.
-pub(crate) fn add(c: &Connection, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), Fault> {
+pub(crate) fn add(c: &Connection, counts: &[MinuteCount], forget_before: Timestamp) -> Result<(), Abort> {
     let mut add = c.prepare_cached(
         "INSERT INTO jadpo_minutes (minute, series, n) VALUES (?1, ?2, ?3) \
          ON CONFLICT (minute, series) DO UPDATE SET n = n + excluded.n",
@@ -20,7 +20,7 @@ pub(crate) fn add(c: &Connection, counts: &[MinuteCount], forget_before: Timesta
     Ok(())
 }
 
-pub(crate) fn read(c: &Connection, since: Timestamp) -> Result<Vec<MinuteCount>, Fault> {
+pub(crate) fn read(c: &Connection, since: Timestamp) -> Result<Vec<MinuteCount>, Abort> {
     Ok(
         c.prepare_cached("SELECT minute, series, n FROM jadpo_minutes WHERE minute >= ?1 ORDER BY minute, series")?
             .query_map([minute_of(since).as_millis()], |r| {

@@ -278,12 +278,18 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         let connection = connection.to_owned();
         self.pool
-            .write(move |tx| finish::hold_claimed(tx, id, token, &connection, now))
+            .write(move |tx| {
+                finish::set_aside(tx, id, token, now, |d| {
+                    jadpo_core::claim::hold_claimed(d, &connection, now)
+                })
+            })
             .await
     }
 
     async fn give_back(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {
-        self.pool.write(move |tx| finish::give_back(tx, id, token, now)).await
+        self.pool
+            .write(move |tx| finish::set_aside(tx, id, token, now, |d| jadpo_core::claim::give_back(d, now)))
+            .await
     }
 
     async fn commit_handled(&self, id: DeliveryId, token: LeaseToken, now: Timestamp) -> Result<(), StoreError> {

@@ -15,11 +15,11 @@ use tokio::sync::Semaphore;
 pub(crate) use crate::store::MAX_TRIES;
 
 /// Why a transaction did not commit.
-pub(crate) type Fault = crate::store::Abort<rusqlite::Error>;
+pub(crate) type Abort = crate::store::Abort<rusqlite::Error>;
 
-impl From<rusqlite::Error> for Fault {
-    fn from(e: rusqlite::Error) -> Fault {
-        Fault::Db(e)
+impl From<rusqlite::Error> for Abort {
+    fn from(e: rusqlite::Error) -> Abort {
+        Abort::Db(e)
     }
 }
 
@@ -32,20 +32,20 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// Turns a fault into the store's error, naming the file.
-pub(crate) fn store_error(path: &Path, busy: Duration, fault: Fault) -> StoreError {
-    match fault {
-        Fault::Store(e) => e,
-        Fault::Conflict => StoreError::Unavailable(format!(
+/// Turns an abort into the store's error, naming the file.
+pub(crate) fn store_error(path: &Path, busy: Duration, abort: Abort) -> StoreError {
+    match abort {
+        Abort::Store(e) => e,
+        Abort::Conflict => StoreError::Unavailable(format!(
             "breaker contention: a breaker row of {} moved {MAX_TRIES} times in a row",
             path.display()
         )),
-        Fault::Db(e) if is_busy(&e) => StoreError::Unavailable(format!(
+        Abort::Db(e) if is_busy(&e) => StoreError::Unavailable(format!(
             "database is locked: {} stayed busy past {} ms",
             path.display(),
             busy.as_millis()
         )),
-        Fault::Db(e) => {
+        Abort::Db(e) => {
             let hint = match e.sqlite_error_code() {
                 Some(ErrorCode::CannotOpen) => " (does its folder exist, and is it writable?)",
                 Some(ErrorCode::ReadOnly) => " (is the file or its folder read-only?)",
@@ -126,7 +126,7 @@ impl Pool {
 
     /// Opens a connection with the PRAGMAs every connection needs: they are
     /// per connection, except journal_mode, which sticks to the file.
-    fn connect(&self) -> Result<Connection, Fault> {
+    fn connect(&self) -> Result<Connection, Abort> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags)?;
         conn.busy_timeout(self.busy)?;
@@ -141,7 +141,7 @@ impl Pool {
             }
         };
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Fault::Store(StoreError::Unavailable(format!(
+            return Err(Abort::Store(StoreError::Unavailable(format!(
                 "sqlite {}: journal_mode stayed {mode}; the store needs WAL",
                 self.path.display()
             ))));
@@ -157,7 +157,7 @@ impl Pool {
     /// reason but a busy lock is closed, not returned: the next call opens a
     /// fresh one, which is how the store recovers from a file that went
     /// away or a connection left in a bad state.
-    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, Fault>) -> Result<T, StoreError> {
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, Abort>) -> Result<T, StoreError> {
         let pooled = lock(&self.idle).pop();
         let mut conn = match pooled {
             Some(c) => c,
@@ -165,7 +165,7 @@ impl Pool {
         };
         let result = f(&mut conn);
         let healthy = match &result {
-            Err(Fault::Db(e)) => is_busy(e),
+            Err(Abort::Db(e)) => is_busy(e),
             _ => true,
         };
         if healthy && conn.is_autocommit() {
@@ -200,7 +200,7 @@ impl Pool {
     pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Fault> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Abort> + Send + 'static,
     {
         let permit = self.slot().await;
         let pool = self.clone();
@@ -214,11 +214,11 @@ impl Pool {
     /// A write: `f` in one `BEGIN IMMEDIATE` transaction, so it reads what
     /// it plans from with the write lock held and no other process can plan
     /// from the same rows. Redone from the start when a breaker write lost
-    /// (`Fault::Conflict`), at most [`MAX_TRIES`] times.
+    /// (`Abort::Conflict`), at most [`MAX_TRIES`] times.
     pub(crate) async fn write<T, F>(self: &Arc<Self>, mut f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnMut(&Transaction<'_>) -> Result<T, Fault> + Send + 'static,
+        F: FnMut(&Transaction<'_>) -> Result<T, Abort> + Send + 'static,
     {
         let permit = self.slot().await;
         let pool = self.clone();
@@ -234,11 +234,11 @@ impl Pool {
                             return Ok(v);
                         }
                         // Dropping `tx` rolls it back.
-                        Err(Fault::Conflict) => continue,
+                        Err(Abort::Conflict) => continue,
                         Err(e) => return Err(e),
                     }
                 }
-                Err(Fault::Conflict)
+                Err(Abort::Conflict)
             })
         })
         .await

@@ -1,7 +1,7 @@
 //! Retention: finished deliveries, their events and old alert messages,
 //! deleted in bounded batches.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use jadpo_core::Timestamp;
 use rusqlite::{params, Connection};
 
@@ -9,7 +9,7 @@ use rusqlite::{params, Connection};
 /// retention index, which holds only rows with a `finished_at`; the state is
 /// checked too, so a row is pruned only if finished) and their attempts,
 /// then their events if no delivery is left on them.
-pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Fault> {
+pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Abort> {
     let old: Vec<(i64, i64)> = c
         .prepare_cached(
             "SELECT id, event_id FROM jadpo_deliveries \

@@ -1,20 +1,20 @@
 //! The reads behind listing, the operator's views and the idle worker's
 //! next due time.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use super::rows::{self, delivery_columns};
 use crate::types::*;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-pub(crate) fn delivery(c: &Connection, id: DeliveryId) -> Result<Option<Delivery>, Fault> {
+pub(crate) fn delivery(c: &Connection, id: DeliveryId) -> Result<Option<Delivery>, Abort> {
     Ok(rows::get(c, id)?.map(|s| s.delivery))
 }
 
 /// Newest first. Only the filters given become conditions, so each query can
 /// use the index its filter has (subscriber, event, held connection).
-pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Fault> {
+pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut conds: Vec<String> = Vec::new();
     let mut args: Vec<Value> = Vec::new();
     let mut add = |cond: &str, v: Value| {
@@ -55,7 +55,7 @@ pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delive
 
 /// The attempts' rows, then the attempt that succeeded, kept on the
 /// delivery's own row (docs/system-tables.md): nothing comes after it.
-pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptRecord>, Fault> {
+pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptRecord>, Abort> {
     Ok(c.prepare_cached(
         "SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind FROM ( \
            SELECT delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind, id AS k \
@@ -69,7 +69,7 @@ pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptReco
     .collect::<rusqlite::Result<_>>()?)
 }
 
-pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, Fault> {
+pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, Abort> {
     Ok(
         c.prepare_cached("SELECT id, name, payload, emitted_at, public_id FROM jadpo_events WHERE id = ?1")?
             .query_row([id.0], rows::event)
@@ -77,7 +77,7 @@ pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, 
     )
 }
 
-pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Fault> {
+pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Abort> {
     let rows = c
         .prepare_cached(concat!(
             "SELECT ",
@@ -97,7 +97,7 @@ pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Fault> {
 }
 
 /// Deliveries by state. A full count: for metrics, not a hot path.
-pub(crate) fn counts(c: &Connection) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Fault> {
+pub(crate) fn counts(c: &Connection) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Abort> {
     let mut stmt = c.prepare_cached("SELECT state, COUNT(*) FROM jadpo_deliveries GROUP BY state")?;
     let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
     let mut counts = std::collections::BTreeMap::new();
@@ -112,7 +112,7 @@ pub(crate) fn counts(c: &Connection) -> Result<std::collections::BTreeMap<jadpo_
 
 /// The first row of each claim queue, each read from the front of its
 /// partial index (`jadpo_deliveries_due`, `jadpo_deliveries_lost`).
-pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
+pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Abort> {
     let (due, lost): (Option<i64>, Option<i64>) = c
         .prepare_cached(
             "SELECT (SELECT due_at FROM jadpo_deliveries WHERE state = 'due' ORDER BY due_at, id LIMIT 1), \
@@ -128,7 +128,7 @@ pub(crate) fn next_due(c: &Connection) -> Result<Option<Timestamp>, Fault> {
 pub(crate) fn counts_up_to(
     c: &Connection,
     cap: u64,
-) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Fault> {
+) -> Result<std::collections::BTreeMap<jadpo_core::DeliveryState, u64>, Abort> {
     use jadpo_core::DeliveryState::*;
     let cap = i64::try_from(cap).unwrap_or(i64::MAX);
     let mut stmt = c.prepare_cached(

@@ -1,13 +1,13 @@
 //! An operator's retry of failed and parked deliveries.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use super::rows::{self, Stored};
 use jadpo_core::{DeliveryId, Timestamp};
 use rusqlite::Connection;
 
 /// An operator's retry: failed and parked rows only. The row keeps its
 /// lease token, so the next claim's token is still new for it.
-pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, Fault> {
+pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, Abort> {
     let mut retried = Vec::new();
     for &(id, due_at) in due {
         let Some(Stored { mut delivery, .. }) = rows::get(c, id)? else {

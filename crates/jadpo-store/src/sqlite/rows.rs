@@ -1,13 +1,12 @@
-//! Rows to the core's types and back, and the writes every operation shares.
+//! Rows to the core's types: the delivery, attempt, breaker and event
+//! columns and their decoding. Every write is in `writes.rs`.
 
-use super::pool::Fault;
 use crate::codec::{self, BreakerRow, DeliveryRow};
-use crate::plan::BreakerWrite;
 use crate::types::*;
 use jadpo_core::breaker::Breaker;
 use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
 use rusqlite::types::Type;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row};
 
 /// The columns of a delivery, aliased `d`, in the order [`delivery`] reads.
 macro_rules! delivery_columns {
@@ -31,8 +30,6 @@ pub(crate) struct Stored {
     pub delivery: Delivery,
     pub token: i64,
 }
-
-pub(crate) use crate::codec::{at_ms, span_ms};
 
 fn bad(col: usize, what: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(col, Type::Text, what.into())
@@ -75,44 +72,6 @@ pub(crate) fn get(c: &Connection, id: DeliveryId) -> rusqlite::Result<Option<Sto
     ))?
     .query_row([id.0], delivery)
     .optional()
-}
-
-/// Held deliveries of `connection` become due now, each through the core's
-/// `Delivery::release`. Returns how many.
-pub(crate) fn release(c: &Connection, connection: &str, now: Timestamp) -> Result<usize, Fault> {
-    let held: Vec<Stored> = c
-        .prepare_cached(concat!(
-            "SELECT ",
-            delivery_columns!(),
-            " FROM jadpo_deliveries d WHERE d.state = 'held' AND d.held_connection = ?1 \
-             ORDER BY d.held_since, d.id"
-        ))?
-        .query_map([connection], delivery)?
-        .collect::<rusqlite::Result<_>>()?;
-    for s in &held {
-        let mut d = s.delivery.clone();
-        d.release(now);
-        super::writes::update(c, &d, None, None, None)?;
-    }
-    Ok(held.len())
-}
-
-pub(crate) fn insert_attempt(c: &Connection, a: &AttemptRecord) -> rusqlite::Result<()> {
-    c.prepare_cached(
-        "INSERT INTO jadpo_attempts \
-         (delivery_id, attempt, started_at, ended_at, state, failure_code, failure_kind) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        a.delivery.0,
-        a.attempt,
-        at_ms(a.started_at),
-        at_ms(a.ended_at),
-        a.state.as_str(),
-        a.failure.as_ref().map(|f| f.code.as_str()),
-        a.failure.as_ref().map(|f| f.kind.as_str()),
-    ])?;
-    Ok(())
 }
 
 pub(crate) fn attempt(row: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
@@ -179,53 +138,6 @@ pub(crate) fn breakers_of<'a>(
         }
     }
     Ok(out)
-}
-
-/// Each write is one statement conditional on the version read: an UPDATE
-/// `WHERE version = read`, or an INSERT that does nothing if a row appeared.
-/// Nothing changed means another process moved the breaker first:
-/// `Fault::Conflict`, and the caller redoes the whole transaction.
-pub(crate) fn write_breakers(c: &Connection, writes: &[BreakerWrite]) -> Result<(), Fault> {
-    for w in writes {
-        let r = BreakerRow::encode(&w.breaker);
-        let p = params![
-            r.connection,
-            r.state,
-            r.consecutive_unavailable,
-            r.opened_at,
-            r.outage_since,
-            r.pause_ms,
-            r.probe_delivery,
-            r.probe_until,
-            r.alert_raised,
-            r.version,
-        ];
-        let changed = if w.read_version == 0 {
-            c.prepare_cached(concat!(
-                "INSERT INTO jadpo_circuit_breakers (",
-                breaker_columns!(),
-                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-                 ON CONFLICT (connection) DO NOTHING"
-            ))?
-            .execute(p)?
-        } else {
-            let mut stmt = c.prepare_cached(
-                "UPDATE jadpo_circuit_breakers SET state = ?2, consecutive_unavailable = ?3, \
-                 opened_at = ?4, outage_since = ?5, pause_ms = ?6, probe_delivery = ?7, \
-                 probe_until = ?8, alert_raised = ?9, version = ?10 \
-                 WHERE connection = ?1 AND version = ?11",
-            )?;
-            for (i, v) in p.iter().enumerate() {
-                stmt.raw_bind_parameter(i + 1, v)?;
-            }
-            stmt.raw_bind_parameter(11, w.read_version)?;
-            stmt.raw_execute()?
-        };
-        if changed != 1 {
-            return Err(Fault::Conflict);
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn event(row: &Row<'_>) -> rusqlite::Result<EventRecord> {

@@ -1,8 +1,8 @@
 //! Schedules' state in `jadpo_schedules`: read the row, let the core's
 //! `ScheduleState` decide, write it back conditional on the version read.
 
-use super::pool::Fault;
-use super::rows::at_ms;
+use super::pool::Abort;
+use crate::codec::at_ms;
 use crate::types::StoreError;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::schedule::{ScheduleAlert, ScheduleClaim, ScheduleState};
@@ -53,7 +53,7 @@ fn read(c: &Connection, name: &str) -> rusqlite::Result<Option<ScheduleState>> {
 
 /// One statement conditional on the version read (`None`: no row was read):
 /// nothing changed means another process moved it first.
-fn write(c: &Connection, s: &ScheduleState, read_version: Option<i64>) -> Result<(), Fault> {
+fn write(c: &Connection, s: &ScheduleState, read_version: Option<i64>) -> Result<(), Abort> {
     let lease = s.lease.as_ref();
     let failure = s.last_failure.as_ref();
     let p = params![
@@ -91,7 +91,7 @@ fn write(c: &Connection, s: &ScheduleState, read_version: Option<i64>) -> Result
     };
     match changed {
         1 => Ok(()),
-        _ => Err(Fault::Conflict),
+        _ => Err(Abort::Conflict),
     }
 }
 
@@ -103,7 +103,7 @@ pub(crate) fn claim(
     worker: &str,
     now: Timestamp,
     lease: Duration,
-) -> Result<Vec<ScheduleClaim>, Fault> {
+) -> Result<Vec<ScheduleClaim>, Abort> {
     let mut claims = Vec::new();
     for (name, first_due) in schedules {
         let stored = read(c, name)?;
@@ -131,8 +131,8 @@ pub(crate) fn finish(
     failure: Option<FailureRecord>,
     next_due: Timestamp,
     now: Timestamp,
-) -> Result<Option<ScheduleAlert>, Fault> {
-    let lost = || Fault::Store(StoreError::ScheduleLeaseLost(name.to_owned()));
+) -> Result<Option<ScheduleAlert>, Abort> {
+    let lost = || Abort::Store(StoreError::ScheduleLeaseLost(name.to_owned()));
     let current = read(c, name)?.ok_or_else(lost)?;
     let (next, alert) = current.finish(token, failure, next_due).ok_or_else(lost)?;
     write(c, &next, Some(current.version))?;
@@ -142,7 +142,7 @@ pub(crate) fn finish(
     Ok(alert)
 }
 
-pub(crate) fn all(c: &Connection) -> Result<Vec<ScheduleState>, Fault> {
+pub(crate) fn all(c: &Connection) -> Result<Vec<ScheduleState>, Abort> {
     Ok(
         c.prepare_cached(&format!("SELECT {COLUMNS} FROM jadpo_schedules ORDER BY name"))?
             .query_map([], state)?

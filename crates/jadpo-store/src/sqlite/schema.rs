@@ -1,7 +1,7 @@
 //! The system tables and their versioned migrations
 //! (`docs/system-tables.md` explains each column and index).
 
-use super::pool::Fault;
+use super::pool::Abort;
 use crate::types::StoreError;
 use crate::upgrade::{self, Applied, Migration, Plan};
 use rusqlite::{params, Connection};
@@ -339,7 +339,7 @@ const V13: &str = "ALTER TABLE jadpo_deliveries ADD COLUMN success_started_at BI
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
 /// IMMEDIATE` transaction: two processes migrating at once are serialised
 /// by the write lock, and the second finds nothing to do.
-pub(crate) fn migrate(tx: &Connection, force: bool) -> Result<(), Fault> {
+pub(crate) fn migrate(tx: &Connection, force: bool) -> Result<(), Abort> {
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS jadpo_migrations (
             version     INTEGER PRIMARY KEY,
@@ -357,7 +357,7 @@ pub(crate) fn migrate(tx: &Connection, force: bool) -> Result<(), Fault> {
     if !has_reader {
         tx.execute_batch("ALTER TABLE jadpo_migrations ADD COLUMN oldest_reader INTEGER")?;
     }
-    let plan = upgrade::plan(MIGRATIONS, &applied(tx)?, force).map_err(|r| Fault::Store(StoreError::Schema(r)))?;
+    let plan = upgrade::plan(MIGRATIONS, &applied(tx)?, force).map_err(|r| Abort::Store(StoreError::Schema(r)))?;
     if let Plan::Apply(steps) = plan {
         for (version, oldest_reader) in steps {
             let sql = MIGRATIONS

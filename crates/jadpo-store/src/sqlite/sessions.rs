@@ -1,7 +1,7 @@
 //! Console sign-ins (`jadpo_console_sessions`), by the hash of each
 //! session's secret.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use jadpo_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 /// sign-in's transaction stays small whatever piled up.
 const FORGET: i64 = 1_000;
 
-pub(crate) fn start(tx: &Connection, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), Fault> {
+pub(crate) fn start(tx: &Connection, hash: &str, expires_at: Timestamp, now: Timestamp) -> Result<(), Abort> {
     tx.prepare_cached(
         "DELETE FROM jadpo_console_sessions WHERE hash IN \
          (SELECT hash FROM jadpo_console_sessions WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
@@ -20,7 +20,7 @@ pub(crate) fn start(tx: &Connection, hash: &str, expires_at: Timestamp, now: Tim
     Ok(())
 }
 
-pub(crate) fn alive(c: &Connection, hash: &str, now: Timestamp) -> Result<bool, Fault> {
+pub(crate) fn alive(c: &Connection, hash: &str, now: Timestamp) -> Result<bool, Abort> {
     Ok(
         c.prepare_cached("SELECT 1 FROM jadpo_console_sessions WHERE hash = ?1 AND expires_at > ?2")?
             .query_row(params![hash, now.as_millis()], |_| Ok(()))
@@ -29,7 +29,7 @@ pub(crate) fn alive(c: &Connection, hash: &str, now: Timestamp) -> Result<bool, 
     )
 }
 
-pub(crate) fn end(tx: &Connection, hash: &str) -> Result<(), Fault> {
+pub(crate) fn end(tx: &Connection, hash: &str) -> Result<(), Abort> {
     tx.prepare_cached("DELETE FROM jadpo_console_sessions WHERE hash = ?1")?
         .execute(params![hash])?;
     Ok(())

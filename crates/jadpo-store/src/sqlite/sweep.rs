@@ -1,7 +1,7 @@
 //! The tick's sweep: probes woken, closed breakers' deliveries released,
 //! each outage's alert raised once.
 
-use super::pool::Fault;
+use super::pool::Abort;
 use super::rows::{self};
 use crate::plan::{self, Breakers, HeldSummary};
 use crate::types::*;
@@ -14,7 +14,7 @@ use std::time::Duration;
 /// The connections holding deliveries, each with its count and the one held
 /// longest. The distinct connections come from a skip scan of the held index
 /// (one seek per connection), not a scan of every held row.
-fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault> {
+fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Abort> {
     let connections: Vec<String> = c
         .prepare_cached(
             "WITH RECURSIVE held (connection) AS ( \
@@ -48,14 +48,14 @@ fn held_summaries(c: &Connection) -> Result<BTreeMap<String, HeldSummary>, Fault
     Ok(out)
 }
 
-pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Fault> {
+pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, Abort> {
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
     let held = held_summaries(c)?;
     let plan = plan::sweep(&mut breakers, &held, now, wake_lease);
-    rows::write_breakers(c, &plan.breakers)?;
+    super::writes::write_breakers(c, &plan.breakers)?;
     for &id in &plan.wake {
         let Some(stored) = rows::get(c, id)? else {
-            return Err(Fault::Store(StoreError::NotFound(id)));
+            return Err(Abort::Store(StoreError::NotFound(id)));
         };
         let mut d = stored.delivery;
         d.release(now);
@@ -63,7 +63,7 @@ pub(crate) fn sweep(c: &Connection, now: Timestamp, wake_lease: Duration) -> Res
     }
     let mut released = 0;
     for conn in &plan.release {
-        released += rows::release(c, conn, now)?;
+        released += super::writes::release(c, conn, now)?;
     }
     let messages: Vec<AlertMessage> = plan.alerts.iter().map(|a| AlertMessage::raised(a, now)).collect();
     super::alerts::insert(c, &messages)?;
