@@ -5,6 +5,7 @@
 mod api;
 mod cmd;
 mod console;
+mod http;
 mod operator;
 mod output;
 mod store_url;

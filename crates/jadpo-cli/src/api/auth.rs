@@ -1,9 +1,9 @@
 //! Who may call the API: `Authorization: Bearer TOKEN`, compared in
 //! constant time, behind the per-address throttle of wrong tokens
-//! ([`super::throttle`]; docs/security.md, "Guessing the token").
+//! ([`crate::http::throttle`]; docs/security.md, "Guessing the token").
 
-use super::error::{throttled, ApiError};
-use super::Shared;
+use super::ApiState;
+use crate::http::error::{throttled, ApiError};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -12,7 +12,7 @@ use jadpo_store::ScheduleStore;
 use subtle::ConstantTimeEq;
 
 pub(super) async fn authorize<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
+    State(api): State<ApiState<S>>,
     request: Request,
     next: Next,
 ) -> Response {

@@ -10,21 +10,20 @@
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
 //! - `GET /healthz`: 200 when the store answers, 503 otherwise.
 //! - `/app/...`: the app's own routes (`routes.rs`, docs/app-file.md).
-//! - `/ui`: the console (`crate::console`), mounted beside the API.
 //!
-//! With a token, every route but `/healthz` requires
+//! `crate::http` mounts it beside the console (`/ui`). With a token, every route but `/healthz` requires
 //! `Authorization: Bearer TOKEN` (401 otherwise), compared in constant
 //! time. Every error is `{"error": {"code", "message"}}`. No payload, token
 //! or secret is ever logged or echoed.
 
-pub(crate) mod auth;
-mod checks;
-pub(crate) mod error;
+mod auth;
+mod body;
 pub(crate) mod metrics;
 mod routes;
-pub(crate) mod server;
-pub(crate) mod throttle;
 
+use crate::http::checks::{self, BodyRules};
+use crate::http::error::{event_refused, query_invalid, ApiError};
+use crate::http::throttle::Throttle;
 use crate::views;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -34,8 +33,6 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
-pub(crate) use error::ApiError;
-use error::{event_refused, query_invalid};
 use jadpo::{EmitError, Jadpo};
 use jadpo_core::{DeliveryId, DeliveryState};
 use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
@@ -54,7 +51,7 @@ struct Api<S: ScheduleStore> {
     stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
     /// Failed bearer checks by address, shared with the console's sign-in.
-    throttle: Arc<throttle::Throttle>,
+    throttle: Arc<Throttle>,
 }
 
 impl<S: ScheduleStore> Api<S> {
@@ -123,51 +120,34 @@ fn query(params: Params) -> Result<BTreeMap<String, String>, ApiError> {
     Ok(map)
 }
 
-type Shared<S> = Arc<Api<S>>;
+/// What every handler and the token check share.
+type ApiState<S> = Arc<Api<S>>;
 
 type ApiResult = Result<Response, ApiError>;
 
-/// The API over `jadpo`, with the console at `/ui` (`crate::console`).
-/// With `token`, every route but `/healthz` requires
-/// `Authorization: Bearer TOKEN`, and the console its sign-in; `loopback`
-/// says the server listens on loopback only, so the console's cookie need
-/// not be `Secure`.
-#[cfg(test)]
-pub(crate) fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, loopback: bool) -> Router {
-    router_of_stores(
-        vec![(crate::store_url::DEFAULT_NAME.to_owned(), jadpo)],
-        token,
-        loopback,
-        &server::Limits::default(),
-    )
-}
-
-/// The API and console over every store of a process, the first the default:
+/// The API over every store of a process, the first the default:
 /// `POST /events/NAME` writes to the event's store, the other routes read
-/// the store `?store=NAME` names (the console reads the first). Bodies are
-/// read within `limits.body_timeout` ([`checks`]).
-pub(crate) fn router_of_stores<S: ScheduleStore>(
+/// the store `?store=NAME` names. With `token`, every route but `/healthz`
+/// requires `Authorization: Bearer TOKEN`; wrong tokens count in
+/// `throttle`, shared with the console's sign-in. Bodies are read within
+/// `body_timeout` ([`checks`]).
+pub(crate) fn router<S: ScheduleStore>(
     stores: Vec<(String, Jadpo<S>)>,
     token: Option<String>,
-    loopback: bool,
-    limits: &server::Limits,
+    throttle: Arc<Throttle>,
+    body_timeout: Duration,
 ) -> Router {
-    let token = token.filter(|t| !t.is_empty());
-    let open = token.is_none();
     let jadpo = stores[0].1.clone();
-    let body = |json| checks::BodyRules {
-        timeout: limits.body_timeout,
-        json,
-    };
-    let throttle = Arc::new(throttle::Throttle::new(limits.throttle_first_wait));
-    let console = crate::console::router(jadpo.clone(), token.clone(), !loopback, throttle.clone())
-        .layer(middleware::from_fn_with_state(body(false), checks::read_body));
-    let state: Shared<S> = Arc::new(Api {
+    let state: ApiState<S> = Arc::new(Api {
         jadpo,
         stores,
         token,
         throttle,
     });
+    let body = BodyRules {
+        timeout: body_timeout,
+        json: true,
+    };
     let guarded = Router::new()
         .route(
             "/events/{name}",
@@ -188,72 +168,21 @@ pub(crate) fn router_of_stores<S: ScheduleStore>(
             any(routes::app_route::<S>).layer(DefaultBodyLimit::max(MAX_PAYLOAD_BYTES)),
         )
         // Layers run last-added first: the token before the body is read.
-        .route_layer(middleware::from_fn_with_state(body(true), checks::read_body))
+        .route_layer(middleware::from_fn_with_state(body, checks::read_body))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authorize::<S>));
-    let all = Router::new()
+    Router::new()
         .route("/healthz", get(healthz::<S>))
         .merge(guarded)
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
-        .nest("/ui", console)
-        .route("/ui/", get(|| async { axum::response::Redirect::permanent("/ui") }));
-    if open {
-        all.layer(middleware::from_fn(checks::loopback_only))
-    } else {
-        all
-    }
-}
-
-async fn not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "api.not_found",
-        "no such route; see docs/http-api.md",
-    )
-}
-
-async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "api.method_not_allowed",
-        "this route does not take that method; see docs/http-api.md",
-    )
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "event.too_large",
-        format!("the payload is over {MAX_PAYLOAD_BYTES} bytes"),
-    )
 }
 
 async fn emit<S: ScheduleStore>(
-    State(api): State<Shared<S>>,
+    State(api): State<ApiState<S>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large()
-        } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "request.invalid",
-                "the request body could not be read",
-            )
-        }
-    })?;
-    let payload: Value = serde_json::from_slice(&body).map_err(|e| {
-        // serde_json's message names a line and column, never the text.
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "event.invalid",
-            format!("the body is not JSON: {e}"),
-        )
-    })?;
+    let payload = body::json(body)?;
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| {
@@ -291,7 +220,7 @@ async fn emit<S: ScheduleStore>(
 }
 
 /// An event the app refuses: 404 unknown, 413 too large, else 400.
-async fn deliveries<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
+async fn deliveries<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
     let mut params = query(params)?;
     let jadpo = api.pick(&mut params)?;
     let q = views::parse_query(&params).map_err(query_invalid)?;
@@ -328,7 +257,11 @@ async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> 
     ))
 }
 
-async fn delivery<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
+async fn delivery<S: ScheduleStore>(
+    State(api): State<ApiState<S>>,
+    Path(id): Path<String>,
+    params: Params,
+) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
     Ok(Json(detail(jadpo.store().as_ref(), id).await?).into_response())
@@ -337,7 +270,7 @@ async fn delivery<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path
 /// An operator's retry of one failed or parked delivery: a fresh budget,
 /// due now. 200 with the delivery as it is now; 409 when it is in another
 /// state.
-async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
+async fn retry<S: ScheduleStore>(State(api): State<ApiState<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let id = parse_id(&id)?;
     let store = jadpo.store().as_ref();
@@ -370,13 +303,13 @@ async fn retry<S: ScheduleStore>(State(api): State<Shared<S>>, Path(id): Path<St
 }
 
 /// The alerts raised, newest first (at most 1,000).
-async fn alerts<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
+async fn alerts<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let list = jadpo.store().alerts(1_000).await.map_err(ApiError::store)?;
     Ok(Json(views::alerts_json(&list)).into_response())
 }
 
-async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
+async fn breakers<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let store = jadpo.store().as_ref();
     let list = views::breakers(store, Some(jadpo.app()))
@@ -388,7 +321,7 @@ async fn breakers<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params
     Ok(Json(views::breakers_with_limits_json(&list, &limits)).into_response())
 }
 
-async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>, params: Params) -> ApiResult {
+async fn metrics_text<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
     let jadpo = api.pick(&mut query(params)?)?;
     let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now())
         .await
@@ -402,7 +335,7 @@ async fn metrics_text<S: ScheduleStore>(State(api): State<Shared<S>>, params: Pa
 }
 
 /// 200 when every store answers a read, 503 otherwise.
-async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
+async fn healthz<S: ScheduleStore>(State(api): State<ApiState<S>>) -> Response {
     for (name, jadpo) in &api.stores {
         let read = tokio::time::timeout(Duration::from_secs(5), jadpo.store().breakers()).await;
         if !matches!(read, Ok(Ok(_))) {
@@ -417,7 +350,5 @@ async fn healthz<S: ScheduleStore>(State(api): State<Shared<S>>) -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-#[cfg(test)]
-mod edge_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -14,7 +14,8 @@
 //! Logged: the route's name, the status, the failure's code and kind, the
 //! time taken. Never the body, a path parameter or a failure's fields.
 
-use super::{too_large, ApiError, Shared};
+use super::ApiState;
+use crate::http::error::{event_refused, ApiError};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{header, HeaderValue, Method as HttpMethod, StatusCode};
@@ -122,7 +123,7 @@ enum Ended {
 }
 
 /// `/app/PATH`: the route of the app for the method and `/PATH`.
-pub(super) async fn app_route<S: ScheduleStore>(State(api): State<Shared<S>>, request: Request) -> Response {
+pub(super) async fn app_route<S: ScheduleStore>(State(api): State<ApiState<S>>, request: Request) -> Response {
     let started = Instant::now();
     let app = api.jadpo.app();
     // The raw path, still percent-encoded: the route's match decodes each
@@ -154,7 +155,7 @@ pub(super) async fn app_route<S: ScheduleStore>(State(api): State<Shared<S>>, re
 }
 
 async fn run<S: ScheduleStore>(
-    api: &Shared<S>,
+    api: &ApiState<S>,
     name: &str,
     params: std::collections::BTreeMap<String, String>,
     input: Value,
@@ -165,7 +166,7 @@ async fn run<S: ScheduleStore>(
     match written.await {
         Ok(RouteOutcome::Succeeded(_)) => Ended::Succeeded,
         Ok(RouteOutcome::Failed(f)) => Ended::Failed(f),
-        Err(RouteError::Input(e)) => Ended::Refused(super::event_refused(e)),
+        Err(RouteError::Input(e)) => Ended::Refused(event_refused(e)),
         Err(RouteError::Store(_)) => Ended::Refused(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store.unavailable",
@@ -180,26 +181,8 @@ async fn run<S: ScheduleStore>(
 }
 
 /// The body as JSON, within the events' size limit.
-async fn read_input<S: ScheduleStore>(request: Request, api: &Shared<S>) -> Result<Value, ApiError> {
-    let body = Bytes::from_request(request, api).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large()
-        } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "request.invalid",
-                "the request body could not be read",
-            )
-        }
-    })?;
-    // serde_json's message names a line and column, never the text.
-    serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "event.invalid",
-            format!("the body is not JSON: {e}"),
-        )
-    })
+async fn read_input<S: ScheduleStore>(request: Request, api: &ApiState<S>) -> Result<Value, ApiError> {
+    super::body::json(Bytes::from_request(request, api).await)
 }
 
 /// Logs the call (its route, status, code and kind, time taken; never the

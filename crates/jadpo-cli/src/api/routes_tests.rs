@@ -4,7 +4,6 @@
 use super::*;
 use jadpo_core::{Budget, CallVerdict, FailureRecord, Outcome, Timestamp};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
-use jadpo_store::sqlite::SqliteStore;
 use jadpo_store::{ClaimRequest, DeliveryFilter, Finish, NewEvent, Route, Routes, Store};
 
 const APP: &str = r#"
@@ -27,14 +26,19 @@ route cancel_order { delete: "/refunds/{order_id}"  run: ping() }
 route ping { get: "/ping"  run: ping()  timeout: 1s }
 "#;
 
+/// The API tests' server over the routes' app, with the provider it calls
+/// and the token it was started with.
 struct Server {
-    base: String,
-    client: reqwest::Client,
-    store: SqliteStore,
+    api: crate::api::tests::Server,
     provider: TestProvider,
     token: Option<String>,
-    _dir: tempfile::TempDir,
-    _serving: crate::api::tests::Serving,
+}
+
+impl std::ops::Deref for Server {
+    type Target = crate::api::tests::Server;
+    fn deref(&self) -> &Self::Target {
+        &self.api
+    }
 }
 
 impl Server {
@@ -42,18 +46,11 @@ impl Server {
     /// workers are not started, so nothing but the routes calls it.
     async fn start(token: Option<&str>) -> Server {
         let provider = TestProvider::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let (jadpo, store) = crate::api::tests::with_payments(APP, dir.path(), &provider).await;
-        let router = super::super::router(jadpo, token.map(str::to_owned), true);
-        let serving = crate::api::tests::Serving::start(router, Default::default()).await;
+        let api = crate::api::tests::Server::start_app(APP, &provider, token).await;
         Server {
-            base: format!("http://{}", serving.addr),
-            client: reqwest::Client::new(),
-            store,
+            api,
             provider,
             token: token.map(str::to_owned),
-            _dir: dir,
-            _serving: serving,
         }
     }
 

@@ -1,54 +1,15 @@
 //! The API over real HTTP (reqwest) to the router served on 127.0.0.1:0,
 //! on a real SQLite file.
 
-use super::router;
-use super::server::{serve, Limits};
+use crate::http::router;
+use crate::http::server::{Limits, Serving};
 use jadpo_core::{Budget, DeliveryId, FailureKind, FailureRecord, Outcome, Timestamp};
+use jadpo_runtime::provider::TestProvider;
 use jadpo_store::sqlite::SqliteStore;
 use jadpo_store::{ClaimRequest, Finish, NewEvent, Route, Routes, Store};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// A router served on 127.0.0.1 at a port of its own, until dropped or
-/// stopped: what every API test module starts its server with.
-pub(crate) struct Serving {
-    pub addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-}
-
-impl Serving {
-    pub(crate) async fn start(app: axum::Router, limits: Limits) -> Serving {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(serve(listener, app, limits, async {
-            let _ = stopped.await;
-        }));
-        Serving {
-            addr,
-            stop: Some(stop),
-            served: Some(served),
-        }
-    }
-
-    /// Asks the server to stop; the task that served, to await.
-    pub(crate) fn stop(&mut self) -> tokio::task::JoinHandle<std::io::Result<()>> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.served.take().expect("stopped once")
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
 
 /// A Jadpo on a new SQLite file in `dir` whose `PAYMENTS_URL` is
 /// `provider`'s: the app's calls reach a real local provider.
@@ -82,7 +43,7 @@ subscriber audit { on: PaymentReceived  run: notify(event.payment_id) }
 
 pub(crate) struct Server {
     pub base: String,
-    client: reqwest::Client,
+    pub client: reqwest::Client,
     pub store: SqliteStore,
     dir: tempfile::TempDir,
     _serving: Serving,
@@ -117,6 +78,24 @@ impl Server {
         }
         let app = jadpo::check_app("app.jadpo", APP).unwrap();
         let jadpo = crate::operator::jadpo(app, store.clone()).await.unwrap();
+        Server::serve(jadpo, store, dir, token, loopback).await
+    }
+
+    /// The API over `app` on a new store, whose `PAYMENTS_URL` is
+    /// `provider`'s; its workers are not started.
+    pub(crate) async fn start_app(app: &str, provider: &TestProvider, token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let (jadpo, store) = with_payments(app, dir.path(), provider).await;
+        Server::serve(jadpo, store, dir, token, true).await
+    }
+
+    async fn serve(
+        jadpo: jadpo::Jadpo<SqliteStore>,
+        store: SqliteStore,
+        dir: tempfile::TempDir,
+        token: Option<&str>,
+        loopback: bool,
+    ) -> Server {
         let serving = Serving::start(router(jadpo, token.map(str::to_owned), loopback), Limits::default()).await;
         Server {
             base: format!("http://{}", serving.addr),
@@ -727,14 +706,12 @@ subscriber audited { on: Audited  run: noop(event.id) }
         stores.push((name.to_owned(), jadpo));
     }
     let (main, audit) = (stores[0].1.store().clone(), stores[1].1.store().clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(
-        listener,
-        super::router_of_stores(stores, None, true, &Limits::default()),
+    let serving = Serving::start(
+        crate::http::router_of_stores(stores, None, true, &Limits::default()),
         Limits::default(),
-        async { std::future::pending::<()>().await },
-    ));
+    )
+    .await;
+    let base = format!("http://{}", serving.addr);
     let client = reqwest::Client::new();
     let post = |path: &'static str| {
         client

@@ -5,7 +5,7 @@
 //! engine per store (its own claim loop, tick, breakers and alerts), the
 //! app's schedules with the first store only.
 
-use crate::api;
+use crate::http;
 use crate::operator;
 use crate::output::CliError;
 use crate::store_url;
@@ -22,7 +22,7 @@ pub(crate) struct Process {
     pub ready: Vec<(String, jadpo::Ready)>,
     pub addr: SocketAddr,
     pub token: Option<String>,
-    pub limits: api::server::Limits,
+    pub limits: http::server::Limits,
     /// Logs `dev.started` or `serve.started` once every store is open, its
     /// clock known (`clock` names it: `real time`, or `scaled 600x since
     /// ...`) and the API listening on the address given (the port chosen
@@ -89,14 +89,14 @@ pub(crate) struct EdgeArgs {
 }
 
 impl EdgeArgs {
-    pub(crate) fn limits(&self) -> api::server::Limits {
-        api::server::Limits {
+    pub(crate) fn limits(&self) -> http::server::Limits {
+        http::server::Limits {
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
             idle_timeout: self.idle_timeout,
             max_connections: self.max_connections as usize,
             shutdown_timeout: self.shutdown_timeout,
-            ..api::server::Limits::default()
+            ..http::server::Limits::default()
         }
     }
 }
@@ -246,8 +246,8 @@ pub(crate) async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitC
     tracing::info!(addr = %addr, "api.listening");
     let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let router = api::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback(), &p.limits);
-    let server = tokio::spawn(api::server::serve(listener, router, p.limits, async move {
+    let router = http::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback(), &p.limits);
+    let server = tokio::spawn(http::server::serve(listener, router, p.limits, async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;
     }));
     stop_signal().await;

@@ -26,8 +26,8 @@ mod pages;
 #[cfg(test)]
 mod tests;
 
-use crate::api::error::{throttled, ApiError};
-use crate::api::throttle::Throttle;
+use crate::http::error::{throttled, ApiError};
+use crate::http::throttle::Throttle;
 use askama::Template;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -66,7 +66,7 @@ pub(crate) struct Console<S: ScheduleStore> {
     throttle: Arc<Throttle>,
 }
 
-pub(crate) type Shared<S> = Arc<Console<S>>;
+pub(crate) type ConsoleState<S> = Arc<Console<S>>;
 
 impl<S: ScheduleStore> Console<S> {
     fn mac(&self, purpose: &str) -> String {
@@ -97,7 +97,7 @@ pub(crate) fn router<S: ScheduleStore>(
         Some(t) => t.as_bytes().to_vec(),
         None => rand::random::<[u8; 32]>().to_vec(),
     };
-    let state: Shared<S> = Arc::new(Console {
+    let state: ConsoleState<S> = Arc::new(Console {
         jadpo,
         token,
         key,
@@ -177,7 +177,7 @@ fn wall_now() -> jadpo_core::Timestamp {
 /// cookie names a session the store keeps, unexpired. No cookie: a page
 /// redirects to the sign-in (a post is 401); a wrong, expired or
 /// signed-out one: 401.
-async fn signed_in<S: ScheduleStore>(State(c): State<Shared<S>>, request: Request, next: Next) -> Response {
+async fn signed_in<S: ScheduleStore>(State(c): State<ConsoleState<S>>, request: Request, next: Next) -> Response {
     let Some(token) = &c.token else {
         return next.run(request).await;
     };
@@ -213,7 +213,7 @@ struct Login {
     error: Option<String>,
 }
 
-async fn login_form<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+async fn login_form<S: ScheduleStore>(State(c): State<ConsoleState<S>>) -> Response {
     if c.token.is_none() {
         return Redirect::to("/ui").into_response();
     }
@@ -221,7 +221,7 @@ async fn login_form<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
 }
 
 async fn login<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {
@@ -274,7 +274,7 @@ async fn login<S: ScheduleStore>(
 }
 
 async fn logout<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     headers: HeaderMap,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {

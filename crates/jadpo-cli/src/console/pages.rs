@@ -2,8 +2,8 @@
 //! retry. Each reads the store through bounded queries (the API's own) and
 //! renders a template of `templates/console/`.
 
-use super::{api_error, charts, render, Shared};
-use crate::api::error::{query_invalid, ApiError};
+use super::{api_error, charts, render, ConsoleState};
+use crate::http::error::{query_invalid, ApiError};
 use crate::output::{duration_short, time_short};
 use crate::views::{self, DeliveryQuery};
 use askama::Template;
@@ -72,7 +72,7 @@ pub(crate) struct Chrome {
     pub scaled: Option<String>,
 }
 
-fn chrome<S: ScheduleStore>(c: &Shared<S>) -> Chrome {
+fn chrome<S: ScheduleStore>(c: &ConsoleState<S>) -> Chrome {
     Chrome {
         csrf: c.csrf(),
         signed_in: c.token.is_some(),
@@ -255,7 +255,7 @@ struct Overview {
     alerts: Vec<AlertRow>,
 }
 
-pub(crate) async fn overview<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+pub(crate) async fn overview<S: ScheduleStore>(State(c): State<ConsoleState<S>>) -> Response {
     let store = c.jadpo.store().as_ref();
     let now = c.jadpo.clock().now();
     let read = async {
@@ -338,7 +338,7 @@ fn encode(s: &str) -> String {
 /// `connection`, `event`), newest first, [`PAGE`] at a time (`before`), and
 /// a search by delivery id (`id`) that opens it.
 pub(crate) async fn deliveries<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     Query(mut params): Query<BTreeMap<String, String>>,
 ) -> Response {
     params.retain(|_, v| !v.trim().is_empty());
@@ -439,7 +439,7 @@ fn parse_id(id: &str) -> Result<DeliveryId, Refusal> {
     })
 }
 
-async fn delivery_page<S: ScheduleStore>(c: &Shared<S>, id: DeliveryId, notice: Option<String>) -> Response {
+async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, notice: Option<String>) -> Response {
     let store = c.jadpo.store().as_ref();
     let d = match store.delivery(id).await {
         Ok(Some(d)) => d,
@@ -513,7 +513,7 @@ async fn delivery_page<S: ScheduleStore>(c: &Shared<S>, id: DeliveryId, notice: 
     render(StatusCode::OK, &page)
 }
 
-pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<Shared<S>>, Path(id): Path<String>) -> Response {
+pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<ConsoleState<S>>, Path(id): Path<String>) -> Response {
     match parse_id(&id) {
         Ok(id) => delivery_page(&c, id, None).await,
         Err(r) => r.into_response(),
@@ -522,7 +522,7 @@ pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<Shared<S>>, Path(
 
 /// The *Retry* button: a fresh budget, due now, as `jadpo retry ID`.
 pub(crate) async fn retry_one<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     Path(id): Path<String>,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {
@@ -551,7 +551,7 @@ struct Breakers {
     alerts: Vec<AlertRow>,
 }
 
-pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<Shared<S>>) -> Response {
+pub(crate) async fn breakers<S: ScheduleStore>(State(c): State<ConsoleState<S>>) -> Response {
     let store = c.jadpo.store().as_ref();
     let now = c.jadpo.clock().now();
     let read = async {
@@ -645,7 +645,7 @@ fn bulk_filter(params: &BTreeMap<String, String>) -> Filter {
 
 /// The bulk retry's form, and with `preview` its dry run: how many match.
 pub(crate) async fn bulk_form<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Response {
     let mut matching = None;
@@ -703,7 +703,7 @@ pub(crate) async fn bulk_form<S: ScheduleStore>(
 /// The confirmed bulk retry: the same rules as `jadpo retry --state`, a
 /// fresh budget for each, due at random within the spread.
 pub(crate) async fn bulk_retry<S: ScheduleStore>(
-    State(c): State<Shared<S>>,
+    State(c): State<ConsoleState<S>>,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {
     if !c.csrf_ok(form.get("csrf")) {

@@ -8,7 +8,7 @@
 //! something did *not* happen yet, a slow machine can only make it pass
 //! for the right reason.
 
-use super::server::Limits;
+use super::server::{Limits, Serving};
 use jadpo_runtime::provider::TestProvider;
 use jadpo_store::sqlite::SqliteStore;
 use jadpo_store::{DeliveryFilter, Store};
@@ -33,7 +33,7 @@ struct Edge {
     store: SqliteStore,
     provider: TestProvider,
     _dir: tempfile::TempDir,
-    serving: crate::api::tests::Serving,
+    serving: Serving,
 }
 
 impl Edge {
@@ -42,7 +42,7 @@ impl Edge {
         let dir = tempfile::tempdir().unwrap();
         let (jadpo, store) = crate::api::tests::with_payments(APP, dir.path(), &provider).await;
         let router = super::router_of_stores(vec![("default".into(), jadpo)], token.map(str::to_owned), true, &limits);
-        let serving = crate::api::tests::Serving::start(router, limits).await;
+        let serving = Serving::start(router, limits).await;
         Edge {
             addr: serving.addr.to_string(),
             store,

@@ -1,10 +1,11 @@
-//! The API's error answers, `{"error": {"code", "message"}}`, shared with
-//! the console's pages: apart from the routes so the console can answer
-//! alike without importing them.
+//! The error answers of the API and the console alike,
+//! `{"error": {"code", "message"}}`: apart from both, so neither imports
+//! the other.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use jadpo_runtime::emit::MAX_PAYLOAD_BYTES;
 use jadpo_store::StoreError;
 use serde_json::json;
 use std::time::Duration;
@@ -101,4 +102,14 @@ pub(crate) fn throttled(wait: Duration) -> ApiError {
             format!("too many wrong tokens from this address; try again in {secs} s"),
         )
     }
+}
+
+/// A body over the events' size limit: events and app routes answer 413
+/// `event.too_large`, the code their callers know.
+pub(crate) fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "event.too_large",
+        format!("the payload is over {MAX_PAYLOAD_BYTES} bytes"),
+    )
 }

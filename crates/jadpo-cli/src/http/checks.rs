@@ -16,7 +16,7 @@
 //!   passes it (413), and a body that takes longer than the body timeout
 //!   is 408 `request.timeout`, the connection closed.
 
-use super::ApiError;
+use super::error::{self, ApiError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -93,7 +93,7 @@ pub(super) async fn loopback_only(request: Request, next: Next) -> Response {
 /// The body rules of a router: its time limit, and whether a body must be
 /// JSON.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct BodyRules {
+pub(crate) struct BodyRules {
     pub timeout: Duration,
     /// The API's routes: a body must say `Content-Type: application/json`.
     pub json: bool,
@@ -101,14 +101,14 @@ pub(super) struct BodyRules {
 
 /// Reads the whole body within the rules, or answers for it; the handler
 /// then gets it in full. Bodies here are small (at most 256 KiB).
-pub(super) async fn read_body(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
+pub(crate) async fn read_body(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let has_body =
         parts.headers.contains_key(header::TRANSFER_ENCODING) || content_length(&parts.headers).is_some_and(|n| n > 0);
     if !has_body {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let too_large = || too_large(parts.uri.path());
+    let too_large = || over_limit(parts.uri.path());
     if content_length(&parts.headers).is_some_and(|n| n > MAX_PAYLOAD_BYTES as u64) {
         return closing(too_large().into_response());
     }
@@ -154,9 +154,9 @@ pub(super) async fn read_body(State(rules): State<BodyRules>, request: Request, 
 }
 
 /// Events and routes keep the code their callers already know.
-fn too_large(path: &str) -> ApiError {
+fn over_limit(path: &str) -> ApiError {
     if path.starts_with("/events/") || path.starts_with("/app/") {
-        super::too_large()
+        error::too_large()
     } else {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -336,3 +336,46 @@ impl AsyncWrite for Watched {
         self.inner.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+/// A router served on 127.0.0.1 at a port of its own, until dropped or
+/// stopped: what every API test module starts its server with.
+pub(crate) struct Serving {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(test)]
+impl Serving {
+    pub(crate) async fn start(app: axum::Router, limits: Limits) -> Serving {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, app, limits, async {
+            let _ = stopped.await;
+        }));
+        Serving {
+            addr,
+            stop: Some(stop),
+            served: Some(served),
+        }
+    }
+
+    /// Asks the server to stop; the task that served, to await.
+    pub(crate) fn stop(&mut self) -> tokio::task::JoinHandle<std::io::Result<()>> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.served.take().expect("stopped once")
+    }
+}
+
+#[cfg(test)]
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
