@@ -125,7 +125,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
         let mut tasks = vec![
             tokio::spawn(worker::run(s.clone(), rx.clone())),
             tokio::spawn(tick::run(s.clone(), rx.clone())),
-            tokio::spawn(wake::listen(s.clone(), rx.clone())),
+            tokio::spawn(wake::listen(s.store.clone(), s.wake.clone(), rx.clone())),
         ];
         if let Some(route) = &s.alert_route {
             tasks.push(tokio::spawn(alerts::run(

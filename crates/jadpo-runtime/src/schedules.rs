@@ -54,7 +54,7 @@ pub fn next_due(trigger: &Trigger, due_at: Timestamp, now: Timestamp) -> Timesta
 
 /// Claims the due schedules and runs each in its own task of `runs`.
 pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
-    shared: &EngineState<S, E>,
+    state: &EngineState<S, E>,
     runs: &mut tokio::task::JoinSet<()>,
 ) {
     let EngineState {
@@ -65,7 +65,7 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
         wake,
         config,
         ..
-    } = shared;
+    } = state;
     let (worker, lease_margin) = (config.name.as_str(), config.lease_margin);
     let schedules = &catalog.schedules;
     if schedules.is_empty() {

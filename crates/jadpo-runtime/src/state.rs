@@ -1,7 +1,10 @@
 //! The state every loop of one engine shares: its store, executor, clock
 //! and catalog, its settings, what this process has seen of the breakers,
-//! its wake-ups and its counts. Built by `engine.rs`; read by the worker,
-//! the tick, the listener and the schedules.
+//! its wake-ups and its counts. Built by `engine.rs`; read whole by the
+//! worker and the tick (with the schedules it starts), which each use all
+//! but two or three of its fields. The loops that need little take only
+//! that: the listener its store and wake-up, the alert sender its store,
+//! clock, route and wake-up.
 
 use crate::breakers_seen::{BreakerCache, PendingVerdicts};
 use crate::clock::SharedClock;

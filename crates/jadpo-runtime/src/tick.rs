@@ -65,11 +65,11 @@ fn sweep_floor(faults: u32, rng: &mut impl rand::Rng) -> Duration {
 }
 
 pub(crate) async fn run<S: ScheduleStore, E: Executor>(
-    shared: Arc<EngineState<S, E>>,
+    state: Arc<EngineState<S, E>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (store, clock, wake) = (&shared.store, &shared.clock, &shared.wake);
-    let wake_lease = clock.engine_span(shared.catalog.longest_timeout() + shared.config.lease_margin);
+    let (store, clock, wake) = (&state.store, &state.clock, &state.wake);
+    let wake_lease = clock.engine_span(state.catalog.longest_timeout() + state.config.lease_margin);
     let mut next_prune_at = clock.now();
     let mut last_flush = tokio::time::Instant::now();
     // Schedules' runs under way: a stop waits for them (each within its
@@ -82,15 +82,15 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
         while runs.try_join_next().is_some() {}
         if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
             last_flush = tokio::time::Instant::now();
-            shared.minutes.flush(&**store, clock.now()).await;
+            state.minutes.flush(&**store, clock.now()).await;
         }
         // Every second of real time, whatever the clock's scale.
         if last_schema_check.is_none_or(|t| t.elapsed() >= SCHEMA_EVERY) {
             last_schema_check = Some(tokio::time::Instant::now());
-            shared.schema.check(&**store).await;
+            state.schema.check(&**store).await;
         }
         let now = clock.now();
-        if let Some(retention) = shared.tick.retention.filter(|_| now >= next_prune_at) {
+        if let Some(retention) = state.tick.retention.filter(|_| now >= next_prune_at) {
             let behind = prune(
                 &**store,
                 Timestamp::from_millis(now.as_millis().saturating_sub(retention.as_millis() as i64)),
@@ -105,7 +105,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
                     log::alert(alert);
                 }
                 if !report.alerts.is_empty() {
-                    shared.alert_wake.notify_one();
+                    state.alert_wake.notify_one();
                 }
                 for id in &report.woken {
                     tracing::info!(delivery = id.0, "delivery.woken_as_probe");
@@ -122,7 +122,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
                 store_faults = store_faults.saturating_add(1);
             }
         }
-        schedules::start_due(&shared, &mut runs).await;
+        schedules::start_due(&state, &mut runs).await;
         // Under a scaled clock a second of engine time may be a millisecond
         // of real time: never sweep more often than every 20 ms of real time,
         // nor than the store's backoff while it fails.
@@ -134,7 +134,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
     }
     while runs.join_next().await.is_some() {}
     // What the workers still write after this is lost: a few seconds of a chart.
-    shared.minutes.flush(&**store, clock.now()).await;
+    state.minutes.flush(&**store, clock.now()).await;
 }
 
 /// Deletes finished deliveries older than `before`, in bounded batches,

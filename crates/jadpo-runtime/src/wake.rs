@@ -13,12 +13,11 @@
 //!   sends none (SQLite).
 
 use crate::clock::SharedClock;
-use crate::state::EngineState;
 use jadpo_core::Timestamp;
 use jadpo_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 /// The shortest wait when something is due now that the claim could not
 /// take: another process holds those rows until its claim commits, so
@@ -47,9 +46,9 @@ pub(crate) async fn sleep_until(clock: &SharedClock, until: Timestamp) {
 }
 
 /// Runs the store's listener (see [`Store::listen`]) until shutdown.
-pub(crate) async fn listen<S: Store, E>(shared: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn listen<S: Store>(store: Arc<S>, wake: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
     tokio::select! {
-        _ = shared.store.listen(shared.wake.clone()) => {}
+        _ = store.listen(wake) => {}
         _ = shutdown.wait_for(|stop| *stop) => {}
     }
 }

@@ -38,28 +38,28 @@ pub(crate) const MAX_LOCAL_QUEUE: usize = 10_000;
 /// the free slots (see `local_queue.rs`) and claims the next batch while
 /// runs go on, so no slot waits for the store; outcomes are written by the
 /// completer, apart from the runs.
-pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
-    let config = &shared.config;
+pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
+    let config = &state.config;
     assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
     assert!(config.local_queue <= MAX_LOCAL_QUEUE);
     let slots = Arc::new(Semaphore::new(config.concurrency));
     let (finish_tx, finish_rx) = mpsc::channel::<Box<Finish>>(config.finish_batch.max(1) + config.concurrency);
     let completer = tokio::spawn(
         Completer {
-            store: shared.store.clone(),
-            clock: shared.clock.clone(),
-            breakers: shared.breakers.clone(),
-            pending: shared.pending.clone(),
-            wake: shared.wake.clone(),
-            alert_wake: shared.alert_wake.clone(),
-            minutes: shared.minutes.clone(),
+            store: state.store.clone(),
+            clock: state.clock.clone(),
+            breakers: state.breakers.clone(),
+            pending: state.pending.clone(),
+            wake: state.wake.clone(),
+            alert_wake: state.alert_wake.clone(),
+            minutes: state.minutes.clone(),
             batch: config.finish_batch,
         }
         .run(finish_rx),
     );
     // A lease covers the longest run plus the margin; a queued delivery must
     // start early enough that its own run and the write of its outcome fit.
-    let lease_real = shared.catalog.longest_timeout() + config.lease_margin;
+    let lease_real = state.catalog.longest_timeout() + config.lease_margin;
     let mut ahead = Ahead::new(config.concurrency, config.local_queue, config.lease_margin / 2);
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Duration>();
     let mut queue = LocalQueue::default();
@@ -74,25 +74,25 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, m
     let mut backoff_until: Option<tokio::time::Instant> = None;
     // Claims failed in a row.
     let mut store_faults = 0u32;
-    let mut schema = shared.schema.watch();
+    let mut schema = state.schema.watch();
     loop {
         let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
         while let Ok(took) = ended_rx.try_recv() {
             ahead.ended(took);
         }
-        let now = shared.clock.now();
-        give_back(&shared, queue.take_late(now), now, "delivery.given_back_late");
+        let now = state.clock.now();
+        give_back(&state, queue.take_late(now), now, "delivery.given_back_late");
         if !stopping {
             while let Ok(permit) = slots.clone().try_acquire_owned() {
                 let Some(q) = queue.pop(now) else {
                     drop(permit);
                     break;
                 };
-                let (shared, finish_tx, ended_tx) = (shared.clone(), finish_tx.clone(), ended_tx.clone());
+                let (state, finish_tx, ended_tx) = (state.clone(), finish_tx.clone(), ended_tx.clone());
                 let run = async move {
                     let started = std::time::Instant::now();
-                    run_one(&shared, q.claimed, &finish_tx).await;
+                    run_one(&state, q.claimed, &finish_tx).await;
                     drop(permit);
                     let _ = ended_tx.send(started.elapsed());
                 };
@@ -122,7 +122,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, m
             && !queue.full_of_bytes()
         {
             backoff_until = None;
-            let s = shared.clone();
+            let s = state.clone();
             // Two claims of half the target each keep the store busy on two
             // connections while the other one's rows are being decided.
             let limit = want
@@ -165,7 +165,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, m
                 match report {
                     Ok(Claim { report, look_again }) => {
                         store_faults = 0;
-                        accept(&shared, report, &mut queue);
+                        accept(&state, report, &mut queue);
                         idle.claim_ended(ticket, look_again);
                         // Debug only: one line per idle spell, which tests
                         // wait for instead of guessing how long going idle takes.
@@ -176,7 +176,7 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, m
                     // A newer build's migration took away what the claim
                     // reads: the gate closes and says so once, instead of
                     // a warning at each claim.
-                    Err(_) if shared.schema.check(&*shared.store).await => {}
+                    Err(_) if state.schema.check(&*state.store).await => {}
                     Err(e) => {
                         // A fault before anything committed: nothing was
                         // claimed. Runs already queued go on; claim again
@@ -189,25 +189,25 @@ pub(crate) async fn run<S: Store, E: Executor>(shared: Arc<EngineState<S, E>>, m
                 }
             }
             Some(took) = ended_rx.recv() => ahead.ended(took),
-            _ = shared.wake.notified() => {
+            _ = state.wake.notified() => {
                 idle.woken();
                 tracing::debug!(by = "wake-up", "worker.woken");
             }
-            _ = crate::wake::sleep_until(&shared.clock, idle.until().unwrap_or(now)), if idle.until().is_some() => {
+            _ = crate::wake::sleep_until(&state.clock, idle.until().unwrap_or(now)), if idle.until().is_some() => {
                 idle.woken();
                 tracing::debug!(by = "poll", "worker.woken");
             }
             _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
-            _ = shared.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
+            _ = state.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
             _ = schema.changed() => {}
             _ = shutdown.changed(), if !stopping => {}
         }
     }
     // Graceful: what was claimed ahead goes back at once, due and with its
     // attempt unspent; running deliveries end within their limit.
-    let now = shared.clock.now();
+    let now = state.clock.now();
     let queued = queue.drain();
-    let given_back = give_back(&shared, queued, now, "delivery.given_back");
+    let given_back = give_back(&state, queued, now, "delivery.given_back");
     while runs.join_next().await.is_some() {}
     if let Some(t) = given_back {
         let _ = t.await;
@@ -234,9 +234,9 @@ const MAX_CLAIMS_IN_FLIGHT: usize = 2;
 
 /// Takes a claim's report in: its breakers into the cache, its deliveries
 /// into the queue with the last time each may start.
-fn accept<S: Store, E>(shared: &EngineState<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
+fn accept<S: Store, E>(state: &EngineState<S, E>, report: ClaimReport, queue: &mut LocalQueue) {
     log::claim(&report);
-    let now = shared.clock.now();
+    let now = state.clock.now();
     let mut tally = crate::minutes::Tally::default();
     tally.add(now, "held", report.held.len() as u64);
     for c in report.claimed.iter().filter(|c| !c.probe_for.is_empty()) {
@@ -244,14 +244,14 @@ fn accept<S: Store, E>(shared: &EngineState<S, E>, report: ClaimReport, queue: &
             tally.add(now, format!("probe:{connection}"), 1);
         }
     }
-    shared.minutes.add(tally);
-    shared.breakers.merge(report.breakers.iter().cloned());
+    state.minutes.add(tally);
+    state.breakers.merge(report.breakers.iter().cloned());
     for claimed in report.claimed {
-        let own_limit = shared.catalog.timeout(&claimed.delivery.subscriber);
+        let own_limit = state.catalog.timeout(&claimed.delivery.subscriber);
         // Its run and half the margin (the write of its outcome) must fit
         // between its start and its lease's end.
-        let reserve = shared.clock.engine_span(own_limit + shared.config.lease_margin / 2);
-        let until = claimed.delivery.lease.as_ref().map_or(shared.clock.now(), |l| l.until);
+        let reserve = state.clock.engine_span(own_limit + state.config.lease_margin / 2);
+        let until = claimed.delivery.lease.as_ref().map_or(state.clock.now(), |l| l.until);
         let start_by = until.minus(reserve);
         queue.push(claimed, start_by);
     }
@@ -260,7 +260,7 @@ fn accept<S: Store, E>(shared: &EngineState<S, E>, report: ClaimReport, queue: &
 /// Gives claimed deliveries back unstarted, in the background: due again
 /// at once, their attempts unspent, their probe places freed.
 fn give_back<S: Store, E>(
-    shared: &Arc<EngineState<S, E>>,
+    state: &Arc<EngineState<S, E>>,
     queued: Vec<Queued>,
     now: Timestamp,
     why: &'static str,
@@ -268,8 +268,8 @@ fn give_back<S: Store, E>(
     if queued.is_empty() {
         return None;
     }
-    let store = shared.store.clone();
-    let wake = shared.wake.clone();
+    let store = state.store.clone();
+    let wake = state.wake.clone();
     Some(tokio::spawn(async move {
         for q in queued {
             let id = q.claimed.delivery.id;
@@ -285,26 +285,26 @@ fn give_back<S: Store, E>(
 }
 
 async fn run_one<S: Store, E: Executor>(
-    shared: &EngineState<S, E>,
+    state: &EngineState<S, E>,
     claimed: Claimed,
     finish_tx: &mpsc::Sender<Box<Finish>>,
 ) {
     let id = claimed.delivery.id;
     let token = claimed.token();
     if !claimed.connections.is_empty() {
-        shared.pending.wait(&claimed.connections).await;
+        state.pending.wait(&claimed.connections).await;
     }
-    let started_at = shared.clock.now();
-    if let Some(connection) = shared.breakers.holding(&claimed.connections, id, started_at) {
+    let started_at = state.clock.now();
+    if let Some(connection) = state.breakers.holding(&claimed.connections, id, started_at) {
         // Boxed: a store's future is several KB, and kept inline it would
         // make every run's task that large, copied at each spawn.
-        match Box::pin(shared.store.hold_claimed(id, token, &connection, started_at)).await {
+        match Box::pin(state.store.hold_claimed(id, token, &connection, started_at)).await {
             Ok(()) => log::held(&claimed, &connection),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
         }
         return;
     }
-    let timeout = shared.catalog.timeout(&claimed.delivery.subscriber);
+    let timeout = state.catalog.timeout(&claimed.delivery.subscriber);
     let calls = CallLog::default();
     let emits = crate::run::EmitLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
@@ -324,8 +324,8 @@ async fn run_one<S: Store, E: Executor>(
         depth: claimed.event_depth,
         emits: emits.clone(),
     };
-    let (end, stopped) = execute(&*shared.executor, ctx, timeout).await;
-    let ended_at = shared.clock.now();
+    let (end, stopped) = execute(&*state.executor, ctx, timeout).await;
+    let ended_at = state.clock.now();
     let ran = step::Ran {
         end: &end,
         started_at,
@@ -334,16 +334,16 @@ async fn run_one<S: Store, E: Executor>(
         rate_limited: calls.rate_limits(),
     };
     let depth = claimed.event_depth + 1;
-    let built = || shared.catalog.emits(emits.take(), depth);
+    let built = || state.catalog.emits(emits.take(), depth);
     // The finish carries the outcome, and the claim's row for its log line
     // and its lease's end.
-    let finish = step::finish(&claimed, &shared.catalog.routes, ran, built, &mut rand::rng());
+    let finish = step::finish(&claimed, &state.catalog.routes, ran, built, &mut rand::rng());
     drop(claimed);
     let finish = Box::new(finish);
-    shared.pending.sent(&finish.calls);
+    state.pending.sent(&finish.calls);
     // Waits only while the completer is a full batch behind: a slow store
     // slows new starts, never a run under way.
     if let Err(unsent) = finish_tx.send(finish).await {
-        shared.pending.settled(&unsent.0.calls);
+        state.pending.settled(&unsent.0.calls);
     }
 }
