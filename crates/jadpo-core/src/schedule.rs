@@ -4,13 +4,64 @@
 //! with its worker ends as `lease_expired` when the schedule is next
 //! claimed. Failing [`ALERT_AFTER`] runs in a row raises one alert, raised
 //! again only after a run has succeeded.
+//!
+//! When a schedule is next due ([`next_due`]): cron patterns are evaluated
+//! in UTC; missed times are not run in a burst, so after a pause (the
+//! process was down) a schedule runs once and then keeps its rhythm.
 
 use crate::delivery::{Lease, LeaseToken};
 use crate::failure::FailureRecord;
 use crate::time::Timestamp;
+use std::time::Duration;
 
 /// Failed runs in a row that raise the schedule's alert.
 pub const ALERT_AFTER: u32 = 3;
+
+/// What makes a schedule due: a period, or a cron pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Every(Duration),
+    /// Checked with `croner`; five fields, or six with seconds first.
+    Cron(String),
+}
+
+/// The first time a schedule with no state yet is due: one period from now,
+/// or the next cron time.
+pub fn first_due(trigger: &Trigger, now: Timestamp) -> Timestamp {
+    match trigger {
+        Trigger::Every(every) => now.plus(*every),
+        Trigger::Cron(_) => next_due(trigger, now, now),
+    }
+}
+
+/// When a schedule due at `due_at` and run at `now` is next due: strictly
+/// after both.
+pub fn next_due(trigger: &Trigger, due_at: Timestamp, now: Timestamp) -> Timestamp {
+    match trigger {
+        Trigger::Every(every) => {
+            let every_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX).max(1);
+            let behind = now.as_millis().saturating_sub(due_at.as_millis()).max(0);
+            // The next tick of the rhythm that started at `due_at`.
+            let periods = behind / every_ms + 1;
+            Timestamp::from_millis(due_at.as_millis().saturating_add(periods.saturating_mul(every_ms)))
+        }
+        Trigger::Cron(pattern) => {
+            let after = due_at.max(now);
+            let next = pattern.parse::<croner::Cron>().ok().and_then(|cron| {
+                let start = jiff::Timestamp::from_millisecond(after.as_millis())
+                    .ok()?
+                    .to_zoned(jiff::tz::TimeZone::UTC);
+                cron.find_next_occurrence(&start, false).ok()
+            });
+            match next {
+                Some(z) => Timestamp::from_millis(z.timestamp().as_millisecond()),
+                // The checker validated the pattern; a pattern with no
+                // future time (none exist in five-field cron) waits a day.
+                None => after.plus(Duration::from_secs(86_400)),
+            }
+        }
+    }
+}
 
 /// `jadpo_schedules`' row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,5 +269,32 @@ mod tests {
             s = next;
         }
         assert_eq!(alerts.len(), 2, "raised again after a success and three more failures");
+    }
+
+    #[test]
+    fn every_keeps_its_rhythm_and_skips_missed_runs() {
+        let hourly = Trigger::Every(Duration::from_secs(3600));
+        assert_eq!(first_due(&hourly, at(10)), at(3610));
+        assert_eq!(next_due(&hourly, at(3600), at(3601)), at(7200));
+        // Down for five hours: one run now, then on the hour again.
+        assert_eq!(next_due(&hourly, at(3600), at(5 * 3600 + 30)), at(6 * 3600));
+    }
+
+    #[test]
+    fn cron_is_evaluated_in_utc_strictly_after_now() {
+        let nightly = Trigger::Cron("0 3 * * *".into());
+        // 2026-11-30T00:00:00Z
+        let midnight = Timestamp::from_millis(1_796_083_200_000);
+        let three = midnight.plus(Duration::from_secs(3 * 3600));
+        assert_eq!(first_due(&nightly, midnight), three);
+        assert_eq!(
+            next_due(&nightly, three, three),
+            three.plus(Duration::from_secs(86_400))
+        );
+        let every_minute = Trigger::Cron("* * * * *".into());
+        assert_eq!(
+            next_due(&every_minute, midnight, midnight.plus(Duration::from_secs(30))),
+            midnight.plus(Duration::from_secs(60))
+        );
     }
 }

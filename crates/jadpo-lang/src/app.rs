@@ -478,12 +478,8 @@ pub struct Subscriber {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    Every(Duration),
-    /// Checked with `croner`; five fields, or six with seconds first.
-    Cron(String),
-}
+/// A schedule's `every:` or `cron:`, as the core evaluates it.
+pub use jadpo_core::schedule::Trigger;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {

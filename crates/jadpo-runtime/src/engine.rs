@@ -39,7 +39,8 @@ pub struct Running {
 impl Running {
     /// Stops at once, as a killed process would: runs under way are dropped
     /// unfinished and their deliveries stay claimed until their leases end.
-    /// For tests of what a crash leaves behind.
+    /// For tests of what a crash leaves behind (`testing` feature only).
+    #[cfg(feature = "testing")]
     pub fn abort(self) {
         for t in &self.tasks {
             t.abort();
