@@ -12,7 +12,7 @@ mod process;
 use jadpo_runtime::provider::{Behaviour, Recorded, TestProvider};
 use jadpo_store::postgres::testing::TestSchema;
 use jadpo_testing::process::Logged;
-use process::{post, wait_until};
+use process::{get, post, wait_until};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -169,6 +169,21 @@ fn each_store_has_its_own_breakers_holds_and_alert() {
             .count(),
         1
     );
+
+    // Each store's `/metrics` counts its own engine's events and claims,
+    // not the process's: eight events emitted in each.
+    for path in ["/metrics", "/metrics?store=main", "/metrics?store=audit"] {
+        let text = get(port, path);
+        assert!(
+            text.lines().any(|l| l == "jadpo_events_emitted_total 8"),
+            "{path}: {text}"
+        );
+        let claims = text
+            .lines()
+            .find_map(|l| l.strip_prefix("jadpo_claim_seconds_count "))
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(claims.is_some_and(|n| n > 0), "{path}: {text}");
+    }
 
     let (status, logs) = child.terminate();
     assert!(status.success(), "{logs}");

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 pub struct Engine<S: ScheduleStore, E: Executor> {
     state: Arc<EngineState<S, E>>,
@@ -72,6 +73,8 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 alert_wake: Arc::new(Notify::new()),
                 minutes: Default::default(),
                 schema: Default::default(),
+                claims: Default::default(),
+                span: Default::default(),
             }),
         }
     }
@@ -119,25 +122,41 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     }
 
     /// Starts the claim loop, the tick and the store's listener on the
-    /// current tokio runtime.
+    /// current tokio runtime, each inside the span current at the first
+    /// start (see [`Engine::span`]).
     pub fn start(&self) -> Running {
         let (shutdown, rx) = watch::channel(false);
         let s = &self.state;
+        let span = s.span.get_or_init(tracing::Span::current).clone();
         let mut tasks = vec![
-            tokio::spawn(worker::run(s.clone(), rx.clone())),
-            tokio::spawn(tick::run(s.clone(), rx.clone())),
-            tokio::spawn(wake::listen(s.store.clone(), s.wake.clone(), rx.clone())),
+            tokio::spawn(worker::run(s.clone(), rx.clone()).instrument(span.clone())),
+            tokio::spawn(tick::run(s.clone(), rx.clone()).instrument(span.clone())),
+            tokio::spawn(wake::listen(s.store.clone(), s.wake.clone(), rx.clone()).instrument(span.clone())),
         ];
         if let Some(route) = &s.alert_route {
-            tasks.push(tokio::spawn(alerts::run(
-                s.store.clone(),
-                s.clock.clone(),
-                route.clone(),
-                s.alert_wake.clone(),
-                rx,
-            )));
+            tasks.push(tokio::spawn(
+                alerts::run(
+                    s.store.clone(),
+                    s.clock.clone(),
+                    route.clone(),
+                    s.alert_wake.clone(),
+                    rx,
+                )
+                .instrument(span),
+            ));
         }
         Running { shutdown, tasks }
+    }
+
+    /// The span this engine logs in: the one current at its first start,
+    /// none before.
+    pub fn span(&self) -> tracing::Span {
+        self.state.span.get().cloned().unwrap_or_else(tracing::Span::none)
+    }
+
+    /// How long this engine's claims have taken so far.
+    pub fn claims(&self) -> crate::metrics::Claims {
+        self.state.claims.read()
     }
 
     /// Wakes this process's worker: something may be due. A worker busy
@@ -150,6 +169,8 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// Emits events now, and wakes this process's worker.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
         let emitted = self.state.store.emit(events, self.state.clock.now()).await?;
+        let span = self.span();
+        let _in_span = span.enter();
         for e in &emitted {
             tracing::info!(
                 event_id = e.event_id.0,

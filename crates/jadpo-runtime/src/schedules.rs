@@ -9,6 +9,7 @@ use crate::state::EngineState;
 use jadpo_core::schedule::{first_due, next_due, ScheduleAlert};
 use jadpo_core::{AttemptEnd, Timestamp};
 use jadpo_store::ScheduleStore;
+use tracing::Instrument;
 
 /// Claims the due schedules and runs each in its own task of `runs`.
 pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
@@ -106,7 +107,8 @@ pub(crate) async fn start_due<S: ScheduleStore, E: Executor>(
                 Ok(None) => {}
                 Err(e) => tracing::warn!(schedule = %spec.name, error = %e, "schedule.finish_failed"),
             }
-        });
+        }
+        .in_current_span());
     }
 }
 

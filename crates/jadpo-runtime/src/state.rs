@@ -36,4 +36,10 @@ pub(crate) struct EngineState<S, E> {
     pub minutes: Arc<crate::minutes::Minutes>,
     /// Closed while the store's schema is newer than this build runs on.
     pub schema: crate::schema_gate::SchemaGate,
+    /// How long this engine's claims took, for `/metrics`.
+    pub claims: crate::metrics::ClaimTimes,
+    /// The span current at the first start: every loop, run and emit of
+    /// this engine logs inside it, so a process working several stores can
+    /// tell their events apart (`/metrics` counts per store by it).
+    pub span: std::sync::OnceLock<tracing::Span>,
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// The most deliveries one process runs at once: an explicit bound.
 pub(crate) const MAX_CONCURRENCY: usize = 10_000;
@@ -55,7 +56,8 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
             minutes: state.minutes.clone(),
             batch: config.finish_batch,
         }
-        .run(finish_rx),
+        .run(finish_rx)
+        .in_current_span(),
     );
     // A lease covers the longest run plus the margin; a queued delivery must
     // start early enough that its own run and the write of its outcome fit.
@@ -98,7 +100,7 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
                 };
                 // Boxed where it is made: a run's future is about 4 KB, which
                 // spawning it by value would copy several times over.
-                runs.spawn(Box::pin(run));
+                runs.spawn(Box::pin(run.in_current_span()));
             }
         }
         if stopping && claiming.is_empty() {
@@ -141,7 +143,7 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
                 };
                 let started = std::time::Instant::now();
                 let claimed = s.store.claim(&req).await;
-                crate::metrics::claimed(started.elapsed());
+                s.claims.claimed(started.elapsed());
                 let report = match claimed {
                     Ok(r) => r,
                     Err(e) => return (limit, ticket, Err(e)),
@@ -270,18 +272,21 @@ fn give_back<S: Store, E>(
     }
     let store = state.store.clone();
     let wake = state.wake.clone();
-    Some(tokio::spawn(async move {
-        for q in queued {
-            let id = q.claimed.delivery.id;
-            match store.give_back(id, q.claimed.token(), now).await {
-                Ok(()) => tracing::info!(delivery = id.0, "{why}"),
-                // Its lease ends and the next claim takes it over: nothing
-                // is lost, it only waits longer.
-                Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.give_back_failed"),
+    Some(tokio::spawn(
+        async move {
+            for q in queued {
+                let id = q.claimed.delivery.id;
+                match store.give_back(id, q.claimed.token(), now).await {
+                    Ok(()) => tracing::info!(delivery = id.0, "{why}"),
+                    // Its lease ends and the next claim takes it over: nothing
+                    // is lost, it only waits longer.
+                    Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.give_back_failed"),
+                }
             }
+            wake.notify_one();
         }
-        wake.notify_one();
-    }))
+        .in_current_span(),
+    ))
 }
 
 async fn run_one<S: Store, E: Executor>(

@@ -447,9 +447,17 @@ impl<S: ScheduleStore> Jadpo<S> {
         &self.clock
     }
 
-    /// Starts the workers and the tick on the current tokio runtime.
+    /// Starts the workers and the tick on the current tokio runtime. They
+    /// log inside the span current at the first start (emits too, once
+    /// started): enter one naming the store to tell several engines'
+    /// events apart.
     pub fn start(&self) -> Running {
         self.engine.start()
+    }
+
+    /// How long this engine's claims have taken so far (for `/metrics`).
+    pub fn claims(&self) -> jadpo_runtime::metrics::Claims {
+        self.engine.claims()
     }
 
     /// Checks a payload against its event and returns what to write, for

@@ -6,33 +6,81 @@
 //!   consecutive unavailable attempts, pause, held deliveries, alert).
 //!   Counts by state come from one `GROUP BY`: cheap for a scrape, kept
 //!   small by retention.
-//! - **This process's claims**, timed by the worker
+//! - **This process's claims** on that store, timed by its engine's worker
 //!   (`jadpo_claim_seconds`).
-//! - **This process**, counted from the runtime's log events by
-//!   [`CountingLayer`] (attempts by outcome, failures by kind, holds,
-//!   breaker changes, alerts, events emitted). The layer must be part of the
-//!   process's `tracing` subscriber; without it these counters are left out.
+//! - **This process's events** on that store, counted from the runtime's
+//!   log events by [`CountingLayer`] (attempts by outcome, failures by
+//!   kind, holds, breaker changes, alerts, events emitted). The layer must
+//!   be part of the process's `tracing` subscriber; without it these
+//!   counters are left out. Each engine logs inside a span whose `store`
+//!   field names its store (`cmd/process.rs`), so a process working several
+//!   stores counts each store's events apart.
 
 use jadpo_core::{BreakerState, DeliveryState, FailureKind};
 use jadpo_lang::App;
+use jadpo_runtime::metrics::Claims;
 use jadpo_store::{Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// Counters of this process, by series (`name{labels}`). Labels come only
-/// from fixed sets (outcomes, failure kinds, transitions), never from
-/// names or payloads.
-static COUNTERS: Mutex<BTreeMap<&'static str, BTreeMap<String, u64>>> = Mutex::new(BTreeMap::new());
+/// One store's counters, by series (`name{labels}`). Labels come only from
+/// fixed sets (outcomes, failure kinds, transitions), never from names or
+/// payloads.
+type Counters = BTreeMap<&'static str, BTreeMap<String, u64>>;
 
-fn count(name: &'static str, labels: String) {
+/// This process's counters by store: the `store` field of the span an event
+/// was logged in, `""` for an event outside any.
+static COUNTERS: Mutex<BTreeMap<String, Counters>> = Mutex::new(BTreeMap::new());
+
+fn count(store: &str, name: &'static str, labels: String) {
     let mut all = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
-    *all.entry(name).or_default().entry(labels).or_default() += 1;
+    let of_store = match all.get_mut(store) {
+        Some(c) => c,
+        None => all.entry(store.to_owned()).or_default(),
+    };
+    *of_store.entry(name).or_default().entry(labels).or_default() += 1;
+}
+
+/// The counters of the stores named, added up.
+fn counters_of(stores: &[&str]) -> Counters {
+    let all = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sum = Counters::new();
+    for store in stores {
+        for (name, series) in all.get(*store).into_iter().flatten() {
+            for (labels, n) in series {
+                *sum.entry(name).or_default().entry(labels.clone()).or_default() += n;
+            }
+        }
+    }
+    sum
+}
+
+/// A span's `store` field, kept with the span for the events inside it.
+struct StoreOfSpan(String);
+
+#[derive(Default)]
+struct StoreField(Option<String>);
+
+impl Visit for StoreField {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "store" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "store" {
+            self.0 = Some(value.to_owned());
+        }
+    }
 }
 
 /// Counts the runtime's log events (`delivery.succeeded`,
@@ -73,20 +121,32 @@ impl Visit for Seen {
 /// then the process counters are left out rather than shown as zeros.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-impl<S: Subscriber> Layer<S> for CountingLayer {
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for CountingLayer {
     fn on_layer(&mut self, _subscriber: &mut S) {
         INSTALLED.store(true, Ordering::Relaxed);
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut store = StoreField::default();
+        attrs.record(&mut store);
+        if let (Some(name), Some(span)) = (store.0, ctx.span(id)) {
+            span.extensions_mut().insert(StoreOfSpan(name));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut seen = Seen::default();
         event.record(&mut seen);
-        record(&seen.message, seen.kind.as_deref());
+        // The innermost span that names a store.
+        let store = ctx
+            .event_scope(event)
+            .and_then(|mut scope| scope.find_map(|span| span.extensions().get::<StoreOfSpan>().map(|s| s.0.clone())));
+        record(store.as_deref().unwrap_or(""), &seen.message, seen.kind.as_deref());
     }
 }
 
-/// Counts one event by its name (and failure kind).
-pub(crate) fn record(name: &str, kind: Option<&str>) {
+/// Counts one event of `store` by its name (and failure kind).
+pub(crate) fn record(store: &str, name: &str, kind: Option<&str>) {
     let outcome = match name {
         "delivery.succeeded" => Some("succeeded"),
         "delivery.retry" => Some("retry"),
@@ -95,22 +155,34 @@ pub(crate) fn record(name: &str, kind: Option<&str>) {
         _ => None,
     };
     if let Some(outcome) = outcome {
-        count("jadpo_attempts_total", format!("{{outcome=\"{outcome}\"}}"));
+        count(store, "jadpo_attempts_total", format!("{{outcome=\"{outcome}\"}}"));
         if let Some(kind) = kind.and_then(FailureKind::parse) {
-            count("jadpo_failures_total", format!("{{kind=\"{}\"}}", kind.as_str()));
+            count(store, "jadpo_failures_total", format!("{{kind=\"{}\"}}", kind.as_str()));
         }
         return;
     }
     match name {
-        "delivery.held" => count("jadpo_holds_total", String::new()),
-        "delivery.gave_up" => count("jadpo_gave_up_total", String::new()),
-        "delivery.lease_expired" => count("jadpo_lease_expired_total", String::new()),
-        "delivery.succeeded_at_claim" => count("jadpo_handled_at_claim_total", String::new()),
-        "breaker.opened" => count("jadpo_breaker_transitions_total", "{transition=\"opened\"}".into()),
-        "breaker.reopened" => count("jadpo_breaker_transitions_total", "{transition=\"reopened\"}".into()),
-        "breaker.closed" => count("jadpo_breaker_transitions_total", "{transition=\"closed\"}".into()),
-        "delivery.alert" => count("jadpo_alerts_total", "{alert=\"connection_unavailable\"}".into()),
-        "event.emitted" => count("jadpo_events_emitted_total", String::new()),
+        "delivery.held" => count(store, "jadpo_holds_total", String::new()),
+        "delivery.gave_up" => count(store, "jadpo_gave_up_total", String::new()),
+        "delivery.lease_expired" => count(store, "jadpo_lease_expired_total", String::new()),
+        "delivery.succeeded_at_claim" => count(store, "jadpo_handled_at_claim_total", String::new()),
+        "breaker.opened" => count(
+            store,
+            "jadpo_breaker_transitions_total",
+            "{transition=\"opened\"}".into(),
+        ),
+        "breaker.reopened" => count(
+            store,
+            "jadpo_breaker_transitions_total",
+            "{transition=\"reopened\"}".into(),
+        ),
+        "breaker.closed" => count(
+            store,
+            "jadpo_breaker_transitions_total",
+            "{transition=\"closed\"}".into(),
+        ),
+        "delivery.alert" => count(store, "jadpo_alerts_total", "{alert=\"connection_unavailable\"}".into()),
+        "event.emitted" => count(store, "jadpo_events_emitted_total", String::new()),
         _ => {}
     }
 }
@@ -156,8 +228,22 @@ fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// What `/metrics` shows of this process for one store: its engine's
+/// claims, and the counters of the events logged under the names given
+/// (the store's, and `""` too for the first store, whose events outside any
+/// engine's span are counted there).
+pub(crate) struct ProcessPart<'a> {
+    pub claims: Claims,
+    pub counted: &'a [&'a str],
+}
+
 /// The whole `/metrics` text.
-pub(crate) async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Timestamp) -> Result<String, StoreError> {
+pub(crate) async fn render<S: Store>(
+    store: &S,
+    app: &App,
+    now: jadpo_core::Timestamp,
+    process: &ProcessPart<'_>,
+) -> Result<String, StoreError> {
     let mut out = String::new();
     let w = &mut out;
 
@@ -168,7 +254,7 @@ pub(crate) async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Time
         let n = counts.get(&state).copied().unwrap_or(0);
         let _ = writeln!(w, "jadpo_deliveries{{state=\"{state}\"}} {n}");
     }
-    let claims = jadpo_runtime::metrics::claims();
+    let claims = process.claims;
     let _ = writeln!(w, "# HELP jadpo_claim_seconds How long the worker's claims took.");
     let _ = writeln!(w, "# TYPE jadpo_claim_seconds summary");
     let _ = writeln!(w, "jadpo_claim_seconds_sum {:.6}", claims.total.as_secs_f64());
@@ -276,7 +362,7 @@ pub(crate) async fn render<S: Store>(store: &S, app: &App, now: jadpo_core::Time
     if !INSTALLED.load(Ordering::Relaxed) {
         return Ok(out);
     }
-    let counters = COUNTERS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let counters = counters_of(process.counted);
     for (name, help) in PROCESS_COUNTERS {
         let _ = writeln!(w, "# HELP {name} {help}");
         let _ = writeln!(w, "# TYPE {name} counter");
@@ -318,7 +404,7 @@ mod tests {
             tracing::info!(connection = "c", "breaker.opened");
         });
         assert!(INSTALLED.load(Ordering::Relaxed));
-        let all = COUNTERS.lock().unwrap().clone();
+        let all = counters_of(&[""]);
         assert!(all["jadpo_attempts_total"]["{outcome=\"failed\"}"] >= 1);
         assert!(all["jadpo_failures_total"]["{kind=\"not_found\"}"] >= 1);
         assert!(all["jadpo_breaker_transitions_total"]["{transition=\"opened\"}"] >= 1);
@@ -326,12 +412,36 @@ mod tests {
 
     #[test]
     fn only_known_kinds_become_labels() {
-        record("delivery.failed", Some("rejected"));
-        record("delivery.failed", Some("a made-up kind\"}"));
-        let all = COUNTERS.lock().unwrap().clone();
+        record("", "delivery.failed", Some("rejected"));
+        record("", "delivery.failed", Some("a made-up kind\"}"));
+        let all = counters_of(&[""]);
         let failures = &all["jadpo_failures_total"];
         assert!(failures.contains_key("{kind=\"rejected\"}"));
         assert!(failures.keys().all(|k| !k.contains("made-up")));
+    }
+
+    #[test]
+    fn each_store_counts_the_events_logged_in_its_engines_span() {
+        let subscriber = tracing_subscriber::registry().with(CountingLayer);
+        tracing::subscriber::with_default(subscriber, || {
+            let main = tracing::info_span!("engine", store = "metrics-main");
+            let audit = tracing::info_span!("engine", store = "metrics-audit");
+            main.in_scope(|| {
+                tracing::info!(delivery = 1, "delivery.succeeded");
+                tracing::info!(delivery = 2, "delivery.succeeded");
+                // A span inside the engine's keeps its store.
+                tracing::info_span!("run").in_scope(|| tracing::info!(delivery = 3, "delivery.held"));
+            });
+            audit.in_scope(|| tracing::info!(delivery = 4, "delivery.succeeded"));
+        });
+        let main = counters_of(&["metrics-main"]);
+        assert_eq!(main["jadpo_attempts_total"]["{outcome=\"succeeded\"}"], 2);
+        assert_eq!(main["jadpo_holds_total"][""], 1);
+        let audit = counters_of(&["metrics-audit"]);
+        assert_eq!(audit["jadpo_attempts_total"]["{outcome=\"succeeded\"}"], 1);
+        assert!(!audit.contains_key("jadpo_holds_total"));
+        let both = counters_of(&["metrics-main", "metrics-audit"]);
+        assert_eq!(both["jadpo_attempts_total"]["{outcome=\"succeeded\"}"], 3);
     }
 
     #[test]

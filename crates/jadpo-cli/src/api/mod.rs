@@ -57,13 +57,18 @@ struct Api<S: ScheduleStore> {
 impl<S: ScheduleStore> Api<S> {
     /// The store a request names with `?store=NAME`, else the first.
     fn pick(&self, params: &mut BTreeMap<String, String>) -> Result<&Jadpo<S>, ApiError> {
+        self.pick_named(params).map(|(_, j)| j)
+    }
+
+    /// As [`Api::pick`], with the store's name.
+    fn pick_named(&self, params: &mut BTreeMap<String, String>) -> Result<(&str, &Jadpo<S>), ApiError> {
         let Some(name) = params.remove("store") else {
-            return Ok(&self.jadpo);
+            return Ok((self.stores[0].0.as_str(), &self.jadpo));
         };
         self.stores
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, j)| j)
+            .map(|(n, j)| (n.as_str(), j))
             .ok_or_else(|| {
                 let known: Vec<&str> = self.stores.iter().map(|(n, _)| n.as_str()).collect();
                 ApiError::new(
@@ -322,8 +327,15 @@ async fn breakers<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Para
 }
 
 async fn metrics_text<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
-    let jadpo = api.pick(&mut query(params)?)?;
-    let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now())
+    let (name, jadpo) = api.pick_named(&mut query(params)?)?;
+    // Events outside any engine's span count with the first store's.
+    let first = name == api.stores[0].0;
+    let counted: &[&str] = if first { &[name, ""] } else { &[name] };
+    let process = metrics::ProcessPart {
+        claims: jadpo.claims(),
+        counted,
+    };
+    let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now(), &process)
         .await
         .map_err(ApiError::store)?;
     let mut headers = HeaderMap::new();

@@ -624,7 +624,11 @@ subscriber s { on: E  run: a(event.id) }
     };
     assert_eq!(by_name("pay")["limits"]["rate"], "10/s");
     assert_eq!(by_name("free")["limits"], Value::Null);
-    let text = super::metrics::render(&store, &app, now).await.unwrap();
+    let process = super::metrics::ProcessPart {
+        claims: Default::default(),
+        counted: &[""],
+    };
+    let text = super::metrics::render(&store, &app, now, &process).await.unwrap();
     for line in [
         "jadpo_connection_tokens{connection=\"pay\"} 1",
         "jadpo_connection_slots_in_use{connection=\"pay\"} 0",
@@ -674,7 +678,11 @@ subscriber s { on: E  run: a(event.id) }
         ),
         (&json!(0), &json!(1), &json!(2))
     );
-    let text = super::metrics::render(&store, &app, now).await.unwrap();
+    let process = super::metrics::ProcessPart {
+        claims: Default::default(),
+        counted: &[""],
+    };
+    let text = super::metrics::render(&store, &app, now, &process).await.unwrap();
     assert!(
         text.lines()
             .any(|l| l == "jadpo_connection_waiting{connection=\"pay\"} 2"),

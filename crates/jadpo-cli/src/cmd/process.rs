@@ -244,7 +244,12 @@ pub(crate) async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitC
     let clocks = Clocks(jadpos.iter().map(|(n, j)| (n.clone(), j.clock().clone())).collect());
     (p.started)(&clocks, bound);
     tracing::info!(addr = %addr, "api.listening");
-    let running: Vec<_> = jadpos.iter().map(|(_, j)| j.start()).collect();
+    // Each engine logs in a span naming its store: `/metrics` counts each
+    // store's events apart by it.
+    let running: Vec<_> = jadpos
+        .iter()
+        .map(|(name, j)| tracing::info_span!("engine", store = %name).in_scope(|| j.start()))
+        .collect();
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let router = http::router_of_stores(jadpos.clone(), p.token, p.addr.ip().is_loopback(), &p.limits);
     let server = tokio::spawn(http::server::serve(listener, router, p.limits, async move {

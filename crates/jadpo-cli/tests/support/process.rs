@@ -1,5 +1,6 @@
-//! What the tests that run `jadpo dev` processes share: a raw `POST`, and
-//! waiting for a condition in real time (for work, never for a backoff).
+//! What the tests that run `jadpo dev` processes share: a raw `POST` and
+//! `GET`, and waiting for a condition in real time (for work, never for a
+//! backoff).
 //! Processes themselves are `jadpo_testing::process::Logged`, on port 0.
 
 #![allow(dead_code)]
@@ -33,6 +34,18 @@ pub(crate) fn post(port: u16, path: &str, body: &str) -> u16 {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// GETs `path`; the answer's body.
+pub(crate) fn get(port: u16, path: &str) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
 }
 
 /// Until `done`, at most the suite's wait ceiling.
