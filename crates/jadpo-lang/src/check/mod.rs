@@ -17,7 +17,9 @@ mod routes;
 mod stores;
 mod values;
 
-use crate::app::{App, Event, Field};
+use crate::app::{
+    Action, AlertRoute, App, Capability, Connection, Event, Field, Route, Schedule, StoreDecl, Subscriber,
+};
 use crate::diagnostic::{Code, Diagnostic, LineIndex, Span};
 use crate::syntax::{Entry, Item, ItemKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,6 +63,22 @@ pub(crate) struct Checker<'a> {
     pub sigs: BTreeMap<String, Sig>,
 }
 
+/// What the item-by-item check keeps of the first item of each name, and
+/// what resolving the graph of runs and calls needs afterwards.
+#[derive(Default)]
+struct Parts {
+    connections: BTreeMap<String, Connection>,
+    actions: BTreeMap<String, Action>,
+    subscribers: BTreeMap<String, Subscriber>,
+    schedules: BTreeMap<String, Schedule>,
+    routes: BTreeMap<String, Route>,
+    route_paths: Vec<routes::RouteKey>,
+    stores: Vec<StoreDecl>,
+    fills: capabilities::Fills,
+    alerts: Option<AlertRoute>,
+    graph: graph::Graph,
+}
+
 impl Checker<'_> {
     pub(crate) fn err(&mut self, code: Code, span: Span, message: String) {
         self.diags.push(Diagnostic::new(code, span, message));
@@ -73,15 +91,66 @@ impl Checker<'_> {
     fn check_all(&mut self, items: &[Item]) -> Option<App> {
         let errors_before = self.diags.len();
         let firsts = self.first_of_each_name(items);
-        let is_first = |i: usize| firsts.contains(&i);
+        self.declare_names(items, &firsts);
+        let mut parts = Parts::default();
+        for (i, item) in items.iter().enumerate() {
+            self.check_item(item, firsts.contains(&i), &mut parts);
+        }
+        self.duplicate_route_paths(&parts.route_paths);
 
+        let any_broken_connection = items
+            .iter()
+            .any(|item| item.broken && matches!(item.kind, ItemKind::Connection { .. }));
+        let capability_items = items
+            .iter()
+            .enumerate()
+            .filter(|(i, item)| firsts.contains(i) && matches!(item.kind, ItemKind::Capability { .. }))
+            .map(|(_, item)| item);
+        let mut capabilities = self.capabilities(
+            capability_items,
+            &mut parts.fills,
+            any_broken_connection,
+            &mut parts.graph,
+        );
+
+        let closure = parts.graph.resolve(self);
+        let mut actions = parts.actions;
+        record_reach(&closure, &mut actions, &mut capabilities);
+        self.calls_outside(&parts.fills, &closure);
+        self.emits_stay_in_their_store(&parts.subscribers, &parts.schedules, &parts.stores, |name| {
+            actions
+                .get(name)
+                .map(|a| a.emits())
+                .or_else(|| capabilities.get(name).map(|c| c.emits()))
+        });
+
+        if self.diags.len() > errors_before {
+            return None;
+        }
+        Some(App {
+            events: std::mem::take(&mut self.events),
+            connections: parts.connections,
+            actions,
+            capabilities,
+            subscribers: parts.subscribers,
+            schedules: parts.schedules,
+            routes: parts.routes,
+            stores: parts.stores,
+            alerts: parts.alerts,
+        })
+    }
+
+    /// Registers what other items refer to by name (stores, events,
+    /// connections, and the parameters of actions and capabilities) before
+    /// any body is checked, so an item may use one declared after it.
+    fn declare_names(&mut self, items: &[Item], firsts: &BTreeSet<usize>) {
+        let is_first = |i: usize| firsts.contains(&i);
         // Events name their store, wherever it is declared.
         for (i, item) in items.iter().enumerate() {
             if matches!(item.kind, ItemKind::Store(_)) && is_first(i) {
                 self.store_names.insert(item.name.name.clone());
             }
         }
-        let mut connections = BTreeMap::new();
         for (i, item) in items.iter().enumerate() {
             match &item.kind {
                 ItemKind::Event { entries, store } => {
@@ -107,128 +176,74 @@ impl Checker<'_> {
                 _ => {}
             }
         }
+    }
 
-        let mut actions = BTreeMap::new();
-        let mut subscribers = BTreeMap::new();
-        let mut schedules = BTreeMap::new();
-        let mut routes = BTreeMap::new();
-        let mut route_paths = Vec::new();
-        let mut stores = Vec::new();
-        let mut fills = capabilities::Fills::default();
-        let mut alerts = None;
-        let mut graph = graph::Graph::default();
-        for (i, item) in items.iter().enumerate() {
-            match &item.kind {
-                ItemKind::Event { .. } | ItemKind::Capability { .. } => {}
-                ItemKind::Connection {
-                    entries,
-                    fills: written,
-                } => {
-                    if let Some(conn) = self.connection(item, entries) {
-                        if is_first(i) {
-                            connections.insert(conn.name.clone(), conn);
-                        }
-                    }
-                    self.fills(item, written, is_first(i), &mut fills);
-                }
-                ItemKind::Action { uses, body, .. } => {
-                    let node = self.action(item, uses.as_deref(), body.as_deref());
-                    if is_first(i) {
-                        graph.add(&item.name.name, node.edges);
-                        if let Some(action) = node.action {
-                            actions.insert(action.name.clone(), action);
-                        }
+    /// Checks one item's body. Every item is checked, so each of its
+    /// mistakes is reported; only the first of a name (`first`) is kept.
+    fn check_item(&mut self, item: &Item, first: bool, parts: &mut Parts) {
+        match &item.kind {
+            ItemKind::Event { .. } | ItemKind::Capability { .. } => {}
+            ItemKind::Connection {
+                entries,
+                fills: written,
+            } => {
+                if let Some(conn) = self.connection(item, entries) {
+                    if first {
+                        parts.connections.insert(conn.name.clone(), conn);
                     }
                 }
-                ItemKind::Subscriber(entries) => {
-                    let (sub, link) = self.subscriber(item, entries);
-                    if is_first(i) {
-                        graph.link(&item.name.name, link);
-                        if let Some(sub) = sub {
-                            subscribers.insert(sub.name.clone(), sub);
-                        }
-                    }
-                }
-                ItemKind::Schedule(entries) => {
-                    let (sched, link) = self.schedule(item, entries);
-                    if is_first(i) {
-                        graph.link(&item.name.name, link);
-                        if let Some(sched) = sched {
-                            schedules.insert(sched.name.clone(), sched);
-                        }
-                    }
-                }
-                ItemKind::Route(entries) => {
-                    let checked = self.route(item, entries);
-                    if is_first(i) {
-                        graph.link(&item.name.name, checked.link);
-                        route_paths.extend(checked.path);
-                        if let Some(route) = checked.route {
-                            routes.insert(route.name.clone(), route);
-                        }
-                    }
-                }
-                ItemKind::Store(entries) => {
-                    let store = self.store(item, entries);
-                    if is_first(i) {
-                        stores.extend(store);
-                    }
-                }
-                ItemKind::Alerts(entries) => {
-                    let route = self.alerts(item, entries);
-                    if is_first(i) {
-                        alerts = route;
+                self.fills(item, written, first, &mut parts.fills);
+            }
+            ItemKind::Action { uses, body, .. } => {
+                let node = self.action(item, uses.as_deref(), body.as_deref());
+                if first {
+                    parts.graph.add(&item.name.name, node.edges);
+                    if let Some(action) = node.action {
+                        parts.actions.insert(action.name.clone(), action);
                     }
                 }
             }
-        }
-        self.duplicate_route_paths(&route_paths);
-
-        let any_broken_connection = items
-            .iter()
-            .any(|item| item.broken && matches!(item.kind, ItemKind::Connection { .. }));
-        let capability_items = items
-            .iter()
-            .enumerate()
-            .filter(|(i, item)| is_first(*i) && matches!(item.kind, ItemKind::Capability { .. }))
-            .map(|(_, item)| item);
-        let mut capabilities = self.capabilities(capability_items, &mut fills, any_broken_connection, &mut graph);
-
-        let closure = graph.resolve(self);
-        for (name, action) in actions.iter_mut() {
-            if let Some(reach) = closure.get(name) {
-                action.connections = reach.conns.clone();
-                action.emits = reach.emits.clone();
+            ItemKind::Subscriber(entries) => {
+                let (sub, link) = self.subscriber(item, entries);
+                if first {
+                    parts.graph.link(&item.name.name, link);
+                    if let Some(sub) = sub {
+                        parts.subscribers.insert(sub.name.clone(), sub);
+                    }
+                }
+            }
+            ItemKind::Schedule(entries) => {
+                let (sched, link) = self.schedule(item, entries);
+                if first {
+                    parts.graph.link(&item.name.name, link);
+                    if let Some(sched) = sched {
+                        parts.schedules.insert(sched.name.clone(), sched);
+                    }
+                }
+            }
+            ItemKind::Route(entries) => {
+                let checked = self.route(item, entries);
+                if first {
+                    parts.graph.link(&item.name.name, checked.link);
+                    parts.route_paths.extend(checked.path);
+                    if let Some(route) = checked.route {
+                        parts.routes.insert(route.name.clone(), route);
+                    }
+                }
+            }
+            ItemKind::Store(entries) => {
+                let store = self.store(item, entries);
+                if first {
+                    parts.stores.extend(store);
+                }
+            }
+            ItemKind::Alerts(entries) => {
+                let route = self.alerts(item, entries);
+                if first {
+                    parts.alerts = route;
+                }
             }
         }
-        for (name, cap) in capabilities.iter_mut() {
-            if let Some(reach) = closure.get(name) {
-                cap.connections = reach.conns.clone();
-                cap.emits = reach.emits.clone();
-            }
-        }
-        self.calls_outside(&fills, &closure);
-        self.emits_stay_in_their_store(&subscribers, &schedules, &stores, |name| {
-            actions
-                .get(name)
-                .map(|a| a.emits())
-                .or_else(|| capabilities.get(name).map(|c| c.emits()))
-        });
-
-        if self.diags.len() > errors_before {
-            return None;
-        }
-        Some(App {
-            events: std::mem::take(&mut self.events),
-            connections,
-            actions,
-            capabilities,
-            subscribers,
-            schedules,
-            routes,
-            stores,
-            alerts,
-        })
     }
 
     /// A delivery's emits are written in the transaction of its outcome, in
@@ -238,9 +253,9 @@ impl Checker<'_> {
     /// kept elsewhere.
     fn emits_stay_in_their_store<'a>(
         &mut self,
-        subscribers: &BTreeMap<String, crate::app::Subscriber>,
-        schedules: &BTreeMap<String, crate::app::Schedule>,
-        stores: &[crate::app::StoreDecl],
+        subscribers: &BTreeMap<String, Subscriber>,
+        schedules: &BTreeMap<String, Schedule>,
+        stores: &[StoreDecl],
         emits_of: impl Fn(&str) -> Option<&'a BTreeSet<String>>,
     ) {
         let Some(first) = stores.first() else { return };
@@ -390,6 +405,27 @@ impl Checker<'_> {
                 item.name.span,
                 format!("{what} needs `{key}:`, as in `{key}: {example}`"),
             );
+        }
+    }
+}
+
+/// Copies the resolved closure onto each action and capability: the
+/// connections it may call and the events it may emit, through its runs.
+fn record_reach(
+    closure: &BTreeMap<String, graph::Reach>,
+    actions: &mut BTreeMap<String, Action>,
+    capabilities: &mut BTreeMap<String, Capability>,
+) {
+    for (name, action) in actions.iter_mut() {
+        if let Some(reach) = closure.get(name) {
+            action.connections = reach.conns.clone();
+            action.emits = reach.emits.clone();
+        }
+    }
+    for (name, cap) in capabilities.iter_mut() {
+        if let Some(reach) = closure.get(name) {
+            cap.connections = reach.conns.clone();
+            cap.emits = reach.emits.clone();
         }
     }
 }
