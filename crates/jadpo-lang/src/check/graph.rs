@@ -38,6 +38,14 @@ pub(crate) struct Graph {
     links: Vec<(String, Link)>,
 }
 
+/// Every `event` use inside any action or capability, by index, with its
+/// owner; and the indexes of each one's own uses.
+#[derive(Default)]
+struct EventUses<'g> {
+    all: Vec<(&'g str, &'g EventUse)>,
+    own: BTreeMap<&'g str, Vec<usize>>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mark {
     /// On the walk's current path.
@@ -73,16 +81,31 @@ impl Graph {
     /// `schedule.event_unavailable` and `route.event_unavailable`; returns
     /// what each action and capability reaches, transitively.
     pub(crate) fn resolve(self, c: &mut Checker<'_>) -> BTreeMap<String, Reach> {
-        // Every `event` use inside any action, by index, with its action.
-        let mut all_uses: Vec<(&str, &EventUse)> = Vec::new();
-        let mut own_uses: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let uses = self.event_uses();
+        let (reach, uses_reached) = self.follow_runs(c, &uses.own);
+        self.check_event_uses(c, &uses.all, &uses_reached);
+        reach
+    }
+
+    fn event_uses(&self) -> EventUses<'_> {
+        let mut uses = EventUses::default();
         for (name, edges) in &self.nodes {
             for u in &edges.uses {
-                own_uses.entry(name).or_default().push(all_uses.len());
-                all_uses.push((name, u));
+                uses.own.entry(name).or_default().push(uses.all.len());
+                uses.all.push((name, u));
             }
         }
+        uses
+    }
 
+    /// Walks every `run`, reporting `action.cycle`; returns what each
+    /// action and capability reaches, and the indexes of the `event` uses
+    /// each reaches, its own and its callees'.
+    fn follow_runs<'g>(
+        &'g self,
+        c: &mut Checker<'_>,
+        own_uses: &BTreeMap<&str, Vec<usize>>,
+    ) -> (BTreeMap<String, Reach>, BTreeMap<&'g str, BTreeSet<usize>>) {
         let mut marks: BTreeMap<&str, Mark> = BTreeMap::new();
         let mut conns: BTreeMap<String, Reach> = BTreeMap::new();
         let mut reach: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
@@ -102,22 +125,7 @@ impl Graph {
                     };
                     match marks.get(target.as_str()) {
                         Some(Mark::Open) => {
-                            let from = stack.iter().position(|(n, _)| *n == target).unwrap_or(0);
-                            let mut names: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
-                            names.push(target);
-                            let message = if names.len() == 2 {
-                                format!("{} `{target}` runs itself; remove this `run`", self.what(target))
-                            } else if names.iter().any(|n| self.caps.contains(*n)) {
-                                format!(
-                                    "actions and capabilities run each other in a cycle, {}; remove one of these `run`s",
-                                    names.join(" → ")
-                                )
-                            } else {
-                                format!(
-                                    "actions run each other in a cycle, {}; remove one of these `run`s",
-                                    names.join(" → ")
-                                )
-                            };
+                            let message = self.cycle_message(&stack, target);
                             c.err(Code::ActionCycle, *span, message);
                         }
                         Some(Mark::Done) => {}
@@ -150,7 +158,39 @@ impl Graph {
                 stack.pop();
             }
         }
+        (conns, reach)
+    }
 
+    /// The `action.cycle` message for a `run` of `target`, which is open on
+    /// the walk's `stack`: the cycle is the stack from `target` on.
+    fn cycle_message(&self, stack: &[(&str, usize)], target: &str) -> String {
+        let from = stack.iter().position(|(n, _)| *n == target).unwrap_or(0);
+        let mut names: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
+        names.push(target);
+        if names.len() == 2 {
+            format!("{} `{target}` runs itself; remove this `run`", self.what(target))
+        } else if names.iter().any(|n| self.caps.contains(*n)) {
+            format!(
+                "actions and capabilities run each other in a cycle, {}; remove one of these `run`s",
+                names.join(" → ")
+            )
+        } else {
+            format!(
+                "actions run each other in a cycle, {}; remove one of these `run`s",
+                names.join(" → ")
+            )
+        }
+    }
+
+    /// Checks the `event` uses each subscriber, schedule and route reaches
+    /// against what starts it: a subscriber's event has the field, a
+    /// schedule or route has no event at all.
+    fn check_event_uses(
+        &self,
+        c: &mut Checker<'_>,
+        all_uses: &[(&str, &EventUse)],
+        reach: &BTreeMap<&str, BTreeSet<usize>>,
+    ) {
         // Many subscribers share an event and an action: check each use
         // against each event once.
         let mut checked: HashSet<(usize, &str)> = HashSet::new();
@@ -168,36 +208,41 @@ impl Graph {
                         c.event_field(event, "event", &u.path, u.span, Some((owner, &link.action)));
                     }
                 }
-                source => {
+                Source::Schedule | Source::Route => {
                     if let Some(&ix) = used.iter().next() {
                         let (action, u) = all_uses[ix];
-                        let line = c.line_of(u.span);
-                        let what = self.what(action);
-                        let (code, owner_kind, instead) = match source {
-                            Source::Route => (
-                                Code::RouteEventUnavailable,
-                                "route",
-                                "pass `path.NAME`, `input` or `input.FIELD` as arguments instead",
-                            ),
-                            _ => (
-                                Code::ScheduleEventUnavailable,
-                                "schedule",
-                                "pass the values as arguments instead",
-                            ),
-                        };
-                        c.err(
-                            code,
-                            link.span,
-                            format!(
-                                "{owner_kind} `{owner}` runs `{}`, which uses `event` ({what} `{action}`, line {line}), \
-                                 but a {owner_kind} has no event; {instead}",
-                                link.action
-                            ),
-                        );
+                        self.event_unavailable(c, owner, link, action, u);
                     }
                 }
             }
         }
-        conns
+    }
+
+    /// `route.event_unavailable` or `schedule.event_unavailable`: what
+    /// `owner` runs uses `event` (`u`, in `action`), which it has none of.
+    fn event_unavailable(&self, c: &mut Checker<'_>, owner: &str, link: &Link, action: &str, u: &EventUse) {
+        let line = c.line_of(u.span);
+        let what = self.what(action);
+        let (code, owner_kind, instead) = match link.source {
+            Source::Route => (
+                Code::RouteEventUnavailable,
+                "route",
+                "pass `path.NAME`, `input` or `input.FIELD` as arguments instead",
+            ),
+            _ => (
+                Code::ScheduleEventUnavailable,
+                "schedule",
+                "pass the values as arguments instead",
+            ),
+        };
+        c.err(
+            code,
+            link.span,
+            format!(
+                "{owner_kind} `{owner}` runs `{}`, which uses `event` ({what} `{action}`, line {line}), \
+                 but a {owner_kind} has no event; {instead}",
+                link.action
+            ),
+        );
     }
 }
