@@ -2,11 +2,11 @@
 
 use super::values::{describe, number_text, path_text, rate_text};
 use super::Checker;
-use crate::app::{Connection, Driver};
+use crate::app::{Connection, Driver, Value};
 use crate::diagnostic::Code;
 use crate::syntax::{Entry, Expr, ExprKind, Item, Number};
 use jadpo_core::limit::Rate;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// The form and bounds of `rate:`, the start of every
@@ -28,83 +28,23 @@ impl Checker<'_> {
             "concurrency",
         ];
         let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
-        let mut ok = keys.len() == entries.len();
+        let ok = keys.len() == entries.len();
 
         let driver = match keys.get("driver") {
             None => Some(Driver::Http),
-            Some(e) => match &e.value.kind {
-                ExprKind::Path(p) if path_text(p) == "http" => Some(Driver::Http),
-                ExprKind::Str(s) if s == "http" => Some(Driver::Http),
-                _ => {
-                    self.err(
-                        Code::ValueInvalid,
-                        e.value.span,
-                        format!("`driver:` takes `http`, the only driver; found {}", describe(&e.value)),
-                    );
-                    None
-                }
-            },
+            Some(e) => self.driver(&e.value),
         };
         let base_url = match keys.get("base_url") {
-            Some(e) => {
-                let v = self.setting(&e.value, "`base_url:`", true);
-                if let Some(crate::app::Value::String(url)) = &v {
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        self.err(
-                            Code::ValueInvalid,
-                            e.value.span,
-                            format!("`base_url:` starts with http:// or https://, not {url:?}"),
-                        );
-                        ok = false;
-                    }
-                }
-                v
-            }
+            Some(e) => self.base_url(&e.value),
             None => {
                 self.missing(item, &what, "base_url", "env(\"PAYMENTS_URL\")");
                 None
             }
         };
-        let mut headers = std::collections::BTreeMap::new();
-        if let Some(e) = keys.get("headers") {
-            match &e.value.kind {
-                ExprKind::Object(hs) => {
-                    let mut seen: BTreeSet<String> = BTreeSet::new();
-                    for h in hs {
-                        if !seen.insert(h.key.name.to_ascii_lowercase()) {
-                            self.err(
-                                Code::NameDuplicate,
-                                h.key.span,
-                                format!(
-                                    "header `{}` is given twice (header names ignore case); keep one",
-                                    h.key.name
-                                ),
-                            );
-                            ok = false;
-                            continue;
-                        }
-                        let what = format!("header `{}`", h.key.name);
-                        match self.setting(&h.value, &what, true) {
-                            Some(v) => {
-                                headers.insert(h.key.name.clone(), v);
-                            }
-                            None => ok = false,
-                        }
-                    }
-                }
-                _ => {
-                    self.err(
-                        Code::ValueInvalid,
-                        e.value.span,
-                        format!(
-                            "`headers:` takes an object such as `{{ \"Authorization\": secret(\"TOKEN\") }}`; found {}",
-                            describe(&e.value)
-                        ),
-                    );
-                    ok = false;
-                }
-            }
-        }
+        let headers = match keys.get("headers") {
+            Some(e) => self.headers(&e.value),
+            None => Some(BTreeMap::new()),
+        };
         let timeout = match keys.get("timeout") {
             Some(e) => self.time_limit(&e.value, "a connection's `timeout:`", Connection::MAX_TIMEOUT),
             None => Some(Connection::DEFAULT_TIMEOUT),
@@ -132,7 +72,7 @@ impl Checker<'_> {
             name: item.name.name.clone(),
             driver: driver?,
             base_url: base_url?,
-            headers,
+            headers: headers?,
             timeout: timeout?,
             attempts: attempts?,
             signing_secret: signing_secret?,
@@ -140,6 +80,80 @@ impl Checker<'_> {
             concurrency: concurrency?,
             span: item.span,
         })
+    }
+
+    /// `driver: http`, the only driver there is.
+    fn driver(&mut self, e: &Expr) -> Option<Driver> {
+        match &e.kind {
+            ExprKind::Path(p) if path_text(p) == "http" => Some(Driver::Http),
+            ExprKind::Str(s) if s == "http" => Some(Driver::Http),
+            _ => {
+                self.err(
+                    Code::ValueInvalid,
+                    e.span,
+                    format!("`driver:` takes `http`, the only driver; found {}", describe(e)),
+                );
+                None
+            }
+        }
+    }
+
+    /// `base_url:`, a setting that, when written as a literal, is an
+    /// http:// or https:// URL.
+    fn base_url(&mut self, e: &Expr) -> Option<Value> {
+        let v = self.setting(e, "`base_url:`", true);
+        if let Some(Value::String(url)) = &v {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                self.err(
+                    Code::ValueInvalid,
+                    e.span,
+                    format!("`base_url:` starts with http:// or https://, not {url:?}"),
+                );
+                return None;
+            }
+        }
+        v
+    }
+
+    /// `headers: { NAME: SETTING, ... }`; `None` when any header failed,
+    /// after every one is checked.
+    fn headers(&mut self, e: &Expr) -> Option<BTreeMap<String, Value>> {
+        let ExprKind::Object(hs) = &e.kind else {
+            self.err(
+                Code::ValueInvalid,
+                e.span,
+                format!(
+                    "`headers:` takes an object such as `{{ \"Authorization\": secret(\"TOKEN\") }}`; found {}",
+                    describe(e)
+                ),
+            );
+            return None;
+        };
+        let mut ok = true;
+        let mut headers = BTreeMap::new();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for h in hs {
+            if !seen.insert(h.key.name.to_ascii_lowercase()) {
+                self.err(
+                    Code::NameDuplicate,
+                    h.key.span,
+                    format!(
+                        "header `{}` is given twice (header names ignore case); keep one",
+                        h.key.name
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+            let what = format!("header `{}`", h.key.name);
+            match self.setting(&h.value, &what, true) {
+                Some(v) => {
+                    headers.insert(h.key.name.clone(), v);
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some(headers)
     }
 
     /// `rate: 50/s`, `600/min`, `1/h`: a sustained rate, in the bounds of
