@@ -1,10 +1,11 @@
-//! Values passed to actions and calls, argument lists, and path templates.
+//! Values passed to actions and calls, and path templates.
 
+use super::arguments::count_params;
 use super::values::{describe, path_text};
 use super::{hint, Checker};
 use crate::app::{Expr as Value, Field, PathPart, PathTemplate, Type};
 use crate::diagnostic::{Code, Span};
-use crate::syntax::{Arg, Expr, ExprKind};
+use crate::syntax::{Entry, Expr, ExprKind, Ident, Number};
 
 /// What a value may refer to where it stands.
 pub(crate) enum Scope<'s> {
@@ -50,7 +51,7 @@ pub(crate) struct EventUse {
     pub span: Span,
 }
 
-const CODE: Code = Code::CallArgumentsInvalid;
+pub(super) const CODE: Code = Code::CallArgumentsInvalid;
 
 impl Checker<'_> {
     /// The value and its type (`None` when only known at run time).
@@ -63,30 +64,7 @@ impl Checker<'_> {
         Some(match &e.kind {
             ExprKind::Str(s) => (Value::String(s.clone()), Some(Type::String)),
             ExprKind::Bool(b) => (Value::Bool(*b), Some(Type::Bool)),
-            ExprKind::Number(n) => {
-                if n.unit.is_some() {
-                    self.err(
-                        CODE,
-                        e.span,
-                        format!(
-                            "{} is a duration, which is not a value to pass; pass a number",
-                            describe(e)
-                        ),
-                    );
-                    return None;
-                }
-                if n.frac.is_some() {
-                    (Value::Float(n.as_float()?), Some(Type::Float))
-                } else {
-                    match n.as_int().and_then(|v| i64::try_from(v).ok()) {
-                        Some(v) => (Value::Int(v), Some(Type::Int)),
-                        None => {
-                            self.err(CODE, e.span, format!("{} does not fit in a 64-bit int", describe(e)));
-                            return None;
-                        }
-                    }
-                }
-            }
+            ExprKind::Number(n) => return self.number_value(e, n),
             ExprKind::Rate { .. } => {
                 self.err(
                     CODE,
@@ -95,44 +73,8 @@ impl Checker<'_> {
                 );
                 return None;
             }
-            ExprKind::Object(entries) => {
-                let mut fields: Vec<(String, Value)> = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                let mut ok = true;
-                for entry in entries {
-                    if !seen.insert(entry.key.name.as_str()) {
-                        self.err(
-                            Code::NameDuplicate,
-                            entry.key.span,
-                            format!("`{}` is given twice in this object; keep one", entry.key.name),
-                        );
-                        ok = false;
-                        continue;
-                    }
-                    match self.value(&entry.value, scope, uses) {
-                        Some((v, _)) => fields.push((entry.key.name.clone(), v)),
-                        None => ok = false,
-                    }
-                }
-                if !ok {
-                    return None;
-                }
-                (Value::Object(fields), Some(Type::Object))
-            }
-            ExprKind::List(items) => {
-                let mut values = Vec::new();
-                let mut ok = true;
-                for item in items {
-                    match self.value(item, scope, uses) {
-                        Some((v, _)) => values.push(v),
-                        None => ok = false,
-                    }
-                }
-                if !ok {
-                    return None;
-                }
-                (Value::List(values), Some(Type::List))
-            }
+            ExprKind::Object(entries) => (self.object_value(entries, scope, uses)?, Some(Type::Object)),
+            ExprKind::List(items) => (self.list_value(items, scope, uses)?, Some(Type::List)),
             ExprKind::Path(path) if path[0].name == "event" => {
                 let fields: Vec<String> = path[1..].iter().map(|i| i.name.clone()).collect();
                 return self.event_value(e.span, fields, scope, uses);
@@ -144,29 +86,94 @@ impl Checker<'_> {
                 return self.name_value(e, path, scope);
             }
             ExprKind::Path(path) => return self.name_value(e, path, scope),
-            ExprKind::Call { callee, .. } => {
-                let f = callee[0].name.as_str();
-                if callee.len() == 1 && (f == "env" || f == "secret") {
-                    let v = self.setting(e, &format!("`{f}(...)`"), false)?;
-                    let v = match v {
-                        crate::app::Value::Env(n) => Value::Env(n),
-                        crate::app::Value::Secret(n) => Value::Secret(n),
-                        crate::app::Value::String(s) => Value::String(s),
-                    };
-                    (v, Some(Type::String))
-                } else {
-                    self.err(
-                        CODE,
-                        e.span,
-                        format!(
-                            "`{}(...)` cannot be a value; only `env(\"X\")` and `secret(\"X\")` are called inside values",
-                            path_text(callee)
-                        ),
-                    );
-                    return None;
-                }
-            }
+            ExprKind::Call { callee, .. } => (self.called_value(e, callee)?, Some(Type::String)),
         })
+    }
+
+    /// A plain number: a duration is refused, and an int must fit 64 bits.
+    fn number_value(&mut self, e: &Expr, n: &Number) -> Option<(Value, Option<Type>)> {
+        if n.unit.is_some() {
+            self.err(
+                CODE,
+                e.span,
+                format!(
+                    "{} is a duration, which is not a value to pass; pass a number",
+                    describe(e)
+                ),
+            );
+            return None;
+        }
+        if n.frac.is_some() {
+            return Some((Value::Float(n.as_float()?), Some(Type::Float)));
+        }
+        match n.as_int().and_then(|v| i64::try_from(v).ok()) {
+            Some(v) => Some((Value::Int(v), Some(Type::Int))),
+            None => {
+                self.err(CODE, e.span, format!("{} does not fit in a 64-bit int", describe(e)));
+                None
+            }
+        }
+    }
+
+    /// `{ KEY: VALUE, ... }`; `None` when a key is repeated or a value
+    /// failed, after every entry is checked.
+    fn object_value(&mut self, entries: &[Entry], scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<Value> {
+        let mut fields: Vec<(String, Value)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut ok = true;
+        for entry in entries {
+            if !seen.insert(entry.key.name.as_str()) {
+                self.err(
+                    Code::NameDuplicate,
+                    entry.key.span,
+                    format!("`{}` is given twice in this object; keep one", entry.key.name),
+                );
+                ok = false;
+                continue;
+            }
+            match self.value(&entry.value, scope, uses) {
+                Some((v, _)) => fields.push((entry.key.name.clone(), v)),
+                None => ok = false,
+            }
+        }
+        ok.then_some(Value::Object(fields))
+    }
+
+    /// `[VALUE, ...]`; `None` when an item failed, after every item is
+    /// checked.
+    fn list_value(&mut self, items: &[Expr], scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<Value> {
+        let mut values = Vec::new();
+        let mut ok = true;
+        for item in items {
+            match self.value(item, scope, uses) {
+                Some((v, _)) => values.push(v),
+                None => ok = false,
+            }
+        }
+        ok.then_some(Value::List(values))
+    }
+
+    /// `env("X")` or `secret("X")`, the only calls a value may hold.
+    fn called_value(&mut self, e: &Expr, callee: &[Ident]) -> Option<Value> {
+        let f = callee[0].name.as_str();
+        if callee.len() == 1 && (f == "env" || f == "secret") {
+            let v = self.setting(e, &format!("`{f}(...)`"), false)?;
+            Some(match v {
+                crate::app::Value::Env(n) => Value::Env(n),
+                crate::app::Value::Secret(n) => Value::Secret(n),
+                crate::app::Value::String(s) => Value::String(s),
+            })
+        } else {
+            self.err(
+                CODE,
+                e.span,
+                format!(
+                    "`{}(...)` cannot be a value; only `env(\"X\")` and `secret(\"X\")` are called inside values",
+                    path_text(callee)
+                ),
+            );
+            None
+        }
     }
 
     fn event_value(
@@ -315,134 +322,6 @@ impl Checker<'_> {
         None
     }
 
-    /// Binds `args` to `target`'s parameters: positional ones first, then
-    /// `name: value`. Returns one value per parameter, in order.
-    pub(crate) fn bind(
-        &mut self,
-        target: &str,
-        args: &[Arg],
-        span: Span,
-        scope: &Scope<'_>,
-        uses: &mut Vec<EventUse>,
-    ) -> Option<Vec<Value>> {
-        let (params, lax, what) = match self.sigs.get(target) {
-            Some(sig) => (sig.params.clone(), sig.lax, sig.what),
-            None => return None,
-        };
-        let mut slots: Vec<Option<Value>> = vec![None; params.len()];
-        let mut given = vec![false; params.len()];
-        let mut ok = true;
-        let mut named_seen = false;
-        for (i, arg) in args.iter().enumerate() {
-            let value = self.value(&arg.value, scope, uses);
-            let index = match &arg.name {
-                None if named_seen => {
-                    self.err(
-                        CODE,
-                        arg.value.span,
-                        "a positional argument comes after a named one; put positional arguments first".to_string(),
-                    );
-                    ok = false;
-                    continue;
-                }
-                None if i >= params.len() => {
-                    if !lax {
-                        self.err(
-                            CODE,
-                            arg.value.span,
-                            format!(
-                                "{what} `{target}` takes {}, but {} are given; remove this one",
-                                count_params(&params),
-                                args.len()
-                            ),
-                        );
-                    }
-                    ok = false;
-                    continue;
-                }
-                None => i,
-                Some(n) => {
-                    named_seen = true;
-                    match params.iter().position(|p| p.name == n.name) {
-                        Some(ix) => ix,
-                        None => {
-                            if !lax {
-                                let help = hint(&n.name, params.iter().map(|p| p.name.as_str()), || {
-                                    format!("it takes {}", count_params(&params))
-                                });
-                                self.err(
-                                    CODE,
-                                    n.span,
-                                    format!("{what} `{target}` has no parameter `{}`; {help}", n.name),
-                                );
-                            }
-                            ok = false;
-                            continue;
-                        }
-                    }
-                }
-            };
-            if given[index] {
-                self.err(
-                    CODE,
-                    arg.value.span,
-                    format!("`{}` is given twice; keep one", params[index].name),
-                );
-                ok = false;
-                continue;
-            }
-            given[index] = true;
-            let Some((value, ty)) = value else {
-                ok = false;
-                continue;
-            };
-            let param = &params[index];
-            if let Some(ty) = ty {
-                if !param.ty.accepts(ty) {
-                    self.err(
-                        CODE,
-                        arg.value.span,
-                        format!(
-                            "`{}` of {what} `{target}` is {} {}, but this is {} {}",
-                            param.name,
-                            article(param.ty),
-                            param.ty.name(),
-                            article(ty),
-                            ty.name()
-                        ),
-                    );
-                    ok = false;
-                    continue;
-                }
-            }
-            slots[index] = Some(value);
-        }
-        let missing: Vec<String> = params
-            .iter()
-            .zip(&given)
-            .filter(|(_, g)| !**g)
-            .map(|(p, _)| format!("`{}: {}`", p.name, p.ty.name()))
-            .collect();
-        if !missing.is_empty() {
-            if !lax {
-                self.err(
-                    CODE,
-                    span,
-                    format!(
-                        "{what} `{target}` also needs {}; it takes {}",
-                        missing.join(" and "),
-                        count_params(&params)
-                    ),
-                );
-            }
-            ok = false;
-        }
-        if !ok {
-            return None;
-        }
-        slots.into_iter().collect()
-    }
-
     /// The first argument of `call`: a path in quotes whose `{name}`
     /// placeholders are parameters of the action (or capability: `what`).
     pub(crate) fn path_template(
@@ -544,14 +423,6 @@ impl Checker<'_> {
         }
         ok.then_some(PathTemplate { parts })
     }
-}
-
-pub(crate) fn count_params(params: &[Field]) -> String {
-    if params.is_empty() {
-        return "no arguments".to_string();
-    }
-    let list: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name, p.ty.name())).collect();
-    format!("({})", list.join(", "))
 }
 
 pub(crate) fn article(ty: Type) -> &'static str {

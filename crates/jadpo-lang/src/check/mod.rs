@@ -7,6 +7,7 @@
 
 mod actions;
 mod alerts;
+mod arguments;
 mod capabilities;
 mod connection;
 mod emits;
