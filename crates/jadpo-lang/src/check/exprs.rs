@@ -371,40 +371,13 @@ impl Checker<'_> {
                     while rest.peek().is_some_and(|(j, _)| *j <= close) {
                         rest.next();
                     }
-                    match params.iter().find(|p| p.name == name) {
-                        Some(p) if matches!(p.ty, Type::Object | Type::List) => {
-                            self.err(
-                                CODE,
-                                at(i, close + 1),
-                                format!(
-                                    "`{{{name}}}` is {} {}; only strings, numbers and bools go in a path",
-                                    article(p.ty),
-                                    p.ty.name()
-                                ),
-                            );
-                            ok = false;
+                    if self.path_placeholder(name, at(i, close + 1), action, what, params) {
+                        if !literal.is_empty() {
+                            parts.push(PathPart::Literal(std::mem::take(&mut literal)));
                         }
-                        Some(_) => {
-                            if !literal.is_empty() {
-                                parts.push(PathPart::Literal(std::mem::take(&mut literal)));
-                            }
-                            parts.push(PathPart::Param(name.to_string()));
-                        }
-                        None => {
-                            let help = hint(name, params.iter().map(|p| p.name.as_str()), || {
-                                if params.is_empty() {
-                                    format!("it has none; add it to the {what}'s parameters")
-                                } else {
-                                    format!("it takes {}", count_params(params))
-                                }
-                            });
-                            self.err(
-                                CODE,
-                                at(i, close + 1),
-                                format!("`{{{name}}}` in the path is not a parameter of {what} `{action}`; {help}"),
-                            );
-                            ok = false;
-                        }
+                        parts.push(PathPart::Param(name.to_string()));
+                    } else {
+                        ok = false;
                     }
                 }
                 '}' => {
@@ -422,6 +395,41 @@ impl Checker<'_> {
             parts.push(PathPart::Literal(literal));
         }
         ok.then_some(PathTemplate { parts })
+    }
+
+    /// Whether `{name}` in a path names a parameter a path can hold (a
+    /// string, number or bool), reporting when it does not.
+    fn path_placeholder(&mut self, name: &str, span: Span, action: &str, what: &str, params: &[Field]) -> bool {
+        match params.iter().find(|p| p.name == name) {
+            Some(p) if matches!(p.ty, Type::Object | Type::List) => {
+                self.err(
+                    CODE,
+                    span,
+                    format!(
+                        "`{{{name}}}` is {} {}; only strings, numbers and bools go in a path",
+                        article(p.ty),
+                        p.ty.name()
+                    ),
+                );
+                false
+            }
+            Some(_) => true,
+            None => {
+                let help = hint(name, params.iter().map(|p| p.name.as_str()), || {
+                    if params.is_empty() {
+                        format!("it has none; add it to the {what}'s parameters")
+                    } else {
+                        format!("it takes {}", count_params(params))
+                    }
+                });
+                self.err(
+                    CODE,
+                    span,
+                    format!("`{{{name}}}` in the path is not a parameter of {what} `{action}`; {help}"),
+                );
+                false
+            }
+        }
     }
 }
 
