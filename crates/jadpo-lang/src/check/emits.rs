@@ -2,9 +2,9 @@
 
 use super::exprs::{article, EventUse, Scope};
 use super::{hint, Checker};
-use crate::app::{Emit, Expr as Value};
-use crate::diagnostic::Code;
-use crate::syntax::Stmt;
+use crate::app::{Emit, Event, Expr as Value, Type};
+use crate::diagnostic::{Code, Span};
+use crate::syntax::{Ident, Stmt};
 use std::collections::{HashMap, HashSet};
 
 impl Checker<'_> {
@@ -13,17 +13,7 @@ impl Checker<'_> {
     /// even when the event is unknown, so their own mistakes show at once.
     pub(crate) fn emit(&mut self, stmt: &Stmt, scope: &Scope<'_>, uses: &mut Vec<EventUse>) -> Option<Emit> {
         let target = &stmt.callee[0];
-        let event = self.events.get(&target.name).cloned();
-        if event.is_none() {
-            let help = hint(&target.name, self.events.keys().map(String::as_str), || {
-                format!("declare it with `event {} {{ ... }}`", target.name)
-            });
-            self.err(
-                Code::EmitEventUnknown,
-                target.span,
-                format!("no event is named `{}`; {help}", target.name),
-            );
-        }
+        let event = self.emitted_event(target);
         // A field that failed to check may be the one named here.
         let lax = self.lax_events.contains(&target.name);
         let mut given: HashMap<&str, Value> = HashMap::new();
@@ -59,65 +49,14 @@ impl Checker<'_> {
             let Some(event) = &event else {
                 continue;
             };
-            let Some(field) = event.field(&name.name) else {
-                if !lax {
-                    let help = hint(&name.name, event.fields.iter().map(|f| f.name.as_str()), || {
-                        let names: Vec<&str> = event.fields.iter().map(|f| f.name.as_str()).collect();
-                        if names.is_empty() {
-                            "it has no fields".to_string()
-                        } else {
-                            format!("its fields are {}", names.join(", "))
-                        }
-                    });
-                    self.err(
-                        Code::EmitFieldUnknown,
-                        name.span,
-                        format!("event `{}` has no field `{}`; {help}", event.name, name.name),
-                    );
-                }
+            if !self.field_fits(event, name, ty, arg.value.span, lax) {
                 ok = false;
                 continue;
-            };
-            if let Some(ty) = ty {
-                if !field.ty.accepts(ty) {
-                    self.err(
-                        Code::EmitFieldType,
-                        arg.value.span,
-                        format!(
-                            "field `{}` of event `{}` is {} {}, but this is {} {}",
-                            field.name,
-                            event.name,
-                            article(field.ty),
-                            field.ty.name(),
-                            article(ty),
-                            ty.name()
-                        ),
-                    );
-                    ok = false;
-                    continue;
-                }
             }
             given.insert(&name.name, value);
         }
         let event = event?;
-        let missing: Vec<String> = event
-            .fields
-            .iter()
-            .filter(|f| !seen.contains(f.name.as_str()))
-            .map(|f| format!("`{}: {}`", f.name, f.ty.name()))
-            .collect();
-        if !missing.is_empty() {
-            if !lax {
-                self.err(
-                    Code::EmitFieldMissing,
-                    stmt.span,
-                    format!(
-                        "`emit {}` also needs {}: an emitted event has every field of its declaration",
-                        event.name,
-                        missing.join(" and ")
-                    ),
-                );
-            }
+        if !self.every_field_given(&event, &seen, stmt.span, lax) {
             ok = false;
         }
         if !ok {
@@ -133,5 +72,90 @@ impl Checker<'_> {
             fields,
             span: stmt.span,
         })
+    }
+
+    /// The declared event `emit` names, or `None`, reported.
+    fn emitted_event(&mut self, target: &Ident) -> Option<Event> {
+        let event = self.events.get(&target.name).cloned();
+        if event.is_none() {
+            let help = hint(&target.name, self.events.keys().map(String::as_str), || {
+                format!("declare it with `event {} {{ ... }}`", target.name)
+            });
+            self.err(
+                Code::EmitEventUnknown,
+                target.span,
+                format!("no event is named `{}`; {help}", target.name),
+            );
+        }
+        event
+    }
+
+    /// Whether `event` has the field `name` and a value of type `ty` fits
+    /// it, reporting when not (an unknown field only when the event is not
+    /// `lax`).
+    fn field_fits(&mut self, event: &Event, name: &Ident, ty: Option<Type>, span: Span, lax: bool) -> bool {
+        let Some(field) = event.field(&name.name) else {
+            if !lax {
+                let help = hint(&name.name, event.fields.iter().map(|f| f.name.as_str()), || {
+                    let names: Vec<&str> = event.fields.iter().map(|f| f.name.as_str()).collect();
+                    if names.is_empty() {
+                        "it has no fields".to_string()
+                    } else {
+                        format!("its fields are {}", names.join(", "))
+                    }
+                });
+                self.err(
+                    Code::EmitFieldUnknown,
+                    name.span,
+                    format!("event `{}` has no field `{}`; {help}", event.name, name.name),
+                );
+            }
+            return false;
+        };
+        match ty {
+            Some(ty) if !field.ty.accepts(ty) => {
+                self.err(
+                    Code::EmitFieldType,
+                    span,
+                    format!(
+                        "field `{}` of event `{}` is {} {}, but this is {} {}",
+                        field.name,
+                        event.name,
+                        article(field.ty),
+                        field.ty.name(),
+                        article(ty),
+                        ty.name()
+                    ),
+                );
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether every field of `event` is in `seen`, reporting those that
+    /// are not (unless the event is `lax`).
+    fn every_field_given(&mut self, event: &Event, seen: &HashSet<&str>, span: Span, lax: bool) -> bool {
+        let missing: Vec<String> = event
+            .fields
+            .iter()
+            .filter(|f| !seen.contains(f.name.as_str()))
+            .map(|f| format!("`{}: {}`", f.name, f.ty.name()))
+            .collect();
+        if missing.is_empty() {
+            return true;
+        }
+        if !lax {
+            self.err(
+                Code::EmitFieldMissing,
+                span,
+                format!(
+                    "`emit {}` also needs {}: an emitted event has every field of its declaration",
+                    event.name,
+                    missing.join(" and ")
+                ),
+            );
+        }
+        false
     }
 }
