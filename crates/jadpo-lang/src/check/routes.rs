@@ -5,7 +5,7 @@ use super::exprs::{RouteInput, Scope};
 use super::items::{Link, Source};
 use super::values::describe;
 use super::{hint, Checker};
-use crate::app::{Expr as Value, Method, Route, RoutePath, Type};
+use crate::app::{Expr as Value, Method, Route, RoutePath, Run, Type};
 use crate::diagnostic::{Code, Span};
 use crate::syntax::{Entry, Expr, ExprKind, Ident, Item};
 use std::collections::HashMap;
@@ -37,36 +37,8 @@ impl Checker<'_> {
 
         let mut methods: Vec<&Entry> = Route::METHODS.iter().filter_map(|m| keys.get(m).copied()).collect();
         methods.sort_by_key(|e| e.key.span.start);
-        let method_entry = match methods.as_slice() {
-            [] => {
-                if !item.broken {
-                    self.err(
-                        Code::RouteMethodMissing,
-                        item.name.span,
-                        format!(
-                            "{what} needs its method and path: one of `get:`, `post:`, `put:` or `delete:`, \
-                             as in `post: \"/refunds/{{order_id}}\"`"
-                        ),
-                    );
-                }
-                None
-            }
-            [first, rest @ ..] => {
-                for extra in rest {
-                    self.err(
-                        Code::RouteMethodMissing,
-                        extra.key.span,
-                        format!(
-                            "{what} has both `{}:` and `{}:`; a route answers one method: keep one, and \
-                             declare another route for the other",
-                            first.key.name, extra.key.name
-                        ),
-                    );
-                }
-                ok &= rest.is_empty();
-                Some(first)
-            }
-        };
+        let method_entry = self.method_entry(item, &what, &methods);
+        ok &= methods.len() <= 1;
         let path = method_entry.and_then(|e| self.route_path(e));
         let method = method_entry.and_then(|e| Method::from_name(&e.key.name));
 
@@ -74,18 +46,8 @@ impl Checker<'_> {
             None => Some(RouteInput::Absent),
             Some(e) => self.route_input(&e.value),
         };
-        let params: Option<Vec<String>> = path
-            .as_ref()
-            .map(|p: &RoutePath| p.params().map(str::to_string).collect());
         let run = match keys.get("run") {
-            Some(e) => {
-                let scope = Scope::Route {
-                    name,
-                    params: params.as_deref(),
-                    input: input.unwrap_or(RouteInput::Unchecked),
-                };
-                self.run(&e.value, Code::RouteActionUnknown, &scope)
-            }
+            Some(e) => self.route_run(&e.value, name, path.as_ref(), input),
             None => {
                 self.missing(item, &what, "run", "refund(path.order_id)");
                 None
@@ -131,6 +93,54 @@ impl Checker<'_> {
             })
         })();
         CheckedRoute { route, link, path: key }
+    }
+
+    /// The entry of the route's one method (the first written, when more
+    /// are: each extra is reported), or `None` when it has none.
+    fn method_entry<'e>(&mut self, item: &Item, what: &str, methods: &[&'e Entry]) -> Option<&'e Entry> {
+        let [first, rest @ ..] = methods else {
+            if !item.broken {
+                self.err(
+                    Code::RouteMethodMissing,
+                    item.name.span,
+                    format!(
+                        "{what} needs its method and path: one of `get:`, `post:`, `put:` or `delete:`, \
+                         as in `post: \"/refunds/{{order_id}}\"`"
+                    ),
+                );
+            }
+            return None;
+        };
+        for extra in rest {
+            self.err(
+                Code::RouteMethodMissing,
+                extra.key.span,
+                format!(
+                    "{what} has both `{}:` and `{}:`; a route answers one method: keep one, and \
+                     declare another route for the other",
+                    first.key.name, extra.key.name
+                ),
+            );
+        }
+        Some(first)
+    }
+
+    /// The route's `run:`, whose values may be the path's placeholders and
+    /// the request body (`input`).
+    fn route_run(
+        &mut self,
+        e: &Expr,
+        name: &str,
+        path: Option<&RoutePath>,
+        input: Option<RouteInput<'_>>,
+    ) -> Option<Run> {
+        let params: Option<Vec<String>> = path.map(|p| p.params().map(str::to_string).collect());
+        let scope = Scope::Route {
+            name,
+            params: params.as_deref(),
+            input: input.unwrap_or(RouteInput::Unchecked),
+        };
+        self.run(e, Code::RouteActionUnknown, &scope)
     }
 
     fn route_path(&mut self, entry: &Entry) -> Option<RoutePath> {
