@@ -162,41 +162,14 @@ impl Checker<'_> {
         let allowed = ["on", "run", "retry", "timeout"];
         let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();
-        let mut event_known = false;
         let on = match keys.get("on") {
-            Some(e) => match &e.value.kind {
-                ExprKind::Path(p) if p.len() == 1 => {
-                    let name = &p[0];
-                    event_known = self.events.contains_key(&name.name);
-                    if !event_known {
-                        let help = hint(&name.name, self.events.keys().map(String::as_str), || {
-                            format!("declare it with `event {} {{ ... }}`", name.name)
-                        });
-                        self.err(
-                            Code::SubscriberEventUnknown,
-                            name.span,
-                            format!("no event is named `{}`; {help}", name.name),
-                        );
-                    }
-                    Some(name.name.clone())
-                }
-                _ => {
-                    self.err(
-                        Code::ValueInvalid,
-                        e.value.span,
-                        format!(
-                            "`on:` takes an event's name, as in `on: PaymentReceived`; found {}",
-                            describe(&e.value)
-                        ),
-                    );
-                    None
-                }
-            },
+            Some(e) => self.subscribed_event(&e.value),
             None => {
                 self.missing(item, &what, "on", "PaymentReceived");
                 None
             }
         };
+        let event_known = on.as_ref().is_some_and(|name| self.events.contains_key(name));
         let run = match keys.get("run") {
             Some(e) => {
                 let event = on.as_deref().filter(|_| event_known);
@@ -238,6 +211,36 @@ impl Checker<'_> {
             })
         })();
         (sub, link)
+    }
+
+    /// The event name after `on:`, or `None` when it is not a name. A name
+    /// no event has is reported, and returned all the same.
+    fn subscribed_event(&mut self, e: &Expr) -> Option<String> {
+        let name = match &e.kind {
+            ExprKind::Path(p) if p.len() == 1 => &p[0],
+            _ => {
+                self.err(
+                    Code::ValueInvalid,
+                    e.span,
+                    format!(
+                        "`on:` takes an event's name, as in `on: PaymentReceived`; found {}",
+                        describe(e)
+                    ),
+                );
+                return None;
+            }
+        };
+        if !self.events.contains_key(&name.name) {
+            let help = hint(&name.name, self.events.keys().map(String::as_str), || {
+                format!("declare it with `event {} {{ ... }}`", name.name)
+            });
+            self.err(
+                Code::SubscriberEventUnknown,
+                name.span,
+                format!("no event is named `{}`; {help}", name.name),
+            );
+        }
+        Some(name.name.clone())
     }
 
     /// The action a `run:` names, when it is declared.
