@@ -8,9 +8,9 @@
 use super::exprs::Scope;
 use super::graph::{Edges, Graph, Reach};
 use super::{and_list, hint, Checker};
-use crate::app::{Capability, Statement};
+use crate::app::{Capability, Field, Statement};
 use crate::diagnostic::{Code, Span};
-use crate::syntax::{Fill, Item, StmtKind};
+use crate::syntax::{Fill, Ident, Item, StmtKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Past this many, a message names only the first connections.
@@ -41,82 +41,97 @@ impl Checker<'_> {
     pub(crate) fn fills(&mut self, conn: &Item, written: &[Fill], register: bool, out: &mut Fills) {
         let filler = conn.name.name.as_str();
         for fill in written {
-            let cap = &fill.capability;
-            let params = match self.sigs.get(&cap.name) {
-                Some(sig) if sig.what == "capability" => sig.params.clone(),
-                found => {
-                    let message = if found.is_some() {
-                        format!(
-                            "`{}` is an action, not a capability; a connection fills a `capability {}(...)`: \
-                             declare one, or run the action instead",
-                            cap.name, cap.name
-                        )
-                    } else {
-                        let capabilities = self.sigs.iter().filter(|(_, s)| s.what == "capability");
-                        let help = hint(&cap.name, capabilities.map(|(n, _)| n.as_str()), || {
-                            format!("declare it with `capability {}(...)`", cap.name)
-                        });
-                        format!("no capability is named `{}`; {help}", cap.name)
-                    };
-                    self.err(Code::CapabilityUnknown, cap.span, message);
-                    continue;
-                }
+            let Some(node) = self.fill(fill, filler) else {
+                continue;
             };
-            let scope = Scope::Action {
-                name: &cap.name,
-                params: &params,
-                what: "capability",
-            };
-            let mut edges = Edges::default();
-            edges.conns.insert(filler.to_string());
-            let mut uses = Vec::new();
-            let mut body = Some(Vec::new());
-            for stmt in &fill.body {
-                let checked = self.statement(stmt, &scope, &mut edges, &mut uses);
-                match (checked, body.as_mut()) {
-                    (Some(s), Some(body)) => body.push(s),
-                    _ => body = None,
-                }
-                let other = &stmt.callee[0];
-                if stmt.kind == StmtKind::Call && other.name != filler && self.connection_names.contains(&other.name) {
-                    self.err(
-                        Code::CapabilityCallOutside,
-                        other.span,
-                        format!(
-                            "capability `{}` is filled by connection `{filler}`, so its `fills` body calls only \
-                             `{filler}`, not `{}`; call `{}` from the action that runs `{}`",
-                            cap.name, other.name, other.name, cap.name
-                        ),
-                    );
-                    body = None;
-                }
-            }
-            edges.uses = uses;
             if register {
-                if let Some(&ix) = out.first.get(&cap.name) {
+                if let Some(&ix) = out.first.get(&node.capability) {
                     let first = &out.all[ix];
                     let line = self.line_of(first.span);
                     self.err(
                         Code::CapabilityFilledTwice,
-                        cap.span,
+                        node.span,
                         format!(
                             "capability `{}` is already filled by connection `{}` on line {line}; a capability \
                              has one filler: remove one of the `fills`",
-                            cap.name, first.filler
+                            node.capability, first.filler
                         ),
                     );
                 } else {
-                    out.first.insert(cap.name.clone(), out.all.len());
+                    out.first.insert(node.capability.clone(), out.all.len());
                 }
             }
-            out.all.push(FillNode {
-                capability: cap.name.clone(),
-                filler: filler.to_string(),
-                span: cap.span,
-                body,
-                edges,
-            });
+            out.all.push(node);
         }
+    }
+
+    /// One `fills CAPABILITY { ... }` of connection `filler`: its body
+    /// checked with the capability's parameters, calling only `filler`.
+    /// `None` when no capability has the name.
+    fn fill(&mut self, fill: &Fill, filler: &str) -> Option<FillNode> {
+        let cap = &fill.capability;
+        let params = self.filled_params(cap)?;
+        let scope = Scope::Action {
+            name: &cap.name,
+            params: &params,
+            what: "capability",
+        };
+        let mut edges = Edges::default();
+        edges.conns.insert(filler.to_string());
+        let mut uses = Vec::new();
+        let mut body = Some(Vec::new());
+        for stmt in &fill.body {
+            let checked = self.statement(stmt, &scope, &mut edges, &mut uses);
+            match (checked, body.as_mut()) {
+                (Some(s), Some(body)) => body.push(s),
+                _ => body = None,
+            }
+            let other = &stmt.callee[0];
+            if stmt.kind == StmtKind::Call && other.name != filler && self.connection_names.contains(&other.name) {
+                self.err(
+                    Code::CapabilityCallOutside,
+                    other.span,
+                    format!(
+                        "capability `{}` is filled by connection `{filler}`, so its `fills` body calls only \
+                         `{filler}`, not `{}`; call `{}` from the action that runs `{}`",
+                        cap.name, other.name, other.name, cap.name
+                    ),
+                );
+                body = None;
+            }
+        }
+        edges.uses = uses;
+        Some(FillNode {
+            capability: cap.name.clone(),
+            filler: filler.to_string(),
+            span: cap.span,
+            body,
+            edges,
+        })
+    }
+
+    /// The parameters of the capability a `fills` names, or `None`,
+    /// reported, when it names an action or nothing declared.
+    fn filled_params(&mut self, cap: &Ident) -> Option<Vec<Field>> {
+        let found = match self.sigs.get(&cap.name) {
+            Some(sig) if sig.what == "capability" => return Some(sig.params.clone()),
+            found => found.is_some(),
+        };
+        let message = if found {
+            format!(
+                "`{}` is an action, not a capability; a connection fills a `capability {}(...)`: \
+                 declare one, or run the action instead",
+                cap.name, cap.name
+            )
+        } else {
+            let capabilities = self.sigs.iter().filter(|(_, s)| s.what == "capability");
+            let help = hint(&cap.name, capabilities.map(|(n, _)| n.as_str()), || {
+                format!("declare it with `capability {}(...)`", cap.name)
+            });
+            format!("no capability is named `{}`; {help}", cap.name)
+        };
+        self.err(Code::CapabilityUnknown, cap.span, message);
+        None
     }
 
     /// Reports each capability no connection fills, adds every capability
