@@ -69,20 +69,7 @@ pub(crate) fn lex(src: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
     while i < bytes.len() {
         let c = bytes[i];
         let start = i;
-        let single = match c {
-            b'{' => Some(Tok::LBrace),
-            b'}' => Some(Tok::RBrace),
-            b'(' => Some(Tok::LParen),
-            b')' => Some(Tok::RParen),
-            b'[' => Some(Tok::LBracket),
-            b']' => Some(Tok::RBracket),
-            b':' => Some(Tok::Colon),
-            b',' => Some(Tok::Comma),
-            b'.' => Some(Tok::Dot),
-            b'-' => Some(Tok::Minus),
-            _ => None,
-        };
-        if let Some(tok) = single {
+        if let Some(tok) = punctuation(c) {
             i += 1;
             toks.push(Token {
                 tok,
@@ -112,23 +99,10 @@ pub(crate) fn lex(src: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                 });
             }
         } else if c.is_ascii_digit() {
-            let int_end = scan(bytes, i, |b| b.is_ascii_digit());
-            let int = src[i..int_end].to_string();
-            i = int_end;
-            let mut frac = None;
-            if bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
-                let end = scan(bytes, i + 1, |b| b.is_ascii_digit());
-                frac = Some(src[i + 1..end].to_string());
-                i = end;
-            }
-            let mut unit = None;
-            if bytes.get(i).is_some_and(|b| is_ident_byte(*b)) {
-                let end = scan(bytes, i, is_ident_byte);
-                unit = Some(src[i..end].to_string());
-                i = end;
-            }
+            let (tok, end) = lex_number(src, i);
+            i = end;
             toks.push(Token {
-                tok: Tok::Number { int, frac, unit },
+                tok,
                 span: Span::new(start, i),
             });
         } else if c.is_ascii_alphabetic() || c == b'_' {
@@ -138,19 +112,7 @@ pub(crate) fn lex(src: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                 span: Span::new(start, i),
             });
         } else {
-            // One diagnostic for a run of stray characters, not one per byte.
-            while i < bytes.len() && is_stray(src, i) {
-                i += char_len(src, i);
-            }
-            let text = &src[start..i];
-            diags.push(Diagnostic::new(
-                Code::ParseSyntax,
-                Span::new(start, i),
-                format!(
-                    "unexpected `{}`; names are letters, digits and `_`, and text goes in double quotes",
-                    text.escape_debug()
-                ),
-            ));
+            i = skip_stray(src, i, diags);
         }
     }
     toks.push(Token {
@@ -158,6 +120,63 @@ pub(crate) fn lex(src: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
         span: Span::new(src.len(), src.len()),
     });
     toks
+}
+
+/// The token of a character that is a token by itself.
+fn punctuation(c: u8) -> Option<Tok> {
+    match c {
+        b'{' => Some(Tok::LBrace),
+        b'}' => Some(Tok::RBrace),
+        b'(' => Some(Tok::LParen),
+        b')' => Some(Tok::RParen),
+        b'[' => Some(Tok::LBracket),
+        b']' => Some(Tok::RBracket),
+        b':' => Some(Tok::Colon),
+        b',' => Some(Tok::Comma),
+        b'.' => Some(Tok::Dot),
+        b'-' => Some(Tok::Minus),
+        _ => None,
+    }
+}
+
+/// Digits, an optional `.` and fraction, and the unit written right after
+/// (`30s`, `1.5h`): the number starting at `start`, and where it ends.
+fn lex_number(src: &str, start: usize) -> (Tok, usize) {
+    let bytes = src.as_bytes();
+    let mut i = scan(bytes, start, |b| b.is_ascii_digit());
+    let int = src[start..i].to_string();
+    let mut frac = None;
+    if bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        let end = scan(bytes, i + 1, |b| b.is_ascii_digit());
+        frac = Some(src[i + 1..end].to_string());
+        i = end;
+    }
+    let mut unit = None;
+    if bytes.get(i).is_some_and(|b| is_ident_byte(*b)) {
+        let end = scan(bytes, i, is_ident_byte);
+        unit = Some(src[i..end].to_string());
+        i = end;
+    }
+    (Tok::Number { int, frac, unit }, i)
+}
+
+/// Skips the run of stray characters at `start`, reporting it once rather
+/// than once per byte; returns where the run ends.
+fn skip_stray(src: &str, start: usize, diags: &mut Vec<Diagnostic>) -> usize {
+    let mut i = start;
+    while i < src.len() && is_stray(src, i) {
+        i += char_len(src, i);
+    }
+    let text = &src[start..i];
+    diags.push(Diagnostic::new(
+        Code::ParseSyntax,
+        Span::new(start, i),
+        format!(
+            "unexpected `{}`; names are letters, digits and `_`, and text goes in double quotes",
+            text.escape_debug()
+        ),
+    ));
+    i
 }
 
 fn is_ident_byte(b: u8) -> bool {
