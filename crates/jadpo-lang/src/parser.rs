@@ -341,6 +341,7 @@ impl Parser<'_> {
         e
     }
 
+    // Stays long: a single match on a value's first token, one short arm per kind of value.
     fn expr_inner(&mut self) -> Parse<Expr> {
         let start = self.span();
         let kind = match self.peek().clone() {
