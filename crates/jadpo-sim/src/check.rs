@@ -2,10 +2,10 @@
 
 use crate::config::{Behaviour, SimConfig};
 use jadpo_core::backoff::Backoff;
-use jadpo_core::Delivery;
 use jadpo_core::{
     Alert, DeliveryId, DeliveryState, Disposition, FailureKind, FailureRecord, Outcome, Timestamp, Transition,
 };
+use jadpo_core::{Budget, Delivery};
 use jadpo_store::memory::MemoryStore;
 use jadpo_store::{ClaimReport, Claimed, Emitted, FinishReport};
 use std::collections::BTreeMap;
@@ -271,101 +271,69 @@ impl Checker {
                 store.delivery_count()
             ));
         }
-        let max_retry_after = cfg
-            .providers
-            .values()
-            .flat_map(|s| s.0.iter())
-            .filter_map(|(_, b)| match b {
-                Behaviour::RateLimiting { retry_after } => Some(*retry_after),
-                _ => None,
-            })
-            .max()
-            .unwrap_or_default();
+        let max_retry_after = longest_retry_after(cfg);
         let selected: Box<dyn Iterator<Item = &Delivery>> = match which {
             Some(ids) => Box::new(ids.iter().filter_map(|id| store.delivery(*id))),
             None => Box::new(store.deliveries()),
         };
         for d in selected {
-            let id = d.id;
-            let s = &self.shadows[id.0 as usize - 1];
-            let sub = cfg
-                .subscribers
-                .iter()
-                .find(|x| x.name == d.subscriber)
-                .ok_or("unknown subscriber")?;
-            let budget = sub.budget;
-            if d.attempts != s.runs_started {
-                return err(format!(
-                    "delivery {id}: {} attempts recorded, {} runs started (a hold spent one?)",
-                    d.attempts, s.runs_started
-                ));
-            }
-            if d.held_for != s.held_for {
-                return err(format!(
-                    "delivery {id}: the store counts {:?} held, the holds seen add up to {:?}",
-                    d.held_for, s.held_for
-                ));
-            }
-            if d.held.as_ref().map(|h| h.since) != s.held_since {
-                return err(format!(
-                    "delivery {id}: held {:?} in the store, {:?} as seen",
-                    d.held, s.held_since
-                ));
-            }
-            if d.attempts > budget.attempts() {
-                return err(format!(
-                    "delivery {id}: {} attempts, budget {}",
-                    d.attempts,
-                    budget.attempts()
-                ));
-            }
-            match d.state {
-                DeliveryState::Due => {}
-                DeliveryState::Running if d.lease.is_none() => {
-                    return err(format!("delivery {id} running without a lease"))
-                }
-                DeliveryState::Running => {}
-                DeliveryState::Held if d.held.is_none() => {
-                    return err(format!("delivery {id} held without a connection"))
-                }
-                DeliveryState::Held => {}
-                DeliveryState::Succeeded => {
-                    if !s.committed || !store.is_handled(&d.subscriber, d.event_id) {
-                        return err(format!("delivery {id} succeeded without a handled record"));
-                    }
-                }
-                DeliveryState::Parked => {
-                    let f = d.last_failure.as_ref().ok_or("parked without a record")?;
-                    if f.kind != FailureKind::OutcomeUnknown || Some(f) != s.last.as_ref() {
-                        return err(format!("delivery {id} parked with {f:?}, last run ended {:?}", s.last));
-                    }
-                }
-                DeliveryState::Failed => {
-                    let f = d.last_failure.as_ref().ok_or("failed without a record")?;
-                    let expected = s.last.clone().unwrap_or_else(FailureRecord::deadline_exceeded);
-                    if *f != expected {
-                        return err(format!(
-                            "delivery {id} failed recording {f:?}, but its last attempt ended {expected:?}"
-                        ));
-                    }
-                    match f.kind.disposition() {
-                        Disposition::Fail | Disposition::Defect => {}
-                        Disposition::Park => return err(format!("delivery {id} failed with {f:?}, which parks")),
-                        Disposition::Retry => {
-                            let deadline = budget.deadline(d.budget_from, s.held_for);
-                            let finished = d.finished_at.ok_or("failed without a finish time")?;
-                            let longest_wait = Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
-                            let spent = budget.attempts_used(d.attempts)
-                                || finished > deadline
-                                || finished.plus(longest_wait) > deadline;
-                            if !spent {
-                                return err(format!("delivery {id} failed with {f:?} while its budget lasted"));
-                            }
-                        }
-                    }
-                }
-            }
+            self.check_delivery(store, cfg, d, max_retry_after)?;
         }
+        self.one_probe_per_connection(workers_alive, now)?;
+        for b in store.breakers() {
+            b.check_invariants(store.policy())?;
+        }
+        check_limits(store, cfg, now)
+    }
+
+    /// A delivery's record against what the simulation saw happen to it:
+    /// its attempts, its holds, its budget and its state.
+    fn check_delivery(
+        &self,
+        store: &MemoryStore,
+        cfg: &SimConfig,
+        d: &Delivery,
+        max_retry_after: Duration,
+    ) -> Result<(), String> {
+        let id = d.id;
+        let s = &self.shadows[id.0 as usize - 1];
+        let sub = cfg
+            .subscribers
+            .iter()
+            .find(|x| x.name == d.subscriber)
+            .ok_or("unknown subscriber")?;
+        let budget = sub.budget;
+        if d.attempts != s.runs_started {
+            return err(format!(
+                "delivery {id}: {} attempts recorded, {} runs started (a hold spent one?)",
+                d.attempts, s.runs_started
+            ));
+        }
+        if d.held_for != s.held_for {
+            return err(format!(
+                "delivery {id}: the store counts {:?} held, the holds seen add up to {:?}",
+                d.held_for, s.held_for
+            ));
+        }
+        if d.held.as_ref().map(|h| h.since) != s.held_since {
+            return err(format!(
+                "delivery {id}: held {:?} in the store, {:?} as seen",
+                d.held, s.held_since
+            ));
+        }
+        if d.attempts > budget.attempts() {
+            return err(format!(
+                "delivery {id}: {} attempts, budget {}",
+                d.attempts,
+                budget.attempts()
+            ));
+        }
+        check_state(store, d, s, budget, max_retry_after)
+    }
+
+    /// At most one live probe per connection: a probe is live while its
+    /// lease lasts and its worker has not been restarted since.
+    fn one_probe_per_connection(&self, workers_alive: &[u32], now: Timestamp) -> Result<(), String> {
         let mut live: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &self.probes {
             if workers_alive.get(p.worker) == Some(&p.generation) && p.until > now {
@@ -374,24 +342,6 @@ impl Checker {
         }
         if let Some((c, n)) = live.iter().find(|(_, n)| **n > 1) {
             return err(format!("{n} probes out at once for {c}"));
-        }
-        for b in store.breakers() {
-            b.check_invariants(store.policy())?;
-        }
-        for state in store.limit_states() {
-            let limits = cfg.limits.get(&state.connection).copied().unwrap_or_default();
-            if let Some(max) = limits.concurrency {
-                if state.slots_in_use(now) > max as usize {
-                    return err(format!(
-                        "{} slots in use on {}, at most {max}",
-                        state.slots_in_use(now),
-                        state.connection
-                    ));
-                }
-            }
-            if state.tokens_milli < 0 {
-                return err(format!("a negative bucket on {}", state.connection));
-            }
         }
         Ok(())
     }
@@ -420,4 +370,99 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// The longest `Retry-After` any scripted provider answers with: a retry
+/// may wait that long, past the backoff's ceiling.
+fn longest_retry_after(cfg: &SimConfig) -> Duration {
+    cfg.providers
+        .values()
+        .flat_map(|s| s.0.iter())
+        .filter_map(|(_, b)| match b {
+            Behaviour::RateLimiting { retry_after } => Some(*retry_after),
+            _ => None,
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// What a delivery's state says of it holds: a running one has a lease, a
+/// held one its connection, a finished one the record of how it ended.
+fn check_state(
+    store: &MemoryStore,
+    d: &Delivery,
+    s: &Shadow,
+    budget: Budget,
+    max_retry_after: Duration,
+) -> Result<(), String> {
+    let id = d.id;
+    match d.state {
+        DeliveryState::Due => {}
+        DeliveryState::Running if d.lease.is_none() => return err(format!("delivery {id} running without a lease")),
+        DeliveryState::Running => {}
+        DeliveryState::Held if d.held.is_none() => return err(format!("delivery {id} held without a connection")),
+        DeliveryState::Held => {}
+        DeliveryState::Succeeded => {
+            if !s.committed || !store.is_handled(&d.subscriber, d.event_id) {
+                return err(format!("delivery {id} succeeded without a handled record"));
+            }
+        }
+        DeliveryState::Parked => {
+            let f = d.last_failure.as_ref().ok_or("parked without a record")?;
+            if f.kind != FailureKind::OutcomeUnknown || Some(f) != s.last.as_ref() {
+                return err(format!("delivery {id} parked with {f:?}, last run ended {:?}", s.last));
+            }
+        }
+        DeliveryState::Failed => return check_failed(d, s, budget, max_retry_after),
+    }
+    Ok(())
+}
+
+/// A failed delivery recorded how its last attempt ended, and failed only
+/// when that failure does not retry or its budget was spent.
+fn check_failed(d: &Delivery, s: &Shadow, budget: Budget, max_retry_after: Duration) -> Result<(), String> {
+    let id = d.id;
+    let f = d.last_failure.as_ref().ok_or("failed without a record")?;
+    let expected = s.last.clone().unwrap_or_else(FailureRecord::deadline_exceeded);
+    if *f != expected {
+        return err(format!(
+            "delivery {id} failed recording {f:?}, but its last attempt ended {expected:?}"
+        ));
+    }
+    match f.kind.disposition() {
+        Disposition::Fail | Disposition::Defect => {}
+        Disposition::Park => return err(format!("delivery {id} failed with {f:?}, which parks")),
+        Disposition::Retry => {
+            let deadline = budget.deadline(d.budget_from, s.held_for);
+            let finished = d.finished_at.ok_or("failed without a finish time")?;
+            let longest_wait = Backoff::DELIVERY.ceiling(d.attempts).max(max_retry_after);
+            let spent =
+                budget.attempts_used(d.attempts) || finished > deadline || finished.plus(longest_wait) > deadline;
+            if !spent {
+                return err(format!("delivery {id} failed with {f:?} while its budget lasted"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// No connection has more runs in flight than its `concurrency:`, nor a
+/// bucket below empty.
+fn check_limits(store: &MemoryStore, cfg: &SimConfig, now: Timestamp) -> Result<(), String> {
+    for state in store.limit_states() {
+        let limits = cfg.limits.get(&state.connection).copied().unwrap_or_default();
+        if let Some(max) = limits.concurrency {
+            if state.slots_in_use(now) > max as usize {
+                return err(format!(
+                    "{} slots in use on {}, at most {max}",
+                    state.slots_in_use(now),
+                    state.connection
+                ));
+            }
+        }
+        if state.tokens_milli < 0 {
+            return err(format!("a negative bucket on {}", state.connection));
+        }
+    }
+    Ok(())
 }
