@@ -2,6 +2,7 @@
 
 use jadpo_core::{BreakerPolicy, Budget, Timestamp};
 use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -132,79 +133,14 @@ impl SimConfig {
     /// the store.
     pub fn random(seed: u64) -> SimConfig {
         use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6a61_6470_6f73_696d);
-        let ms = Duration::from_millis;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6a61_6470_6f73_696d);
         let s = Duration::from_secs;
         let providers: BTreeMap<String, Script> = (0..rng.random_range(1..=3))
-            .map(|i| {
-                let mut t = 0i64;
-                let mut phases = Vec::new();
-                for _ in 0..rng.random_range(1..=4) {
-                    let latency = ms(rng.random_range(5..=400));
-                    let b = match rng.random_range(0..7) {
-                        0 => Behaviour::Up { latency },
-                        1 | 2 => Behaviour::Down { latency },
-                        3 => Behaviour::Refused,
-                        4 => Behaviour::Slow {
-                            latency: s(rng.random_range(31..=90)),
-                        },
-                        5 => Behaviour::RateLimiting {
-                            retry_after: s(rng.random_range(1..=300)),
-                        },
-                        _ => {
-                            if rng.random_bool(0.5) {
-                                Behaviour::Flapping {
-                                    period: s(rng.random_range(5..=900)),
-                                    latency,
-                                }
-                            } else {
-                                Behaviour::Mixed {
-                                    down: rng.random_range(0..=60),
-                                    refuse: rng.random_range(0..=10),
-                                    unknown: rng.random_range(0..=5),
-                                    latency,
-                                }
-                            }
-                        }
-                    };
-                    phases.push((Timestamp::from_millis(t), b));
-                    t += rng.random_range(1_000..=5_400_000);
-                }
-                phases.push((
-                    Timestamp::from_millis(t),
-                    Behaviour::Up {
-                        latency: ms(rng.random_range(5..=200)),
-                    },
-                ));
-                (format!("p{i}"), Script(phases))
-            })
+            .map(|i| (format!("p{i}"), random_script(&mut rng)))
             .collect();
         let names: Vec<String> = providers.keys().cloned().collect();
         let subscribers = (0..rng.random_range(1..=4))
-            .map(|i| {
-                let mut connections: Vec<String> = names.iter().filter(|_| rng.random_bool(0.6)).cloned().collect();
-                if connections.is_empty() && rng.random_bool(0.8) {
-                    connections.push(names[rng.random_range(0..names.len())].clone());
-                }
-                let budget =
-                    Budget::new(rng.random_range(1..=30), s(rng.random_range(60..=3 * 86_400))).expect("in range");
-                SimSubscriber {
-                    name: format!("s{i}"),
-                    budget,
-                    connections,
-                    skip_calls: if rng.random_bool(0.2) {
-                        rng.random_range(1..=50)
-                    } else {
-                        0
-                    },
-                    defect: if rng.random_bool(0.1) {
-                        rng.random_range(1..=50)
-                    } else {
-                        0
-                    },
-                    timeout: s(rng.random_range(5..=60)),
-                }
-            })
+            .map(|i| random_subscriber(&mut rng, format!("s{i}"), &names))
             .collect();
         let emissions = (0..rng.random_range(1..=4))
             .map(|_| Emission {
@@ -241,12 +177,92 @@ impl SimConfig {
     }
 }
 
+/// One provider's script: a few phases of trouble, each from one second
+/// to an hour and a half long, then up for good.
+fn random_script(rng: &mut ChaCha8Rng) -> Script {
+    let ms = Duration::from_millis;
+    let mut t = 0i64;
+    let mut phases = Vec::new();
+    for _ in 0..rng.random_range(1..=4) {
+        phases.push((Timestamp::from_millis(t), random_behaviour(rng)));
+        t += rng.random_range(1_000..=5_400_000);
+    }
+    phases.push((
+        Timestamp::from_millis(t),
+        Behaviour::Up {
+            latency: ms(rng.random_range(5..=200)),
+        },
+    ));
+    Script(phases)
+}
+
+/// One phase of a provider; down is drawn twice as often as up, refused,
+/// slow or rate-limiting.
+fn random_behaviour(rng: &mut ChaCha8Rng) -> Behaviour {
+    let ms = Duration::from_millis;
+    let s = Duration::from_secs;
+    let latency = ms(rng.random_range(5..=400));
+    match rng.random_range(0..7) {
+        0 => Behaviour::Up { latency },
+        1 | 2 => Behaviour::Down { latency },
+        3 => Behaviour::Refused,
+        4 => Behaviour::Slow {
+            latency: s(rng.random_range(31..=90)),
+        },
+        5 => Behaviour::RateLimiting {
+            retry_after: s(rng.random_range(1..=300)),
+        },
+        _ => {
+            if rng.random_bool(0.5) {
+                Behaviour::Flapping {
+                    period: s(rng.random_range(5..=900)),
+                    latency,
+                }
+            } else {
+                Behaviour::Mixed {
+                    down: rng.random_range(0..=60),
+                    refuse: rng.random_range(0..=10),
+                    unknown: rng.random_range(0..=5),
+                    latency,
+                }
+            }
+        }
+    }
+}
+
+/// A subscriber calling some of the `providers` (now and then none), with
+/// a budget, a run limit, and sometimes a defect.
+fn random_subscriber(rng: &mut ChaCha8Rng, name: String, providers: &[String]) -> SimSubscriber {
+    let s = Duration::from_secs;
+    let mut connections: Vec<String> = providers.iter().filter(|_| rng.random_bool(0.6)).cloned().collect();
+    if connections.is_empty() && rng.random_bool(0.8) {
+        connections.push(providers[rng.random_range(0..providers.len())].clone());
+    }
+    let budget = Budget::new(rng.random_range(1..=30), s(rng.random_range(60..=3 * 86_400))).expect("in range");
+    SimSubscriber {
+        name,
+        budget,
+        connections,
+        skip_calls: if rng.random_bool(0.2) {
+            rng.random_range(1..=50)
+        } else {
+            0
+        },
+        defect: if rng.random_bool(0.1) {
+            rng.random_range(1..=50)
+        } else {
+            0
+        },
+        timeout: s(rng.random_range(5..=60)),
+    }
+}
+
 /// Some connections limited, drawn from a source of their own so every
 /// seed's system is otherwise the one it was before limits existed.
 fn random_limits(seed: u64, connections: &[String]) -> BTreeMap<String, jadpo_core::limit::Limits> {
     use jadpo_core::limit::{Limits, Rate};
     use rand::SeedableRng;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c69_6d69_7473);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c69_6d69_7473);
     let mut out = BTreeMap::new();
     for c in connections {
         if !rng.random_bool(0.4) {
