@@ -39,26 +39,16 @@ pub(crate) const MAX_LOCAL_QUEUE: usize = 10_000;
 /// the free slots (see `local_queue.rs`) and claims the next batch while
 /// runs go on, so no slot waits for the store; outcomes are written by the
 /// completer, apart from the runs.
+///
+/// Long on purpose: the loop's state (queue, claims in flight, idle spell,
+/// backoff) is read by one `select!`, and each event's handling is a call.
 pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mut shutdown: watch::Receiver<bool>) {
     let config = &state.config;
     assert!(config.concurrency >= 1 && config.concurrency <= MAX_CONCURRENCY);
     assert!(config.local_queue <= MAX_LOCAL_QUEUE);
     let slots = Arc::new(Semaphore::new(config.concurrency));
     let (finish_tx, finish_rx) = mpsc::channel::<Box<Finish>>(config.finish_batch.max(1) + config.concurrency);
-    let completer = tokio::spawn(
-        Completer {
-            store: state.store.clone(),
-            clock: state.clock.clone(),
-            breakers: state.breakers.clone(),
-            pending: state.pending.clone(),
-            wake: state.wake.clone(),
-            alert_wake: state.alert_wake.clone(),
-            minutes: state.minutes.clone(),
-            batch: config.finish_batch,
-        }
-        .run(finish_rx)
-        .in_current_span(),
-    );
+    let completer = start_completer(&state, finish_rx);
     // A lease covers the longest run plus the margin; a queued delivery must
     // start early enough that its own run and the write of its outcome fit.
     let lease_real = state.catalog.longest_timeout() + config.lease_margin;
@@ -86,22 +76,11 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
         let now = state.clock.now();
         give_back(&state, queue.take_late(now), now, "delivery.given_back_late");
         if !stopping {
-            while let Ok(permit) = slots.clone().try_acquire_owned() {
-                let Some(q) = queue.pop(now) else {
-                    drop(permit);
-                    break;
-                };
-                let (state, finish_tx, ended_tx) = (state.clone(), finish_tx.clone(), ended_tx.clone());
-                let run = async move {
-                    let started = std::time::Instant::now();
-                    run_one(&state, q.claimed, &finish_tx).await;
-                    drop(permit);
-                    let _ = ended_tx.send(started.elapsed());
-                };
-                // Boxed where it is made: a run's future is about 4 KB, which
-                // spawning it by value would copy several times over.
-                runs.spawn(Box::pin(run.in_current_span()));
-            }
+            let ends = Ends {
+                finish: &finish_tx,
+                took: &ended_tx,
+            };
+            start_runs(&state, &slots, &mut queue, now, &mut runs, ends);
         }
         if stopping && claiming.is_empty() {
             break;
@@ -124,41 +103,13 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
             && !queue.full_of_bytes()
         {
             backoff_until = None;
-            let s = state.clone();
             // Two claims of half the target each keep the store busy on two
             // connections while the other one's rows are being decided.
             let limit = want
                 .min(MAX_CLAIM)
                 .min((ahead.target() / MAX_CLAIMS_IN_FLIGHT).max(free).max(1));
             in_flight += limit;
-            let ticket = idle.claim_started();
-            claiming.push(Box::pin(async move {
-                let now = s.clock.now();
-                let req = ClaimRequest {
-                    worker: &s.config.name,
-                    routes: &s.catalog.routes,
-                    now,
-                    limit,
-                    lease: s.clock.engine_span(lease_real),
-                };
-                let started = std::time::Instant::now();
-                let claimed = s.store.claim(&req).await;
-                s.claims.claimed(started.elapsed());
-                let report = match claimed {
-                    Ok(r) => r,
-                    Err(e) => return (limit, ticket, Err(e)),
-                };
-                let looked_at =
-                    report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
-                // Fewer than asked for: nothing more is due now. Find when
-                // something will be, while still off the loop.
-                let look_again = if looked_at < limit {
-                    Some(crate::wake::next_look(&*s.store, &s.clock, now, s.config.poll).await)
-                } else {
-                    None
-                };
-                (limit, ticket, Ok(Claim { report, look_again }))
-            }));
+            claiming.push(claim(state.clone(), limit, idle.claim_started(), lease_real));
         }
         let deadline = queue.next_deadline();
         tokio::select! {
@@ -179,15 +130,7 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
                     // reads: the gate closes and says so once, instead of
                     // a warning at each claim.
                     Err(_) if state.schema.check(&*state.store).await => {}
-                    Err(e) => {
-                        // A fault before anything committed: nothing was
-                        // claimed. Runs already queued go on; claim again
-                        // after a backoff.
-                        store_faults = store_faults.saturating_add(1);
-                        let wait = Backoff::STORE.draw(store_faults, None, &mut rand::rng());
-                        tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "store.unavailable");
-                        backoff_until = Some(tokio::time::Instant::now() + wait);
-                    }
+                    Err(e) => backoff_until = Some(claim_failed(&e, &mut store_faults)),
                 }
             }
             Some(took) = ended_rx.recv() => ahead.ended(took),
@@ -226,6 +169,105 @@ type ClaimInFlight = BoxFuture<'static, (usize, Ticket, Result<Claim, StoreError
 struct Claim {
     report: ClaimReport,
     look_again: Option<Timestamp>,
+}
+
+/// The completer, on a task of its own in the engine's span, writing what
+/// comes on `finished`.
+fn start_completer<S: Store, E>(
+    state: &EngineState<S, E>,
+    finished: mpsc::Receiver<Box<Finish>>,
+) -> tokio::task::JoinHandle<()> {
+    let completer = Completer {
+        store: state.store.clone(),
+        clock: state.clock.clone(),
+        breakers: state.breakers.clone(),
+        pending: state.pending.clone(),
+        wake: state.wake.clone(),
+        alert_wake: state.alert_wake.clone(),
+        minutes: state.minutes.clone(),
+        batch: state.config.finish_batch,
+    };
+    tokio::spawn(completer.run(finished).in_current_span())
+}
+
+/// Where a run's end goes: its finish to the completer, its real time to
+/// the loop (which sizes how much it claims ahead by it).
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    finish: &'a mpsc::Sender<Box<Finish>>,
+    took: &'a mpsc::UnboundedSender<Duration>,
+}
+
+/// Starts a run of the next queued delivery in each free slot.
+fn start_runs<S: Store, E: Executor>(
+    state: &Arc<EngineState<S, E>>,
+    slots: &Arc<Semaphore>,
+    queue: &mut LocalQueue,
+    now: Timestamp,
+    runs: &mut JoinSet<()>,
+    ends: Ends<'_>,
+) {
+    while let Ok(permit) = slots.clone().try_acquire_owned() {
+        let Some(q) = queue.pop(now) else {
+            drop(permit);
+            break;
+        };
+        let (state, finish_tx, ended_tx) = (state.clone(), ends.finish.clone(), ends.took.clone());
+        let run = async move {
+            let started = std::time::Instant::now();
+            run_one(&state, q.claimed, &finish_tx).await;
+            drop(permit);
+            let _ = ended_tx.send(started.elapsed());
+        };
+        // Boxed where it is made: a run's future is about 4 KB, which
+        // spawning it by value would copy several times over.
+        runs.spawn(Box::pin(run.in_current_span()));
+    }
+}
+
+/// One claim of at most `limit`, timed; when it finds fewer than asked
+/// for, also when to look again, found while still off the loop.
+fn claim<S: Store, E: Executor>(
+    s: Arc<EngineState<S, E>>,
+    limit: usize,
+    ticket: Ticket,
+    lease_real: Duration,
+) -> ClaimInFlight {
+    Box::pin(async move {
+        let now = s.clock.now();
+        let req = ClaimRequest {
+            worker: &s.config.name,
+            routes: &s.catalog.routes,
+            now,
+            limit,
+            lease: s.clock.engine_span(lease_real),
+        };
+        let started = std::time::Instant::now();
+        let claimed = s.store.claim(&req).await;
+        s.claims.claimed(started.elapsed());
+        let report = match claimed {
+            Ok(r) => r,
+            Err(e) => return (limit, ticket, Err(e)),
+        };
+        let looked_at = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+        // Fewer than asked for: nothing more is due now.
+        let look_again = if looked_at < limit {
+            Some(crate::wake::next_look(&*s.store, &s.clock, now, s.config.poll).await)
+        } else {
+            None
+        };
+        (limit, ticket, Ok(Claim { report, look_again }))
+    })
+}
+
+/// A claim failed before anything committed: nothing was claimed. Runs
+/// already queued go on; the next claim waits until the real time returned,
+/// a store's backoff after `faults` failures in a row.
+fn claim_failed(e: &StoreError, faults: &mut u32) -> tokio::time::Instant {
+    *faults = faults.saturating_add(1);
+    let wait = Backoff::STORE.draw(*faults, None, &mut rand::rng());
+    tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "store.unavailable");
+    tokio::time::Instant::now() + wait
 }
 
 /// The most a single claim asks for: one batch of the store's.
