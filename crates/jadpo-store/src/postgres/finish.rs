@@ -97,8 +97,56 @@ pub(crate) async fn finish_batch(
     policy: &BreakerPolicy,
     trust_claimed: bool,
 ) -> Result<Vec<Result<FinishReport, StoreError>>, Abort> {
-    // Rows as read, or as carried by their finishes: borrowed, not copied.
-    let mut carried: HashMap<DeliveryId, (Cow<'_, Delivery>, i64)> = HashMap::new();
+    let (read_rows, read_breakers) = read_batch(tx, batch, trust_claimed).await?;
+    let mut planned = plan_batch(
+        batch,
+        &read_rows,
+        Breakers::new(rows::breakers(&read_breakers)?),
+        policy,
+    );
+    write_deliveries(tx, &read_rows, &mut planned).await?;
+    let Planned {
+        breakers,
+        mut results,
+        closed,
+        resolved,
+        emits,
+        ..
+    } = planned;
+    // After the fenced writes went through: a finish whose lease moved
+    // aborts the whole method before any of its emits is written.
+    for (i, f) in emits {
+        let emitted = emit_at_depth(tx, &f.emits, f.ended_at).await?;
+        if let Ok(report) = &mut results[i] {
+            report.emitted = emitted;
+        }
+    }
+    // Slots come back only with a finish its lease let through: a late one
+    // must not free the slot a later claim of the same delivery took.
+    let (mut slots, mut answers) = (Vec::new(), Vec::new());
+    for (f, _) in batch.iter().zip(&results).filter(|(_, r)| r.is_ok()) {
+        let (r, a) = crate::limits::of_finish(f);
+        slots.extend(r);
+        answers.extend(a);
+    }
+    super::limits::settle(tx, &slots, &answers).await?;
+    super::writes::write_breakers(tx, &breakers.writes()).await?;
+    release_and_resolve(tx, &closed, &resolved, &mut results).await?;
+    Ok(results)
+}
+
+/// Each row of a batch as read, with its stored lease token: borrowed from
+/// its finish when it carries its claim's row, copied only when read.
+type ReadRows<'a> = HashMap<DeliveryId, (Cow<'a, Delivery>, i64)>;
+
+/// The batch's rows (those its finishes do not carry, with `trust_claimed`)
+/// and the breakers of every connection it called or probed, read at once.
+async fn read_batch<'a>(
+    tx: &Transaction<'_>,
+    batch: &'a [Finish],
+    trust_claimed: bool,
+) -> Result<(ReadRows<'a>, Vec<tokio_postgres::Row>), Abort> {
+    let mut carried: ReadRows<'a> = HashMap::new();
     if trust_claimed {
         for f in batch {
             if let Some(d) = f.claimed_row() {
@@ -140,84 +188,107 @@ pub(crate) async fn finish_batch(
         })?
     };
     carried.extend(found.into_iter().map(|(id, (d, token))| (id, (Cow::Owned(d), token))));
-    // Each row as read, and as planned so far: a batch may finish one
-    // delivery twice (a late duplicate is refused by the lease check).
-    let read_rows = carried;
-    let mut current: HashMap<DeliveryId, Delivery> =
-        read_rows.iter().map(|(id, (d, _))| (*id, d.as_ref().clone())).collect();
-    let mut breakers = Breakers::new(rows::breakers(&read)?);
-    let mut results = Vec::with_capacity(batch.len());
-    let mut attempts = Vec::new();
-    // The moment each run committed: its handled record.
-    let mut handled: HashMap<DeliveryId, Timestamp> = HashMap::new();
-    let mut changed: BTreeSet<DeliveryId> = BTreeSet::new();
-    // Which finish closed each connection, and when: it reports the release.
-    let mut closed: Vec<(String, Timestamp, usize)> = Vec::new();
-    // Closed outages whose alert was raised: since when, and closed when.
-    let mut resolved: Vec<(String, Timestamp, Timestamp)> = Vec::new();
-    // The finishes whose runs committed with emits, by index.
-    let mut emits: Vec<(usize, &Finish)> = Vec::new();
+    Ok((carried, read))
+}
+
+/// What a batch's finishes make of its rows and breakers, before a write.
+struct Planned<'a> {
+    /// Each row as planned so far: a batch may finish one delivery twice (a
+    /// late duplicate is refused by the lease check).
+    current: HashMap<DeliveryId, Delivery>,
+    breakers: Breakers,
+    results: Vec<Result<FinishReport, StoreError>>,
+    attempts: Vec<AttemptRecord>,
+    /// The moment each run committed: its handled record.
+    handled: HashMap<DeliveryId, Timestamp>,
+    changed: BTreeSet<DeliveryId>,
+    /// Which finish closed each connection, and when: it reports the release.
+    closed: Vec<(String, Timestamp, usize)>,
+    /// Closed outages whose alert was raised: since when, and closed when.
+    resolved: Vec<(String, Timestamp, Timestamp)>,
+    /// The finishes whose runs committed with emits, by index.
+    emits: Vec<(usize, &'a Finish)>,
+}
+
+/// Plans each finish in order with the core's rules (`plan::finish`).
+fn plan_batch<'a>(
+    batch: &'a [Finish],
+    read_rows: &ReadRows<'_>,
+    breakers: Breakers,
+    policy: &BreakerPolicy,
+) -> Planned<'a> {
+    let mut p = Planned {
+        current: read_rows.iter().map(|(id, (d, _))| (*id, d.as_ref().clone())).collect(),
+        breakers,
+        results: Vec::with_capacity(batch.len()),
+        attempts: Vec::new(),
+        handled: HashMap::new(),
+        changed: BTreeSet::new(),
+        closed: Vec::new(),
+        resolved: Vec::new(),
+        emits: Vec::new(),
+    };
     for (i, f) in batch.iter().enumerate() {
-        let d = match plan::check_lease(current.get(&f.id), f.id, f.token) {
+        let d = match plan::check_lease(p.current.get(&f.id), f.id, f.token) {
             Ok(d) => d,
             Err(e) => {
-                results.push(Err(e));
+                p.results.push(Err(e));
                 continue;
             }
         };
-        let p = plan::finish(d, &mut breakers, f, policy);
-        if p.handled {
-            handled.entry(f.id).or_insert(f.ended_at);
+        let one = plan::finish(d, &mut p.breakers, f, policy);
+        if one.handled {
+            p.handled.entry(f.id).or_insert(f.ended_at);
             if !f.emits.events.is_empty() {
-                emits.push((i, f));
+                p.emits.push((i, f));
             }
         }
-        for c in p.release {
-            if !closed.iter().any(|(seen, _, _)| *seen == c) {
-                closed.push((c, f.ended_at, i));
+        for c in one.release {
+            if !p.closed.iter().any(|(seen, _, _)| *seen == c) {
+                p.closed.push((c, f.ended_at, i));
             }
         }
-        resolved.extend(p.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
-        attempts.push(p.attempt);
-        changed.insert(f.id);
-        *current.get_mut(&f.id).expect("checked above") = p.delivery;
-        results.push(Ok(FinishReport {
-            transitions: p.transitions,
+        p.resolved
+            .extend(one.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
+        p.attempts.push(one.attempt);
+        p.changed.insert(f.id);
+        *p.current.get_mut(&f.id).expect("checked above") = one.delivery;
+        p.results.push(Ok(FinishReport {
+            transitions: one.transitions,
             released: 0,
-            breakers: p.breakers.into_iter().map(|w| w.breaker).collect(),
+            breakers: one.breakers.into_iter().map(|w| w.breaker).collect(),
             emitted: Vec::new(),
         }));
     }
+    p
+}
+
+/// Writes every changed row, fenced on the lease it was read under, and
+/// the attempts a row does not carry itself.
+async fn write_deliveries(tx: &Transaction<'_>, read_rows: &ReadRows<'_>, p: &mut Planned<'_>) -> Result<(), Abort> {
     let mut writes = DeliveryWrites::default();
     // One attempt per delivery changed: a second finish of it was refused.
-    let started: HashMap<DeliveryId, Timestamp> = attempts.iter().map(|a| (a.delivery, a.started_at)).collect();
+    let started: HashMap<DeliveryId, Timestamp> = p.attempts.iter().map(|a| (a.delivery, a.started_at)).collect();
     let mut on_row = BTreeSet::new();
-    for id in &changed {
+    for id in &p.changed {
         let (before, token) = &read_rows[id];
-        if writes.push_finished(before, &current[id], *token, handled.get(id).copied(), started[id]) {
+        if writes.push_finished(before, &p.current[id], *token, p.handled.get(id).copied(), started[id]) {
             on_row.insert(*id);
         }
     }
-    attempts.retain(|a| !on_row.contains(&a.delivery));
-    tokio::try_join!(writes.write(tx), super::writes::insert_attempts(tx, &attempts))?;
-    // After the fenced writes went through: a finish whose lease moved
-    // aborts the whole method before any of its emits is written.
-    for (i, f) in emits {
-        let emitted = emit_at_depth(tx, &f.emits, f.ended_at).await?;
-        if let Ok(report) = &mut results[i] {
-            report.emitted = emitted;
-        }
-    }
-    // Slots come back only with a finish its lease let through: a late one
-    // must not free the slot a later claim of the same delivery took.
-    let (mut slots, mut answers) = (Vec::new(), Vec::new());
-    for (f, _) in batch.iter().zip(&results).filter(|(_, r)| r.is_ok()) {
-        let (r, a) = crate::limits::of_finish(f);
-        slots.extend(r);
-        answers.extend(a);
-    }
-    super::limits::settle(tx, &slots, &answers).await?;
-    super::writes::write_breakers(tx, &breakers.writes()).await?;
+    p.attempts.retain(|a| !on_row.contains(&a.delivery));
+    tokio::try_join!(writes.write(tx), super::writes::insert_attempts(tx, &p.attempts))?;
+    Ok(())
+}
+
+/// Releases what each closed breaker held, reports it on the finish that
+/// closed it, and writes the resolved message of each outage that alerted.
+async fn release_and_resolve(
+    tx: &Transaction<'_>,
+    closed: &[(String, Timestamp, usize)],
+    resolved: &[(String, Timestamp, Timestamp)],
+    results: &mut [Result<FinishReport, StoreError>],
+) -> Result<(), Abort> {
     let release: Vec<(&str, Timestamp)> = closed.iter().map(|(c, t, _)| (c.as_str(), *t)).collect();
     let released = super::writes::release(tx, &release).await?;
     for (connection, n) in &released {
@@ -237,7 +308,7 @@ pub(crate) async fn finish_batch(
             .collect();
         super::alerts::insert(tx, &messages).await?;
     }
-    Ok(results)
+    Ok(())
 }
 
 /// A run's emits, in its finish's transaction, marked with their depth.
