@@ -245,16 +245,32 @@ pub(crate) async fn render<S: Store>(
     process: &ProcessPart<'_>,
 ) -> Result<String, StoreError> {
     let mut out = String::new();
+    let counts = store.counts().await?;
+    deliveries_and_claims(&mut out, &counts, process.claims);
+    let breakers = crate::views::breakers(store, Some(app)).await?;
+    breaker_gauges(&mut out, &breakers);
+    let limits = crate::views::limits(store, Some(app), now).await?;
+    limit_gauges(&mut out, &limits);
     let w = &mut out;
+    let held: u64 = breakers.iter().map(|b| b.held).sum();
+    let _ = writeln!(w, "# HELP jadpo_held Deliveries held behind any breaker.");
+    let _ = writeln!(w, "# TYPE jadpo_held gauge");
+    let _ = writeln!(w, "jadpo_held {held}");
 
+    if INSTALLED.load(Ordering::Relaxed) {
+        process_counters(&mut out, &counters_of(process.counted));
+    }
+    Ok(out)
+}
+
+/// Deliveries by state, and this process's claims on the store.
+fn deliveries_and_claims(w: &mut String, counts: &BTreeMap<DeliveryState, u64>, claims: Claims) {
     let _ = writeln!(w, "# HELP jadpo_deliveries Deliveries in the store by state.");
     let _ = writeln!(w, "# TYPE jadpo_deliveries gauge");
-    let counts = store.counts().await?;
     for state in DeliveryState::ALL {
         let n = counts.get(&state).copied().unwrap_or(0);
         let _ = writeln!(w, "jadpo_deliveries{{state=\"{state}\"}} {n}");
     }
-    let claims = process.claims;
     let _ = writeln!(w, "# HELP jadpo_claim_seconds How long the worker's claims took.");
     let _ = writeln!(w, "# TYPE jadpo_claim_seconds summary");
     let _ = writeln!(w, "jadpo_claim_seconds_sum {:.6}", claims.total.as_secs_f64());
@@ -265,14 +281,17 @@ pub(crate) async fn render<S: Store>(
     );
     let _ = writeln!(w, "# TYPE jadpo_claim_seconds_max gauge");
     let _ = writeln!(w, "jadpo_claim_seconds_max {:.6}", claims.max.as_secs_f64());
+}
 
-    let breakers = crate::views::breakers(store, Some(app)).await?;
+/// Each connection's breaker: its state, held deliveries, unavailable
+/// attempts in a row, pause and alert.
+fn breaker_gauges(w: &mut String, breakers: &[jadpo_store::BreakerView]) {
     let _ = writeln!(
         w,
         "# HELP jadpo_breaker_state Each connection's circuit breaker: 1 for its current state."
     );
     let _ = writeln!(w, "# TYPE jadpo_breaker_state gauge");
-    for b in &breakers {
+    for b in breakers {
         for s in [BreakerState::Closed, BreakerState::Open, BreakerState::Probing] {
             let on = u8::from(b.breaker.state == s);
             let _ = writeln!(
@@ -307,7 +326,7 @@ pub(crate) async fn render<S: Store>(
     for (name, ty, help) in per_breaker {
         let _ = writeln!(w, "# HELP {name} {help}");
         let _ = writeln!(w, "# TYPE {name} {ty}");
-        for b in &breakers {
+        for b in breakers {
             let value = match name {
                 "jadpo_breaker_held" => b.held as f64,
                 "jadpo_breaker_consecutive_unavailable" => f64::from(b.breaker.consecutive_unavailable),
@@ -317,7 +336,10 @@ pub(crate) async fn render<S: Store>(
             let _ = writeln!(w, "{name}{{connection=\"{}\"}} {value}", label(&b.breaker.connection));
         }
     }
-    let limits = crate::views::limits(store, Some(app), now).await?;
+}
+
+/// Each connection's limits: tokens, slots in use, waiting, paused.
+fn limit_gauges(w: &mut String, limits: &BTreeMap<String, serde_json::Value>) {
     let per_limit: [(&str, &str, &str); 4] = [
         (
             "jadpo_connection_tokens",
@@ -343,7 +365,7 @@ pub(crate) async fn render<S: Store>(
     for (name, field, help) in per_limit {
         let _ = writeln!(w, "# HELP {name} {help}");
         let _ = writeln!(w, "# TYPE {name} gauge");
-        for (connection, v) in &limits {
+        for (connection, v) in limits {
             let value = match field {
                 "paused_until" => u64::from(!v[field].is_null()),
                 _ => match v[field].as_u64() {
@@ -354,15 +376,11 @@ pub(crate) async fn render<S: Store>(
             let _ = writeln!(w, "{name}{{connection=\"{}\"}} {value}", label(connection));
         }
     }
-    let held: u64 = breakers.iter().map(|b| b.held).sum();
-    let _ = writeln!(w, "# HELP jadpo_held Deliveries held behind any breaker.");
-    let _ = writeln!(w, "# TYPE jadpo_held gauge");
-    let _ = writeln!(w, "jadpo_held {held}");
+}
 
-    if !INSTALLED.load(Ordering::Relaxed) {
-        return Ok(out);
-    }
-    let counters = counters_of(process.counted);
+/// This process's counters of the stores named, zeros where a series has
+/// none yet.
+fn process_counters(w: &mut String, counters: &Counters) {
     for (name, help) in PROCESS_COUNTERS {
         let _ = writeln!(w, "# HELP {name} {help}");
         let _ = writeln!(w, "# TYPE {name} counter");
@@ -388,7 +406,6 @@ pub(crate) async fn render<S: Store>(
             }
         }
     }
-    Ok(out)
 }
 
 #[cfg(test)]
