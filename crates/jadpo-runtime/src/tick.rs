@@ -6,7 +6,7 @@ use crate::run::Executor;
 use crate::schedules;
 use crate::state::EngineState;
 use jadpo_core::{Backoff, Timestamp};
-use jadpo_store::{ScheduleStore, Store};
+use jadpo_store::{ScheduleStore, Store, SweepReport};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -68,7 +68,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
     state: Arc<EngineState<S, E>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (store, clock, wake) = (&state.store, &state.clock, &state.wake);
+    let (store, clock) = (&state.store, &state.clock);
     let wake_lease = clock.engine_span(state.catalog.longest_timeout() + state.config.lease_margin);
     let mut next_prune_at = clock.now();
     let mut last_flush = tokio::time::Instant::now();
@@ -101,21 +101,7 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
         match store.sweep(now, wake_lease).await {
             Ok(report) => {
                 store_faults = 0;
-                for alert in &report.alerts {
-                    log::alert(alert);
-                }
-                if !report.alerts.is_empty() {
-                    state.alert_wake.notify_one();
-                }
-                for id in &report.woken {
-                    tracing::info!(delivery = id.0, "delivery.woken_as_probe");
-                }
-                if report.released > 0 {
-                    tracing::info!(released = report.released, "delivery.released");
-                }
-                if !report.woken.is_empty() || report.released > 0 {
-                    wake.notify_one();
-                }
+                swept(&state, &report);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "tick.store_unavailable");
@@ -135,6 +121,26 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
     while runs.join_next().await.is_some() {}
     // What the workers still write after this is lost: a few seconds of a chart.
     state.minutes.flush(&**store, clock.now()).await;
+}
+
+/// Says what a sweep did, and wakes who has work from it: the alert sender
+/// for alerts raised, the workers for probes woken and deliveries released.
+fn swept<S, E>(state: &EngineState<S, E>, report: &SweepReport) {
+    for alert in &report.alerts {
+        log::alert(alert);
+    }
+    if !report.alerts.is_empty() {
+        state.alert_wake.notify_one();
+    }
+    for id in &report.woken {
+        tracing::info!(delivery = id.0, "delivery.woken_as_probe");
+    }
+    if report.released > 0 {
+        tracing::info!(released = report.released, "delivery.released");
+    }
+    if !report.woken.is_empty() || report.released > 0 {
+        state.wake.notify_one();
+    }
 }
 
 /// Deletes finished deliveries older than `before`, in bounded batches,
