@@ -134,20 +134,7 @@ pub fn claim(
         let mut d = c.delivery;
         let id = d.id;
         let Some(route) = req.routes.get(&d.subscriber) else {
-            let decision = claim::unknown_subscriber(&d, now);
-            // Not run, so the lease `apply` takes is never written.
-            let unused = Lease {
-                owner: req.worker.to_owned(),
-                token: token(&d),
-                until: now,
-            };
-            claim::apply(&mut d, &decision, unused, now);
-            if decision.lease_expired {
-                plan.report.lease_expired.push(id);
-            }
-            breakers.give_back_probes(id);
-            plan.report.gave_up.push(id);
-            plan.deliveries.push(d);
+            give_up_unknown(&mut plan, d, breakers, req, &mut token);
             continue;
         };
         let gates: Vec<(&str, Gate)> = route
@@ -193,18 +180,7 @@ pub fn claim(
                     event_depth: c.event_depth,
                 });
             }
-            other => {
-                // A delivery woken to probe that does not run gives the place
-                // back, so the next claim or sweep finds another.
-                breakers.give_back_probes(id);
-                match other {
-                    ClaimDecision::Succeed => plan.report.succeeded.push(id),
-                    ClaimDecision::GiveUp(_) => plan.report.gave_up.push(id),
-                    ClaimDecision::Hold { .. } => plan.report.held.push(id),
-                    ClaimDecision::Wait { until, .. } => plan.report.waiting.push((id, until)),
-                    ClaimDecision::Run { .. } => unreachable!("handled above"),
-                }
-            }
+            other => not_run(&mut plan.report, breakers, id, other),
         }
         plan.deliveries.push(d);
     }
@@ -212,6 +188,46 @@ pub fn claim(
     plan.limits = limits.writes();
     plan.report.breakers = breakers.rows.values().cloned().collect();
     plan
+}
+
+/// A delivery whose subscriber the app no longer has: failed at the claim,
+/// as the core says (`claim::unknown_subscriber`).
+fn give_up_unknown(
+    plan: &mut ClaimPlan,
+    mut d: Delivery,
+    breakers: &mut Breakers,
+    req: &ClaimRequest<'_>,
+    token: &mut impl FnMut(&Delivery) -> LeaseToken,
+) {
+    let (id, now) = (d.id, req.now);
+    let decision = claim::unknown_subscriber(&d, now);
+    // Not run, so the lease `apply` takes is never written.
+    let unused = Lease {
+        owner: req.worker.to_owned(),
+        token: token(&d),
+        until: now,
+    };
+    claim::apply(&mut d, &decision, unused, now);
+    if decision.lease_expired {
+        plan.report.lease_expired.push(id);
+    }
+    breakers.give_back_probes(id);
+    plan.report.gave_up.push(id);
+    plan.deliveries.push(d);
+}
+
+/// Reports a claimed delivery that will not run now. A delivery woken to
+/// probe that does not run gives the place back, so the next claim or sweep
+/// finds another.
+fn not_run(report: &mut ClaimReport, breakers: &mut Breakers, id: DeliveryId, decision: ClaimDecision) {
+    breakers.give_back_probes(id);
+    match decision {
+        ClaimDecision::Succeed => report.succeeded.push(id),
+        ClaimDecision::GiveUp(_) => report.gave_up.push(id),
+        ClaimDecision::Hold { .. } => report.held.push(id),
+        ClaimDecision::Wait { until, .. } => report.waiting.push((id, until)),
+        ClaimDecision::Run { .. } => unreachable!("a run is reported as claimed"),
+    }
 }
 
 /// Checks that `d` is still held under `token`: the fence every write after
