@@ -10,7 +10,6 @@ use jadpo_store::postgres::testing::TestSchema;
 use jadpo_store::postgres::{emit_in, Options, PgStore};
 use jadpo_store::upgrade::Refusal;
 use jadpo_store::{ClaimReport, ClaimRequest, DeliveryFilter, Finish, NewEvent, Store, StoreError};
-use jadpo_testing::logs::LogBuffer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Barrier;
@@ -682,40 +681,6 @@ async fn four_processes_pruning_at_once_delete_each_delivery_once() {
             .get(0);
         assert_eq!(n, 0, "{table} after {counts:?}");
     }
-}
-
-/// Without the server's autovacuum nothing reclaims the row versions each
-/// delivery leaves: a store opening on such a server says so once, as a
-/// warning (however often it migrates), and its footprint says which the server runs. (This machine's
-/// server runs without it; one with it on takes the other branch.)
-#[tokio::test]
-async fn a_server_without_autovacuum_is_said_at_start() {
-    let Some(schema) = TestSchema::create().await else {
-        return;
-    };
-    let on: bool = schema
-        .client()
-        .await
-        .query_one("SELECT current_setting('autovacuum')::bool", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let logs = LogBuffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(logs.clone())
-        .finish();
-    let store = {
-        let _logging = tracing::subscriber::set_default(subscriber);
-        let store = schema.store(Options::default()).await;
-        // An engine built on the store migrates it again: said once.
-        store.migrate_with(false).await.unwrap();
-        store
-    };
-    let text = logs.text();
-    let said = text.matches("store.autovacuum_off").count();
-    assert_eq!(said, usize::from(!on), "autovacuum {on}: {text}");
-    assert_eq!(store.footprint().await.unwrap().autovacuum, Some(on));
 }
 
 /// Two processes' ticks claim the same due schedule at once: one run.
