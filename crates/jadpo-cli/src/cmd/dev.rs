@@ -110,7 +110,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
 /// PostgreSQL), so the poll is only the fallback for a wake-up that was lost
 /// or that a store does not send.
 pub(crate) fn parse_poll(s: &str) -> Result<Duration, String> {
-    let d = crate::cmd::retry::parse_duration(s)?;
+    let d = crate::cmd::parse_duration(s)?;
     if d < Duration::from_millis(10) || d > Duration::from_secs(3600) {
         return Err(format!("{s:?}: the poll is from 10ms to 1h"));
     }

@@ -15,6 +15,7 @@ pub(crate) mod retry;
 pub(crate) mod serve;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `--store URL`, shared by the operator commands.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -38,4 +39,22 @@ pub(crate) struct AppArg {
 pub(crate) fn worker_name(mode: &str) -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     format!("{mode}@{host}:{}", std::process::id())
+}
+
+/// `30s`, `5m`, `1h`, `500ms`, `0s` (a bare number is seconds).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration such as 30s, 5m or 0s"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" | "" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{s:?}: the unit is one of ms, s, m, h")),
+    };
+    Ok(d)
 }

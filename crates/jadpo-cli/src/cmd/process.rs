@@ -103,7 +103,7 @@ impl EdgeArgs {
 
 /// A timeout from 100 ms to 1 h, written as `10s`, `500ms` or `2m`.
 fn parse_edge_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = super::retry::parse_duration(s)?;
+    let d = super::parse_duration(s)?;
     if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(3600) {
         return Err(format!("{s:?}: a timeout is from 100ms to 1h"));
     }
@@ -112,7 +112,7 @@ fn parse_edge_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// As [`parse_edge_duration`], and `0s` too: stop without waiting.
 fn parse_shutdown_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = super::retry::parse_duration(s)?;
+    let d = super::parse_duration(s)?;
     if d > std::time::Duration::from_secs(3600) {
         return Err(format!("{s:?}: the shutdown timeout is at most 1h"));
     }
@@ -143,7 +143,7 @@ pub(crate) fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
                 .map_err(|_| format!("{s:?} is not a duration such as 30m, 12h or 7d"))?;
             std::time::Duration::from_secs(n.saturating_mul(86_400))
         }
-        None => super::retry::parse_duration(t)?,
+        None => super::parse_duration(t)?,
     };
     let secs = d.as_secs();
     if d.is_zero() {

@@ -89,28 +89,10 @@ impl From<RetryState> for DeliveryState {
 
 /// `30s`, `5m`, `1h`, `500ms`, `0s`; at most an hour.
 pub(crate) fn parse_spread(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = super::parse_duration(s)?;
     if d > Duration::from_secs(3600) {
         return Err("the spread is at most 1h".into());
     }
-    Ok(d)
-}
-
-/// `30s`, `5m`, `1h`, `500ms`, `0s` (a bare number is seconds).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration such as 30s, 5m or 0s"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" | "" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => return Err(format!("{s:?}: the unit is one of ms, s, m, h")),
-    };
     Ok(d)
 }
 

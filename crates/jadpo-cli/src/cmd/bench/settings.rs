@@ -1,7 +1,7 @@
 //! `jadpo bench`'s flags, and the settings they make once checked: every
 //! bound, and the refusal (with its `bench.*` code) of a value outside it.
 
-use crate::cmd::{process, retry};
+use crate::cmd::process;
 use crate::output::CliError;
 use std::time::Duration;
 
@@ -152,7 +152,7 @@ fn parse_span(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Du
     } else {
         "bench.report_every_invalid"
     };
-    match retry::parse_duration(text) {
+    match crate::cmd::parse_duration(text) {
         Ok(d) if (min..=max).contains(&d) => Ok(d),
         _ => Err(usage(
             code,
@@ -168,7 +168,7 @@ fn parse_span(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Du
 /// `--retention`: as `serve` takes it, and, the bench being short, down to
 /// a second; `0` keeps everything (`None`).
 fn parse_retention(text: &str) -> Result<Option<Duration>, CliError> {
-    let seconds = retry::parse_duration(text)
+    let seconds = crate::cmd::parse_duration(text)
         .ok()
         .filter(|d| d.subsec_nanos() == 0 && (d.is_zero() || d.as_secs() < 60));
     match seconds.map(Ok).unwrap_or_else(|| process::parse_retention(text)) {
