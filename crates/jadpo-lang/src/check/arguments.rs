@@ -1,7 +1,7 @@
 //! Argument lists: binding a `run`'s arguments to the parameters of the
 //! action or capability it runs.
 
-use super::exprs::{article, EventUse, Scope, CODE};
+use super::exprs::{article, count_params, EventUse, Scope, CODE};
 use super::{hint, Checker};
 use crate::app::{Expr as Value, Field, Type};
 use crate::diagnostic::Span;
@@ -189,12 +189,4 @@ impl Checker<'_> {
         }
         false
     }
-}
-
-pub(crate) fn count_params(params: &[Field]) -> String {
-    if params.is_empty() {
-        return "no arguments".to_string();
-    }
-    let list: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name, p.ty.name())).collect();
-    format!("({})", list.join(", "))
 }

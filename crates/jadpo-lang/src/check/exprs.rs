@@ -1,6 +1,5 @@
 //! Values passed to actions and calls, and path templates.
 
-use super::arguments::count_params;
 use super::values::{describe, path_text};
 use super::{hint, Checker};
 use crate::app::{Expr as Value, Field, PathPart, PathTemplate, Type};
@@ -438,4 +437,13 @@ pub(crate) fn article(ty: Type) -> &'static str {
         Type::Int | Type::Object => "an",
         _ => "a",
     }
+}
+
+/// A callee's parameters as a message names them: `(a: string, b: int)`.
+pub(crate) fn count_params(params: &[Field]) -> String {
+    if params.is_empty() {
+        return "no arguments".to_string();
+    }
+    let list: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name, p.ty.name())).collect();
+    format!("({})", list.join(", "))
 }
