@@ -8,7 +8,7 @@ use jadpo_core::{BreakerPolicy, BreakerState, DeliveryState};
 use jadpo_runtime::logfmt::{self, Format};
 use jadpo_runtime::provider::{Behaviour, TestProvider};
 use jadpo_runtime::WorkerConfig;
-use jadpo_store::{DeliveryFilter, Store};
+use jadpo_store::{BreakerView, DeliveryFilter, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -134,29 +134,7 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
     remove_db(&db);
     let provider = TestProvider::start().await;
     provider.set(Behaviour::Down);
-    let url = provider.url();
-    let store = SqliteStore::open_with(
-        &format!("sqlite:{}", db.display()),
-        SqliteOptions {
-            policy,
-            ..Default::default()
-        },
-    )
-    .await
-    .map_err(|e| format!("error[store.unavailable]: {e}"))?;
-    let jadpo = jadpo::builder()
-        .app_source("app.jadpo", APP)
-        .map_err(|e| e.to_string())?
-        .env(move |k| (k == "PAYMENTS_URL").then(|| url.clone()))
-        .time_scale(args.time_scale)
-        .worker(WorkerConfig {
-            name: format!("demo-{name}"),
-            concurrency: args.workers as usize,
-            ..WorkerConfig::default()
-        })
-        .build(store)
-        .await
-        .map_err(|e| e.to_string())?;
+    let jadpo = build_engine(args, name, &db, policy, provider.url()).await?;
     println!("== {name}: {}", db.display());
     // The store keeps the scaled clock, so `jadpo deliveries --store` on the
     // demo's file afterwards reads the same times the demo wrote.
@@ -164,17 +142,7 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
     let running = jadpo.start();
     let start_engine = clock.now();
     let start_real = Instant::now();
-    let payloads: Vec<(&str, serde_json::Value)> = (0..args.events)
-        .map(|i| {
-            (
-                "PaymentReceived",
-                serde_json::json!({"payment_id": format!("pay_{i:05}"), "amount_cents": 1000 + i}),
-            )
-        })
-        .collect();
-    for chunk in payloads.chunks(1_000) {
-        jadpo.emit_many(chunk).await.map_err(|e| e.to_string())?;
-    }
+    emit_payments(&jadpo, args.events).await?;
     let down_until = start_engine.plus(Duration::from_secs(u64::from(args.down_minutes) * 60));
     let mut last_state = BreakerState::Closed;
     let mut last_held = 0usize;
@@ -183,69 +151,33 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = clock.now();
+        let at = minutes(now.since(start_engine));
         if provider.behaviour() == Behaviour::Down && now >= down_until {
             provider.set(Behaviour::Up);
-            println!("  +{}  provider is back up", minutes(now.since(start_engine)));
+            println!("  +{at}  provider is back up");
         }
-        let store = jadpo.store();
-        let count = |s: DeliveryState| {
-            let store = store.clone();
-            async move {
-                store
-                    .list(&DeliveryFilter {
-                        state: Some(s),
-                        ..Default::default()
-                    })
-                    .await
-                    .map(|l| l.len())
-                    .unwrap_or(0)
-            }
-        };
-        let (ok, failed, parked, held) = (
-            count(DeliveryState::Succeeded).await,
-            count(DeliveryState::Failed).await,
-            count(DeliveryState::Parked).await,
-            count(DeliveryState::Held).await,
-        );
-        let breaker = store
-            .breakers()
-            .await
-            .ok()
-            .and_then(|b| b.into_iter().find(|b| b.breaker.connection == "payments"));
-        if let Some(b) = &breaker {
-            // Probes and reopenings show in the log lines above; here, the
-            // outage's start and end.
-            let opened = last_state == BreakerState::Closed && b.breaker.state != BreakerState::Closed;
-            let closed = last_state != BreakerState::Closed && b.breaker.state == BreakerState::Closed;
-            if opened {
-                println!(
-                    "  +{}  breaker OPENED: deliveries are held, not sent",
-                    minutes(now.since(start_engine))
-                );
-            }
-            if closed {
-                println!(
-                    "  +{}  breaker CLOSED: a probe was answered; {last_held} held deliveries released, due at once",
-                    minutes(now.since(start_engine))
-                );
-            }
+        let counts = count_deliveries(jadpo.store()).await;
+        if let Some(b) = payments_breaker(jadpo.store()).await {
+            report_outage_edge(last_state, b.breaker.state, last_held, &at);
             last_state = b.breaker.state;
             summary.alerts |= b.breaker.alert_raised;
         }
-        last_held = held;
+        last_held = counts.held;
         if Instant::now() >= next_report {
             println!(
-                "  +{}  delivered {ok:>5}  held {held:>5}  failed {failed:>4}  provider calls {:>6}",
-                minutes(now.since(start_engine)),
+                "  +{at}  delivered {:>5}  held {:>5}  failed {:>4}  provider calls {:>6}",
+                counts.delivered,
+                counts.held,
+                counts.failed,
                 provider.calls()
             );
             next_report = Instant::now() + Duration::from_secs(2);
         }
-        if ok + failed + parked == args.events as usize {
+        if counts.finished() == args.events as usize {
             summary = Summary {
-                delivered: ok,
-                failed,
-                parked,
+                delivered: counts.delivered,
+                failed: counts.failed,
+                parked: counts.parked,
                 calls: provider.calls(),
                 calls_while_down: provider.calls_while(&Behaviour::Down),
                 engine_time: now.since(start_engine),
@@ -262,6 +194,106 @@ async fn phase(args: &Args, name: &str, policy: BreakerPolicy) -> Result<Summary
         summary.real_time.as_secs_f64()
     );
     Ok(summary)
+}
+
+async fn build_engine(
+    args: &Args,
+    name: &str,
+    db: &Path,
+    policy: BreakerPolicy,
+    provider_url: String,
+) -> Result<jadpo::Jadpo<SqliteStore>, String> {
+    let store = SqliteStore::open_with(
+        &format!("sqlite:{}", db.display()),
+        SqliteOptions {
+            policy,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| format!("error[store.unavailable]: {e}"))?;
+    jadpo::builder()
+        .app_source("app.jadpo", APP)
+        .map_err(|e| e.to_string())?
+        .env(move |k| (k == "PAYMENTS_URL").then(|| provider_url.clone()))
+        .time_scale(args.time_scale)
+        .worker(WorkerConfig {
+            name: format!("demo-{name}"),
+            concurrency: args.workers as usize,
+            ..WorkerConfig::default()
+        })
+        .build(store)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn emit_payments(jadpo: &jadpo::Jadpo<SqliteStore>, events: u32) -> Result<(), String> {
+    let payloads: Vec<(&str, serde_json::Value)> = (0..events)
+        .map(|i| {
+            (
+                "PaymentReceived",
+                serde_json::json!({"payment_id": format!("pay_{i:05}"), "amount_cents": 1000 + i}),
+            )
+        })
+        .collect();
+    for chunk in payloads.chunks(1_000) {
+        jadpo.emit_many(chunk).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The deliveries in each state at one poll of the store.
+struct Counts {
+    delivered: usize,
+    failed: usize,
+    parked: usize,
+    held: usize,
+}
+
+impl Counts {
+    /// Held deliveries are still waiting; the other three states are final.
+    fn finished(&self) -> usize {
+        self.delivered + self.failed + self.parked
+    }
+}
+
+async fn count_deliveries(store: &SqliteStore) -> Counts {
+    // A poll that fails counts as none, so the demo waits for the next one.
+    let count = |s: DeliveryState| async move {
+        store
+            .list(&DeliveryFilter {
+                state: Some(s),
+                ..Default::default()
+            })
+            .await
+            .map(|l| l.len())
+            .unwrap_or(0)
+    };
+    Counts {
+        delivered: count(DeliveryState::Succeeded).await,
+        failed: count(DeliveryState::Failed).await,
+        parked: count(DeliveryState::Parked).await,
+        held: count(DeliveryState::Held).await,
+    }
+}
+
+async fn payments_breaker(store: &SqliteStore) -> Option<BreakerView> {
+    store
+        .breakers()
+        .await
+        .ok()
+        .and_then(|b| b.into_iter().find(|b| b.breaker.connection == "payments"))
+}
+
+/// Probes and reopenings show in the log lines; here, only the outage's
+/// start and end, with the held deliveries a close releases.
+fn report_outage_edge(was: BreakerState, is: BreakerState, held_before: usize, at: &str) {
+    if was == BreakerState::Closed && is != BreakerState::Closed {
+        println!("  +{at}  breaker OPENED: deliveries are held, not sent");
+    }
+    if was != BreakerState::Closed && is == BreakerState::Closed {
+        println!("  +{at}  breaker CLOSED: a probe was answered; {held_before} held deliveries released, due at once");
+    }
 }
 
 fn remove_db(db: &Path) {
