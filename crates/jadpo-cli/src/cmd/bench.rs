@@ -186,80 +186,15 @@ async fn measure<S: ScheduleStore>(
     finishes: Arc<Finishes>,
     reader: Option<&crate::store_url::AnyStore>,
 ) -> Result<Report, CliError> {
-    let mut intervals = Vec::new();
-    let builder = jadpo::builder()
-        .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
-        .worker(WorkerConfig {
-            name: worker_name("bench"),
-            concurrency: s.concurrency,
-            ..WorkerConfig::default()
-        })
-        .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
-    let builder = if s.latency.is_some() {
-        builder.app_source("bench.jadpo", &http_app(s.connection_rate))
-    } else {
-        builder
-            .app_source("bench.jadpo", NOOP_APP)
-            .map(|b| b.action("noop", noop()))
-    };
-    let jadpo = builder
-        .map_err(operator::start_error)?
-        .build(store)
-        .await
-        .map_err(operator::start_error)?;
+    let jadpo = build_engine(store, s, sink_url).await?;
     let n = s.events;
-    let (emit, started) = match s.rate {
-        None => {
-            let emit_bar = bar(s, n, "emit");
-            let t = Instant::now();
-            let mut sent = 0;
-            while sent < n {
-                interrupted()?;
-                let k = CHUNK.min(n - sent);
-                emit_chunk(&jadpo, &finishes, sent, k).await?;
-                sent += k;
-                emit_bar.inc(k);
-            }
-            let emit = t.elapsed();
-            emit_bar.finish_and_clear();
-            let started = Instant::now();
-            let running = jadpo.start();
-            let drain_bar = bar(s, n, "drain");
-            let waited = wait(jadpo.store().as_ref(), &finishes, n, &drain_bar).await;
-            running.stop().await;
-            drain_bar.finish_and_clear();
-            waited?;
-            (emit, started)
-        }
-        Some(rate) => {
-            let running = jadpo.start();
-            // A soak's reports are its progress.
-            let finish_bar = match reader {
-                Some(_) => ProgressBar::hidden(),
-                None => bar(s, n, "finished"),
-            };
-            let started = Instant::now();
-            let done = AtomicBool::new(false);
-            let draining = async {
-                let result = tokio::try_join!(
-                    emit_at(&jadpo, &finishes, n, rate),
-                    wait(jadpo.store().as_ref(), &finishes, n, &finish_bar)
-                );
-                done.store(true, Ordering::Release);
-                result
-            };
-            let reporting = async {
-                match reader {
-                    Some(r) => soak::report(r, &finishes, s.report_every, s.json, &done).await,
-                    None => Ok(Vec::new()),
-                }
-            };
-            let (result, reported) = tokio::join!(draining, reporting);
-            running.stop().await;
-            finish_bar.finish_and_clear();
-            intervals = reported?;
-            (result?.0, started)
-        }
+    let Run {
+        emit,
+        started,
+        intervals,
+    } = match s.rate {
+        None => drain_backlog(&jadpo, s, &finishes).await?,
+        Some(rate) => deliver_at_rate(&jadpo, s, &finishes, rate, reader).await?,
     };
     let peak_rss_bytes = report::peak_rss_bytes();
     // The drain ends at the last finish seen, else when the store said so.
@@ -292,6 +227,117 @@ async fn measure<S: ScheduleStore>(
         retention: s.retention,
         intervals,
         ..Report::default()
+    })
+}
+
+/// The engine `jadpo serve` would run, on the bench's app: the HTTP one
+/// when there is a sink to deliver to, else the one whose action does nothing.
+async fn build_engine<S: ScheduleStore>(
+    store: S,
+    s: &Settings,
+    sink_url: Option<String>,
+) -> Result<Jadpo<S>, CliError> {
+    let builder = jadpo::builder()
+        .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
+        .worker(WorkerConfig {
+            name: worker_name("bench"),
+            concurrency: s.concurrency,
+            ..WorkerConfig::default()
+        })
+        .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
+    let builder = if s.latency.is_some() {
+        builder.app_source("bench.jadpo", &http_app(s.connection_rate))
+    } else {
+        builder
+            .app_source("bench.jadpo", NOOP_APP)
+            .map(|b| b.action("noop", noop()))
+    };
+    builder
+        .map_err(operator::start_error)?
+        .build(store)
+        .await
+        .map_err(operator::start_error)
+}
+
+/// What one run of the engine gives the report: how long emitting took,
+/// when the drain's clock started, and a soak's intervals.
+struct Run {
+    emit: Duration,
+    started: Instant,
+    intervals: Vec<soak::Interval>,
+}
+
+/// `--backlog`: every event is emitted before the engine starts, so the
+/// drain is timed on its own.
+async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishes: &Finishes) -> Result<Run, CliError> {
+    let n = s.events;
+    let emit_bar = bar(s, n, "emit");
+    let t = Instant::now();
+    let mut sent = 0;
+    while sent < n {
+        interrupted()?;
+        let k = CHUNK.min(n - sent);
+        emit_chunk(jadpo, finishes, sent, k).await?;
+        sent += k;
+        emit_bar.inc(k);
+    }
+    let emit = t.elapsed();
+    emit_bar.finish_and_clear();
+    let started = Instant::now();
+    let running = jadpo.start();
+    let drain_bar = bar(s, n, "drain");
+    let waited = wait(jadpo.store().as_ref(), finishes, n, &drain_bar).await;
+    running.stop().await;
+    drain_bar.finish_and_clear();
+    waited?;
+    Ok(Run {
+        emit,
+        started,
+        intervals: Vec::new(),
+    })
+}
+
+/// `--rate`: the engine runs while events are emitted at the rate; with a
+/// reader (a soak), the store's size is reported every interval meanwhile.
+async fn deliver_at_rate<S: ScheduleStore>(
+    jadpo: &Jadpo<S>,
+    s: &Settings,
+    finishes: &Finishes,
+    rate: u64,
+    reader: Option<&crate::store_url::AnyStore>,
+) -> Result<Run, CliError> {
+    let n = s.events;
+    let running = jadpo.start();
+    // A soak's reports are its progress.
+    let finish_bar = match reader {
+        Some(_) => ProgressBar::hidden(),
+        None => bar(s, n, "finished"),
+    };
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let draining = async {
+        let result = tokio::try_join!(
+            emit_at(jadpo, finishes, n, rate),
+            wait(jadpo.store().as_ref(), finishes, n, &finish_bar)
+        );
+        done.store(true, Ordering::Release);
+        result
+    };
+    let reporting = async {
+        match reader {
+            Some(r) => soak::report(r, finishes, s.report_every, s.json, &done).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let (result, reported) = tokio::join!(draining, reporting);
+    running.stop().await;
+    finish_bar.finish_and_clear();
+    // A failed soak report is the error to show, before a failed drain's.
+    let intervals = reported?;
+    Ok(Run {
+        emit: result?.0,
+        started,
+        intervals,
     })
 }
 
