@@ -366,7 +366,45 @@ async fn answer(
     body: Bytes,
 ) -> Response {
     let now = Instant::now();
-    let mut recorded = Recorded {
+    let mut recorded = record(&method, &uri, &headers, &body, now);
+    let reply = {
+        let mut state = shared.lock();
+        let behaviour = match state.script.pop_front() {
+            Some(scripted) => scripted,
+            None => state.behaviour.clone(),
+        };
+        state.count(&behaviour);
+        let mut reply = reply_for(&behaviour, &mut state, &shared, now);
+        if let Some(secret) = &state.signing_secret {
+            if recorded.verify_signature(secret).is_err() {
+                // A bad signature is refused at once, whatever the behaviour;
+                // a call waiting for the others still waits.
+                reply = Reply {
+                    status: 401,
+                    delay: None,
+                    retry_after: None,
+                    ..reply
+                };
+            }
+        }
+        recorded.behaviour = behaviour;
+        recorded.status = reply.status;
+        state.requests.push(recorded);
+        reply
+    };
+    if let Some(calls) = reply.wait_for {
+        wait_for_together(&shared, calls).await;
+    }
+    if let Some(delay) = reply.delay {
+        tokio::time::sleep(delay).await;
+    }
+    response(reply.status, reply.retry_after)
+}
+
+/// The request as the test sees it afterwards; its behaviour and status are
+/// filled in once they are chosen.
+fn record(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes, at: Instant) -> Recorded {
+    Recorded {
         method: method.to_string(),
         path: uri.path().to_owned(),
         headers: headers
@@ -381,79 +419,82 @@ async fn answer(
         body: body.to_vec(),
         behaviour: Behaviour::Up,
         status: 200,
-        at: now,
+        at,
+    }
+}
+
+/// How one call is answered, chosen under the lock and carried out after it.
+#[derive(Clone, Copy)]
+struct Reply {
+    status: u16,
+    delay: Option<Duration>,
+    retry_after: Option<u64>,
+    /// `Together`: the calls to wait for before answering.
+    wait_for: Option<u64>,
+}
+
+fn reply_for(behaviour: &Behaviour, state: &mut State_, shared: &Shared, now: Instant) -> Reply {
+    let mut reply = Reply {
+        status: 200,
+        delay: None,
+        retry_after: None,
+        wait_for: None,
     };
-    let mut wait_for = None;
-    let (status, delay, retry_after) = {
-        let mut state = shared.lock();
-        let behaviour = match state.script.pop_front() {
-            Some(scripted) => scripted,
-            None => state.behaviour.clone(),
-        };
-        state.count(&behaviour);
-        let mut delay = None;
-        let mut retry_after = None;
-        let mut status = match &behaviour {
-            Behaviour::Up | Behaviour::Refuse | Behaviour::Hangup => 200,
-            Behaviour::Down => 503,
-            Behaviour::Slow(d) => {
-                delay = Some(*d);
+    reply.status = match behaviour {
+        Behaviour::Up | Behaviour::Refuse | Behaviour::Hangup => 200,
+        Behaviour::Down => 503,
+        Behaviour::Slow(d) => {
+            reply.delay = Some(*d);
+            200
+        }
+        Behaviour::RateLimited { retry_after_s } => {
+            reply.retry_after = Some(*retry_after_s);
+            429
+        }
+        Behaviour::Unavailable { retry_after_s } => {
+            reply.retry_after = Some(*retry_after_s);
+            503
+        }
+        Behaviour::Status(s) => *s,
+        Behaviour::Flapping { period } => {
+            let phase = now.duration_since(state.since).as_nanos() / period.as_nanos().max(1);
+            if phase % 2 == 0 {
                 200
-            }
-            Behaviour::RateLimited { retry_after_s } => {
-                retry_after = Some(*retry_after_s);
-                429
-            }
-            Behaviour::Unavailable { retry_after_s } => {
-                retry_after = Some(*retry_after_s);
+            } else {
                 503
             }
-            Behaviour::Status(s) => *s,
-            Behaviour::Flapping { period } => {
-                let phase = now.duration_since(state.since).as_nanos() / period.as_nanos().max(1);
-                if phase % 2 == 0 {
-                    200
-                } else {
-                    503
-                }
-            }
-            Behaviour::Together { calls } => {
-                state.together += 1;
-                if state.together >= *calls {
-                    shared.together.notify_waiters();
-                } else {
-                    wait_for = Some(*calls);
-                }
-                200
-            }
-        };
-        if let Some(secret) = &state.signing_secret {
-            if recorded.verify_signature(secret).is_err() {
-                status = 401;
-                delay = None;
-                retry_after = None;
-            }
         }
-        recorded.behaviour = behaviour;
-        recorded.status = status;
-        state.requests.push(recorded);
-        (status, delay, retry_after)
+        Behaviour::Together { calls } => {
+            state.together += 1;
+            if state.together >= *calls {
+                shared.together.notify_waiters();
+            } else {
+                reply.wait_for = Some(*calls);
+            }
+            200
+        }
     };
-    if let Some(calls) = wait_for {
-        loop {
-            let reached = shared.together.notified();
-            tokio::pin!(reached);
-            reached.as_mut().enable();
-            if shared.lock().together >= calls {
-                break;
-            }
-            reached.await;
+    reply
+}
+
+/// Holds a `Together` call until `calls` of them arrived. Registering for
+/// the notice before reading the count means the last arrival's notice
+/// cannot fall between the two.
+async fn wait_for_together(shared: &Shared, calls: u64) {
+    loop {
+        let reached = shared.together.notified();
+        tokio::pin!(reached);
+        reached.as_mut().enable();
+        if shared.lock().together >= calls {
+            break;
         }
+        reached.await;
     }
-    if let Some(delay) = delay {
-        tokio::time::sleep(delay).await;
-    }
+}
+
+fn response(status: u16, retry_after: Option<u64>) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // These statuses may not carry a body.
     let mut response = if code.is_informational() || code == StatusCode::NO_CONTENT || code == StatusCode::NOT_MODIFIED
     {
         code.into_response()
