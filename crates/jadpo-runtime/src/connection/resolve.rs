@@ -115,64 +115,16 @@ pub(crate) fn resolve_http(
     let name = conn.name.as_str();
     let base_url = lookup(name, "`base_url:`", &conn.base_url, env, errors)
         .and_then(|raw| check_base_url(name, &raw, &conn.base_url, errors));
-
-    let mut headers = Vec::new();
-    for (header, value) in &conn.headers {
-        let setting = format!("header `{header}`");
-        let Some(raw) = lookup(name, &setting, value, env, errors) else {
-            continue;
-        };
-        let Ok(header_name) = HeaderName::from_bytes(header.as_bytes()) else {
-            errors.push(StartupError::new(
-                "connection.header_invalid",
-                name,
-                format!("connection `{name}`: `{header}` is not a valid HTTP header name"),
-            ));
-            continue;
-        };
-        match HeaderValue::from_str(&raw) {
-            Ok(mut v) => {
-                v.set_sensitive(true);
-                headers.push((header_name, v));
-            }
-            Err(_) => errors.push(StartupError {
-                variable: variable_of(value),
-                ..StartupError::new(
-                    "connection.header_invalid",
-                    name,
-                    format!(
-                        "connection `{name}`: the value of header `{header}`{} holds characters \
-                         a header can't carry (such as a line break)",
-                        from_variable(value)
-                    ),
-                )
-            }),
-        }
-    }
-
-    let signing = match &conn.signing_secret {
-        None => None,
-        Some(value) => {
-            lookup(name, "`signing_secret:`", value, env, errors).and_then(|raw| match SigningKey::from_secret(&raw) {
-                Ok(key) => Some(key),
-                Err(why) => {
-                    errors.push(StartupError {
-                        variable: variable_of(value),
-                        ..StartupError::new(
-                            "connection.signing_secret_invalid",
-                            name,
-                            format!(
-                                "connection `{name}`: `signing_secret:`{} can't be used: {why}",
-                                from_variable(value)
-                            ),
-                        )
-                    });
-                    None
-                }
-            })
-        }
-    };
-
+    let headers: Vec<(HeaderName, HeaderValue)> = conn
+        .headers
+        .iter()
+        .filter_map(|(header, value)| resolve_header(name, header, value, env, errors))
+        .collect();
+    let signing = conn
+        .signing_secret
+        .as_ref()
+        .and_then(|value| resolve_signing_key(name, value, env, errors));
+    // Every setting was looked at first, so one start reports all problems.
     if errors.len() > before {
         return None;
     }
@@ -184,6 +136,73 @@ pub(crate) fn resolve_http(
         attempts: conn.attempts.max(1),
         signing,
     })
+}
+
+fn resolve_header(
+    connection: &str,
+    header: &str,
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<StartupError>,
+) -> Option<(HeaderName, HeaderValue)> {
+    let setting = format!("header `{header}`");
+    let raw = lookup(connection, &setting, value, env, errors)?;
+    let Ok(header_name) = HeaderName::from_bytes(header.as_bytes()) else {
+        errors.push(StartupError::new(
+            "connection.header_invalid",
+            connection,
+            format!("connection `{connection}`: `{header}` is not a valid HTTP header name"),
+        ));
+        return None;
+    };
+    match HeaderValue::from_str(&raw) {
+        Ok(mut v) => {
+            // Sensitive: never shown by `Debug`, never indexed by HTTP/2 header compression.
+            v.set_sensitive(true);
+            Some((header_name, v))
+        }
+        Err(_) => {
+            errors.push(StartupError {
+                variable: variable_of(value),
+                ..StartupError::new(
+                    "connection.header_invalid",
+                    connection,
+                    format!(
+                        "connection `{connection}`: the value of header `{header}`{} holds characters \
+                         a header can't carry (such as a line break)",
+                        from_variable(value)
+                    ),
+                )
+            });
+            None
+        }
+    }
+}
+
+fn resolve_signing_key(
+    connection: &str,
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<StartupError>,
+) -> Option<SigningKey> {
+    let raw = lookup(connection, "`signing_secret:`", value, env, errors)?;
+    match SigningKey::from_secret(&raw) {
+        Ok(key) => Some(key),
+        Err(why) => {
+            errors.push(StartupError {
+                variable: variable_of(value),
+                ..StartupError::new(
+                    "connection.signing_secret_invalid",
+                    connection,
+                    format!(
+                        "connection `{connection}`: `signing_secret:`{} can't be used: {why}",
+                        from_variable(value)
+                    ),
+                )
+            });
+            None
+        }
+    }
 }
 
 fn lookup(
