@@ -11,8 +11,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
-use jadpo_core::{Delivery, DeliveryId, DeliveryState, Timestamp};
-use jadpo_store::ScheduleStore;
+use jadpo_core::{Budget, Delivery, DeliveryId, DeliveryState, Timestamp};
+use jadpo_store::{AttemptRecord, ScheduleStore};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -458,6 +458,21 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
     };
     let names: BTreeMap<_, _> = event.iter().map(|e| (e.id, e.name.clone())).collect();
     let budget = c.jadpo.app().subscribers.get(&d.subscriber).map(|s| s.budget);
+    let page = DeliveryPage {
+        chrome: chrome(c),
+        retryable: d.retryable_by_operator(),
+        d: row(&d, &names),
+        fields: delivery_fields(&d, budget),
+        history: attempts.iter().map(attempt_row).collect(),
+        notice,
+    };
+    render(StatusCode::OK, &page)
+}
+
+/// The delivery's facts, what it waits for first: held, then due, then its
+/// budget. The budget's end and attempts left need the subscriber's budget,
+/// which an app changed since may no longer have.
+fn delivery_fields(d: &Delivery, budget: Option<Budget>) -> Vec<(&'static str, String)> {
     let mut fields = vec![
         ("attempts", d.attempts.to_string()),
         ("budget from", time_short(d.budget_from)),
@@ -487,30 +502,22 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
     if let Some(f) = &d.last_failure {
         fields.push(("last failure", format!("{} ({})", f.code, f.kind)));
     }
-    let history = attempts
-        .iter()
-        .map(|a| AttemptRow {
-            attempt: a.attempt,
-            started_at: time_short(a.started_at),
-            duration: duration_short(a.ended_at.since(a.started_at)),
-            state: a.state.as_str(),
-            code: a.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default(),
-            kind: a
-                .failure
-                .as_ref()
-                .map(|f| f.kind.as_str().to_owned())
-                .unwrap_or_default(),
-        })
-        .collect();
-    let page = DeliveryPage {
-        chrome: chrome(c),
-        retryable: d.retryable_by_operator(),
-        d: row(&d, &names),
-        fields,
-        history,
-        notice,
-    };
-    render(StatusCode::OK, &page)
+    fields
+}
+
+fn attempt_row(a: &AttemptRecord) -> AttemptRow {
+    AttemptRow {
+        attempt: a.attempt,
+        started_at: time_short(a.started_at),
+        duration: duration_short(a.ended_at.since(a.started_at)),
+        state: a.state.as_str(),
+        code: a.failure.as_ref().map(|f| f.code.clone()).unwrap_or_default(),
+        kind: a
+            .failure
+            .as_ref()
+            .map(|f| f.kind.as_str().to_owned())
+            .unwrap_or_default(),
+    }
 }
 
 pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<ConsoleState<S>>, Path(id): Path<String>) -> Response {
