@@ -251,25 +251,43 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
 fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryId], skipped: &[Skipped]) {
     let stopped = format!("(stopped at --limit {}; run again for more)\n", args.limit);
     if args.json {
-        let skipped: Vec<_> = skipped
-            .iter()
-            .map(|s| json!({"id": s.id.0, "state": s.state.map(|s| s.as_str()), "reason": s.reason}))
-            .collect();
-        output::print_json(&json!({
-            "dry_run": args.dry_run,
-            "retried": retried.iter().map(|d| d.0).collect::<Vec<_>>(),
-            "skipped": skipped,
-            "spread_ms": u64::try_from(args.spread.as_millis()).unwrap_or(u64::MAX),
-        }));
+        output::print_json(&report_json(args, retried, skipped));
         // Not on stdout, which stays one JSON object.
         if more {
             eprint!("note: {stopped}");
         }
         return;
     }
+    let mut out = outcome_text(args, candidates, retried, skipped);
+    for s in skipped {
+        out.push_str(&format!("skipped {}: {}\n", s.id, s.reason));
+    }
+    if more {
+        out.push_str(&stopped);
+    }
+    output::print(&out);
+}
+
+fn report_json(args: &Args, retried: &[DeliveryId], skipped: &[Skipped]) -> serde_json::Value {
+    let skipped: Vec<_> = skipped
+        .iter()
+        .map(|s| json!({"id": s.id.0, "state": s.state.map(|s| s.as_str()), "reason": s.reason}))
+        .collect();
+    json!({
+        "dry_run": args.dry_run,
+        "retried": retried.iter().map(|d| d.0).collect::<Vec<_>>(),
+        "skipped": skipped,
+        "spread_ms": u64::try_from(args.spread.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// The line saying what was (or in a dry run, would be) retried, after the
+/// dry run's table of candidates; empty when all were skipped.
+fn outcome_text(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped: &[Skipped]) -> String {
     let mut out = String::new();
     let n = retried.len();
     let plural = if n == 1 { "y" } else { "ies" };
+    // Beyond 20 the ids would drown the line; `--json` lists them all.
     let ids = if (1..=20).contains(&n) {
         let list: Vec<String> = retried.iter().map(ToString::to_string).collect();
         format!(": {}", list.join(", "))
@@ -280,24 +298,7 @@ fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryI
         out.push_str("nothing to retry: no delivery matches\n");
     } else if args.dry_run {
         if n > 0 {
-            let rows: Vec<Vec<String>> = candidates
-                .iter()
-                .map(|d| {
-                    vec![
-                        d.id.to_string(),
-                        d.subscriber.clone(),
-                        d.state.to_string(),
-                        d.attempts.to_string(),
-                        d.last_failure
-                            .as_ref()
-                            .map_or_else(|| "-".into(), |f| format!("{} ({})", f.code, f.kind)),
-                    ]
-                })
-                .collect();
-            out.push_str(&output::table(
-                &["ID", "SUBSCRIBER", "STATE", "ATTEMPTS", "LAST FAILURE"],
-                &rows,
-            ));
+            out.push_str(&candidates_table(candidates));
         }
         out.push_str(&format!(
             "would retry {n} deliver{plural}{ids} (dry run: nothing changed)\n"
@@ -312,13 +313,25 @@ fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryI
             "retried {n} deliver{plural}{ids} ({when}, each with a fresh budget)\n"
         ));
     }
-    for s in skipped {
-        out.push_str(&format!("skipped {}: {}\n", s.id, s.reason));
-    }
-    if more {
-        out.push_str(&stopped);
-    }
-    output::print(&out);
+    out
+}
+
+fn candidates_table(candidates: &[Delivery]) -> String {
+    let rows: Vec<Vec<String>> = candidates
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.to_string(),
+                d.subscriber.clone(),
+                d.state.to_string(),
+                d.attempts.to_string(),
+                d.last_failure
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |f| format!("{} ({})", f.code, f.kind)),
+            ]
+        })
+        .collect();
+    output::table(&["ID", "SUBSCRIBER", "STATE", "ATTEMPTS", "LAST FAILURE"], &rows)
 }
 
 #[cfg(test)]
