@@ -21,6 +21,7 @@
 //! CSRF token, an HMAC of the token (or, without one, of a key made at
 //! start): a post without it is 403.
 
+mod bulk;
 mod charts;
 mod pages;
 #[cfg(test)]
@@ -110,7 +111,7 @@ pub(crate) fn router<S: ScheduleStore>(
         .route("/deliveries/{id}", get(pages::delivery::<S>))
         .route("/deliveries/{id}/retry", post(pages::retry_one::<S>))
         .route("/breakers", get(pages::breakers::<S>))
-        .route("/retry", get(pages::bulk_form::<S>).post(pages::bulk_retry::<S>))
+        .route("/retry", get(bulk::bulk_form::<S>).post(bulk::bulk_retry::<S>))
         .route("/logout", post(logout::<S>))
         .route_layer(middleware::from_fn_with_state(state.clone(), signed_in::<S>));
     Router::new()
