@@ -10,7 +10,8 @@
 //! let Some(store) = jadpo_store::postgres::testing::fresh_store().await else { return };
 //! ```
 
-use super::{parse_reason, reason, Options, PgStore};
+use super::connect::parse_reason;
+use super::{reason, Options, PgStore};
 use crate::redact_url;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
