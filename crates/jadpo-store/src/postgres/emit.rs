@@ -131,25 +131,10 @@ async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
     now: Timestamp,
     race: Race,
 ) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
-    let mut found = Vec::with_capacity(events.len());
-    let mut first: std::collections::HashMap<(&str, &str), &str> = std::collections::HashMap::new();
-    for e in events {
-        let Some(key) = &e.idempotency_key else {
-            found.push(None);
-            continue;
-        };
-        let row = tx.query_opt(KEYED, &[&e.name, key]).await?;
-        let payload: &str = match &row {
-            Some(r) => r.try_get(1)?,
-            None => first
-                .entry((e.name.as_str(), key.as_str()))
-                .or_insert(e.payload.as_str()),
-        };
-        if payload != e.payload {
-            return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
-        }
-        found.push(row);
-    }
+    let found = match events_by_key(tx, events).await? {
+        Ok(found) => found,
+        Err(conflict) => return Ok(Err(conflict)),
+    };
     if events.iter().any(|e| !e.subscribers.is_empty()) {
         tx.execute(notify, &[]).await?;
     }
@@ -178,28 +163,71 @@ async fn emit_keyed<S: ?Sized + ToStatement + Sync>(
             out.extend(write_events(tx, next_ids, insert, one, now).await?);
             continue;
         }
-        tx.batch_execute("SAVEPOINT jadpo_idempotency").await?;
-        match write_events(tx, next_ids, insert, one, now).await {
-            Ok(written) => {
-                tx.batch_execute("RELEASE SAVEPOINT jadpo_idempotency").await?;
-                out.extend(written);
-            }
-            Err(err) if is_key_race(&err) => {
-                tx.batch_execute("ROLLBACK TO SAVEPOINT jadpo_idempotency").await?;
-                // The other transaction committed: this statement sees it.
-                let key = e.idempotency_key.as_deref().unwrap_or_default();
-                let Some(r) = tx.query_opt(KEYED, &[&e.name, &key]).await? else {
-                    return Err(err);
-                };
-                if r.try_get::<_, &str>(1)? != e.payload {
-                    return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
-                }
-                out.push(emitted_before(tx, &r).await?);
-            }
-            Err(err) => return Err(err),
+        match write_or_find(tx, [next_ids, insert], e, now).await? {
+            Ok(written) => out.extend(written),
+            Err(conflict) => return Ok(Err(conflict)),
         }
     }
     Ok(Ok(out))
+}
+
+/// Each event's row found by its idempotency key (`None` without a key or
+/// a row). A key given again with another payload, stored or earlier in
+/// `events`, is a conflict.
+async fn events_by_key(
+    tx: &tokio_postgres::Transaction<'_>,
+    events: &[NewEvent],
+) -> Result<Result<Vec<Option<tokio_postgres::Row>>, StoreError>, tokio_postgres::Error> {
+    let mut found = Vec::with_capacity(events.len());
+    let mut first: std::collections::HashMap<(&str, &str), &str> = std::collections::HashMap::new();
+    for e in events {
+        let Some(key) = &e.idempotency_key else {
+            found.push(None);
+            continue;
+        };
+        let row = tx.query_opt(KEYED, &[&e.name, key]).await?;
+        let payload: &str = match &row {
+            Some(r) => r.try_get(1)?,
+            None => first
+                .entry((e.name.as_str(), key.as_str()))
+                .or_insert(e.payload.as_str()),
+        };
+        if payload != e.payload {
+            return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
+        }
+        found.push(row);
+    }
+    Ok(Ok(found))
+}
+
+/// Writes one keyed event under a savepoint; if another transaction wrote
+/// its key first (and committed), that event, as a duplicate.
+async fn write_or_find<S: ?Sized + ToStatement + Sync>(
+    tx: &tokio_postgres::Transaction<'_>,
+    [next_ids, insert]: [&S; 2],
+    e: &NewEvent,
+    now: Timestamp,
+) -> Result<Result<Vec<Emitted>, StoreError>, tokio_postgres::Error> {
+    tx.batch_execute("SAVEPOINT jadpo_idempotency").await?;
+    match write_events(tx, next_ids, insert, std::slice::from_ref(e), now).await {
+        Ok(written) => {
+            tx.batch_execute("RELEASE SAVEPOINT jadpo_idempotency").await?;
+            Ok(Ok(written))
+        }
+        Err(err) if is_key_race(&err) => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT jadpo_idempotency").await?;
+            // The other transaction committed: this statement sees it.
+            let key = e.idempotency_key.as_deref().unwrap_or_default();
+            let Some(r) = tx.query_opt(KEYED, &[&e.name, &key]).await? else {
+                return Err(err);
+            };
+            if r.try_get::<_, &str>(1)? != e.payload {
+                return Ok(Err(StoreError::IdempotencyConflict(e.name.clone())));
+            }
+            Ok(Ok(vec![emitted_before(tx, &r).await?]))
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// An event found by its idempotency key ([`KEYED`]'s row), as a duplicate.
@@ -223,6 +251,20 @@ async fn emitted_before(
     })
 }
 
+/// How many of `events` the next statement writes: under [`EMIT_CHUNK`]
+/// rows, and at least one event however many subscribers it has.
+fn chunk_len(events: &[NewEvent]) -> usize {
+    let mut take = 0;
+    let mut rows_in_chunk = 0;
+    while take < events.len() && (take == 0 || rows_in_chunk + events[take].subscribers.len() < EMIT_CHUNK) {
+        rows_in_chunk += events[take].subscribers.len() + 1;
+        take += 1;
+    }
+    take
+}
+
+/// Writes `events` and their deliveries, a chunk per statement, with ids
+/// taken from the sequences first.
 async fn write_events<S: ?Sized + ToStatement + Sync>(
     tx: &tokio_postgres::Transaction<'_>,
     next_ids: &S,
@@ -234,14 +276,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
     let mut emitted = Vec::with_capacity(events.len());
     let mut rest = events;
     while !rest.is_empty() {
-        // At least one event per chunk, however many subscribers it has.
-        let mut take = 0;
-        let mut rows_in_chunk = 0;
-        while take < rest.len() && (take == 0 || rows_in_chunk + rest[take].subscribers.len() < EMIT_CHUNK) {
-            rows_in_chunk += rest[take].subscribers.len() + 1;
-            take += 1;
-        }
-        let (chunk, tail) = rest.split_at(take);
+        let (chunk, tail) = rest.split_at(chunk_len(rest));
         rest = tail;
         let n_deliveries: usize = chunk.iter().map(|e| e.subscribers.len()).sum();
         let ids = tx

@@ -18,11 +18,9 @@ fn keyed(c: &Connection, name: &str, key: &str) -> Result<Option<(EventId, Strin
     )
 }
 
-/// Writes the events and one due delivery per subscriber, on `c`, which is
-/// inside a transaction (the store's or the caller's). An idempotency key
-/// used before returns that event; used with another payload, it refuses
-/// the whole call before anything is written.
-pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
+/// A key given again with another payload, stored or earlier in `events`,
+/// refuses the whole call before anything is written.
+fn refuse_key_conflicts(c: &Connection, events: &[NewEvent]) -> Result<(), Abort> {
     let mut first: HashMap<(&str, &str), &str> = HashMap::new();
     for e in events {
         let Some(key) = &e.idempotency_key else { continue };
@@ -37,6 +35,36 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
             return Err(Abort::Store(StoreError::IdempotencyConflict(e.name.clone())));
         }
     }
+    Ok(())
+}
+
+/// The event `e`'s idempotency key already names (written before, or
+/// earlier in this call), as a duplicate.
+fn emitted_before(c: &Connection, e: &NewEvent) -> Result<Option<Emitted>, Abort> {
+    let Some(key) = &e.idempotency_key else {
+        return Ok(None);
+    };
+    let Some((event_id, _, public_id)) = keyed(c, &e.name, key)? else {
+        return Ok(None);
+    };
+    let deliveries = c
+        .prepare_cached("SELECT id FROM jadpo_deliveries WHERE event_id = ?1 ORDER BY id")?
+        .query_map([event_id.0], |r| Ok(DeliveryId(r.get(0)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Some(Emitted {
+        event_id,
+        public_id,
+        deliveries,
+        duplicate: true,
+    }))
+}
+
+/// Writes the events and one due delivery per subscriber, on `c`, which is
+/// inside a transaction (the store's or the caller's). An idempotency key
+/// used before returns that event; used with another payload, it refuses
+/// the whole call before anything is written.
+pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
+    refuse_key_conflicts(c, events)?;
     let mut event = c.prepare_cached(
         "INSERT INTO jadpo_events (name, payload, emitted_at, public_id, idempotency_key) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -48,20 +76,9 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
     )?;
     let mut out = Vec::with_capacity(events.len());
     for e in events {
-        if let Some(key) = &e.idempotency_key {
-            if let Some((event_id, _, public_id)) = keyed(c, &e.name, key)? {
-                let deliveries = c
-                    .prepare_cached("SELECT id FROM jadpo_deliveries WHERE event_id = ?1 ORDER BY id")?
-                    .query_map([event_id.0], |r| Ok(DeliveryId(r.get(0)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
-                out.push(Emitted {
-                    event_id,
-                    public_id,
-                    deliveries,
-                    duplicate: true,
-                });
-                continue;
-            }
+        if let Some(before) = emitted_before(c, e)? {
+            out.push(before);
+            continue;
         }
         let public_id = crate::types::new_public_id();
         event.execute(params![
