@@ -60,3 +60,47 @@ BEGIN
     extract(epoch FROM clock_timestamp() - t0) * 1000, claim_ms, pg_current_wal_lsn() - w0);
   COMMIT;
 END $$;
+
+-- a batch lease claimed after a shared cursor: each claim starts where the
+-- last one ended (one row, updated once per claim), so it walks no
+-- in-flight row; every REWIND-th claim starts from the front instead,
+-- skipping in-flight rows, to find what committed behind the cursor
+CREATE TABLE IF NOT EXISTS exp_cursor (one BOOL PRIMARY KEY DEFAULT true, due_at BIGINT, id BIGINT);
+CREATE OR REPLACE PROCEDURE exp_cursor(cycles INT, depth INT DEFAULT 4, rewind INT DEFAULT 10) LANGUAGE plpgsql AS $$
+DECLARE i INT; t0 TIMESTAMPTZ; w0 pg_lsn; c0 TIMESTAMPTZ; claim_ms DOUBLE PRECISION := 0;
+  cur_due BIGINT; cur_id BIGINT; last_due BIGINT; last_id BIGINT; claimed BIGINT[];
+BEGIN
+  DELETE FROM exp_cursor; INSERT INTO exp_cursor VALUES (true, -1, -1); COMMIT;
+  t0 := clock_timestamp(); w0 := pg_current_wal_lsn();
+  FOR i IN 1..cycles LOOP
+    c0 := clock_timestamp();
+    SELECT c.due_at, c.id INTO cur_due, cur_id FROM exp_cursor c FOR UPDATE;
+    IF i % rewind = 0 THEN
+      SELECT array_agg(id ORDER BY due_at, id), max(due_at) INTO claimed, last_due FROM (
+        SELECT d.id, d.due_at FROM jadpo_deliveries d
+        WHERE d.state = 'due' AND d.due_at <= 1
+          AND d.id NOT IN (SELECT f.id FROM exp_leases l, unnest(l.ids) AS f(id) WHERE l.until > 1)
+        ORDER BY d.due_at, d.id LIMIT 1000 FOR UPDATE OF d SKIP LOCKED) s;
+    ELSE
+      SELECT array_agg(id ORDER BY due_at, id), max(due_at) INTO claimed, last_due FROM (
+        SELECT d.id, d.due_at FROM jadpo_deliveries d
+        WHERE d.state = 'due' AND d.due_at <= 1 AND (d.due_at, d.id) > (cur_due, cur_id)
+        ORDER BY d.due_at, d.id LIMIT 1000 FOR UPDATE OF d SKIP LOCKED) s;
+      last_id := claimed[array_length(claimed, 1)];
+      UPDATE exp_cursor SET due_at = last_due, id = last_id;
+    END IF;
+    INSERT INTO exp_leases (owner, token, until, ids) VALUES ('w', i, 1000000 + i, claimed);
+    COMMIT;
+    claim_ms := claim_ms + extract(epoch FROM clock_timestamp() - c0) * 1000;
+    IF i > depth THEN
+      WITH b AS (DELETE FROM exp_leases WHERE batch = (SELECT min(batch) FROM exp_leases) RETURNING ids)
+      UPDATE jadpo_deliveries d SET state = 'succeeded', attempts = d.attempts + 1,
+        finished_at = i, updated_at = i, handled_at = i, success_started_at = i
+      FROM b, unnest(b.ids) AS u(id) WHERE d.id = u.id;
+      COMMIT;
+    END IF;
+  END LOOP;
+  INSERT INTO exp_result (design, cycles, ms, claim_ms, wal_bytes) VALUES ('batch lease, cursor, ' || depth || 'k in flight', cycles,
+    extract(epoch FROM clock_timestamp() - t0) * 1000, claim_ms, pg_current_wal_lsn() - w0);
+  COMMIT;
+END $$;

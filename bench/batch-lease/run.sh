@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A claim that writes each row's lease (today) against one lease row per
-# claimed batch whose rows stay due (docs/decisions.md, "The next 1.5x on
+# claimed batch whose rows stay due, its claim skipping rows in flight or
+# starting after a shared cursor (docs/decisions.md, "The next 1.5x on
 # PostgreSQL"), in SQL on a schema of the store's own migrations.
 #
 #   bench/batch-lease/run.sh postgres://postgres@127.0.0.1:5432/test
@@ -25,7 +26,7 @@ sep='?'; [[ "$URL" == *\?* ]] && sep='&'
 sql -f "$here/designs.sql"
 for depth in 4 16; do
   for rep in 1 2 3; do
-    for design in now batch; do
+    for design in now batch cursor; do
       sql -f "$here/load.sql" >/dev/null
       sql -c "CALL exp_$design(150, $depth)"
     done
