@@ -169,15 +169,15 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// Emits events now, and wakes this process's worker.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
         let emitted = self.state.store.emit(events, self.state.clock.now()).await?;
-        let span = self.span();
-        let _in_span = span.enter();
-        for e in &emitted {
-            tracing::info!(
-                event_id = e.event_id.0,
-                deliveries = e.deliveries.len(),
-                "event.emitted"
-            );
-        }
+        self.state.in_span(|| {
+            for e in &emitted {
+                tracing::info!(
+                    event_id = e.event_id.0,
+                    deliveries = e.deliveries.len(),
+                    "event.emitted"
+                );
+            }
+        });
         self.state.wake.notify_one();
         Ok(emitted)
     }

@@ -38,8 +38,20 @@ pub(crate) struct EngineState<S, E> {
     pub schema: crate::schema_gate::SchemaGate,
     /// How long this engine's claims took, for `/metrics`.
     pub claims: crate::metrics::ClaimTimes,
-    /// The span current at the first start: every loop, run and emit of
-    /// this engine logs inside it, so a process working several stores can
-    /// tell their events apart (`/metrics` counts per store by it).
+    /// The span current at the first start: the engine's loops run inside
+    /// it, and a run or an emit enters it for the lines `/metrics` counts,
+    /// so a process working several stores can tell their events apart.
     pub span: std::sync::OnceLock<tracing::Span>,
+}
+
+impl<S, E> EngineState<S, E> {
+    /// Runs `f` inside the engine's span (see [`EngineState::span`]): for
+    /// a line logged outside the engine's loops that must still count as
+    /// this engine's.
+    pub(crate) fn in_span<T>(&self, f: impl FnOnce() -> T) -> T {
+        match self.span.get() {
+            Some(span) => span.in_scope(f),
+            None => f(),
+        }
+    }
 }

@@ -220,8 +220,11 @@ fn start_runs<S: Store, E: Executor>(
             let _ = ended_tx.send(started.elapsed());
         };
         // Boxed where it is made: a run's future is about 4 KB, which
-        // spawning it by value would copy several times over.
-        runs.spawn(Box::pin(run.in_current_span()));
+        // spawning it by value would copy several times over. Not inside
+        // the engine's span: entering it at each poll of each run cost 2-3 %
+        // of a drain (docs/performance.md); the one line a run logs that
+        // `/metrics` counts enters it itself.
+        runs.spawn(Box::pin(run));
     }
 }
 
@@ -346,7 +349,7 @@ async fn run_one<S: Store, E: Executor>(
         // Boxed: a store's future is several KB, and kept inline it would
         // make every run's task that large, copied at each spawn.
         match Box::pin(state.store.hold_claimed(id, token, &connection, started_at)).await {
-            Ok(()) => log::held(&claimed, &connection),
+            Ok(()) => state.in_span(|| log::held(&claimed, &connection)),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
         }
         return;
