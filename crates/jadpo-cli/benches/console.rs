@@ -64,6 +64,7 @@ async fn fill<S: Store>(store: &S, n: usize) {
                 payload: format!(r#"{{"id":"p{i}"}}"#),
                 subscribers: vec!["charge".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         store.emit(&events, now).await.unwrap();

@@ -8,7 +8,7 @@
 use crate::output::time_json;
 use jadpo_core::{Breaker, Delivery, DeliveryId, DeliveryState, EventId, WaitFor, Waiting};
 use jadpo_lang::App;
-use jadpo_store::{AttemptRecord, BreakerView, DeliveryFilter, Store, StoreError};
+use jadpo_store::{AttemptRecord, BreakerView, DeliveryFilter, EventRecord, Store, StoreError};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -239,9 +239,11 @@ pub(crate) fn attempt_json(a: &AttemptRecord) -> Value {
 
 /// A delivery with its attempt history (`jadpo deliveries show --json`,
 /// `GET /deliveries/ID`): [`delivery_json`] plus `history`, oldest first.
-pub(crate) fn delivery_detail_json(d: &Delivery, event: Option<&str>, attempts: &[AttemptRecord]) -> Value {
-    let mut v = delivery_json(d, event);
+pub(crate) fn delivery_detail_json(d: &Delivery, event: Option<&EventRecord>, attempts: &[AttemptRecord]) -> Value {
+    let mut v = delivery_json(d, event.map(|e| e.name.as_str()));
     v["history"] = Value::Array(attempts.iter().map(attempt_json).collect());
+    // The trace its event was emitted in, to find it in the tracing tool.
+    v["trace_id"] = json!(event.and_then(|e| e.trace.as_ref()).map(|t| t.trace_id()));
     v
 }
 

@@ -673,6 +673,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 payload: r#"{"id":"x"}"#.into(),
                 subscribers: vec!["pinged".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         store.emit(&events, now).await.unwrap();
@@ -896,4 +897,44 @@ fn alerts_lists_none_on_a_new_store() {
     let run = f.run(&["alerts", "--store", &url, "--json"]);
     assert_eq!(run.expect(0, None).json(), serde_json::json!([]));
     f.run(&["alerts", "--store", &url, "--limit", "0"]).expect(2, None);
+}
+
+/// `jadpo emit --traceparent`: the event joins that trace, which
+/// `deliveries show` names; a malformed one is refused with its code.
+#[test]
+fn emit_with_a_traceparent_keeps_the_trace() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let emitted = f.run(&[
+        "emit",
+        "Ping",
+        r#"{"id": "a"}"#,
+        "--store",
+        &url,
+        "--traceparent",
+        traceparent,
+        "--tracestate",
+        "rojo=1",
+        "--json",
+    ]);
+    emitted.expect(0, None);
+    let id = emitted.json()["delivery_ids"][0].to_string();
+    let shown = f.run(&["deliveries", "show", &id, "--store", &url, "--json"]);
+    assert_eq!(
+        shown.expect(0, None).json()["trace_id"],
+        "4bf92f3577b34da6a3ce929d0e0e4736"
+    );
+    let plain = f.run(&["emit", "Ping", r#"{"id": "b"}"#, "--store", &url, "--json"]);
+    let id = plain.expect(0, None).json()["delivery_ids"][0].to_string();
+    let shown = f.run(&["deliveries", "show", &id, "--store", &url, "--json"]);
+    assert_eq!(shown.expect(0, None).json()["trace_id"], serde_json::Value::Null);
+    let emit = |extra: &[&str]| {
+        let mut args = vec!["emit", "Ping", r#"{"id": "c"}"#, "--store", url.as_str()];
+        args.extend_from_slice(extra);
+        f.run(&args)
+    };
+    emit(&["--traceparent", "00-abc"]).expect(1, Some("event.traceparent_invalid"));
+    emit(&["--traceparent", traceparent, "--tracestate", "not a list"]).expect(1, Some("event.tracestate_invalid"));
+    emit(&["--tracestate", "rojo=1"]).expect(2, None);
 }

@@ -58,6 +58,7 @@ fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
                 payload: format!(r#"{{"id":"p{i}"}}"#),
                 subscribers: vec!["charge".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         store.emit(&events, now).await.unwrap();

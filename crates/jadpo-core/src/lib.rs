@@ -17,6 +17,7 @@
 //!   scaled clock.
 //! - [`path`]: a call's path, each parameter exactly one segment.
 //! - [`schedule`]: a schedule's due time, lease and alert.
+//! - [`trace`]: the W3C trace context an event was emitted in.
 
 pub mod alert;
 pub mod attempt;
@@ -33,6 +34,7 @@ pub mod limit;
 pub mod path;
 pub mod schedule;
 pub mod time;
+pub mod trace;
 
 pub use attempt::{AttemptEnd, Outcome};
 pub use backoff::Backoff;
@@ -43,3 +45,4 @@ pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, Le
 pub use failure::{Disposition, Failure, FailureKind, FailureRecord};
 pub use limit::WaitFor;
 pub use time::Timestamp;
+pub use trace::TraceContext;

@@ -155,6 +155,7 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
         payload: text,
         subscribers: app.subscribers_of(name).map(|s| s.name.clone()).collect(),
         idempotency_key: None,
+        trace: None,
     })
 }
 

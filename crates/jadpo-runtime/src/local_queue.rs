@@ -167,6 +167,7 @@ mod tests {
             payload: payload.into(),
             event_public_id: format!("event-{id}"),
             event_depth: 0,
+            event_trace: None,
         }
     }
 

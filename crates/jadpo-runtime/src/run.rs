@@ -251,8 +251,14 @@ impl Catalog {
     }
 
     /// A successful run's emitted events, each with one delivery per
-    /// subscriber of it, at `depth`.
-    pub fn emits(&self, events: Vec<(String, serde_json::Value)>, depth: u32) -> jadpo_store::Emits {
+    /// subscriber of it, at `depth`, in the trace of the event whose
+    /// delivery emitted them.
+    pub fn emits(
+        &self,
+        events: Vec<(String, serde_json::Value)>,
+        depth: u32,
+        trace: Option<&jadpo_core::TraceContext>,
+    ) -> jadpo_store::Emits {
         jadpo_store::Emits {
             depth,
             events: events
@@ -262,6 +268,7 @@ impl Catalog {
                     name,
                     payload: payload.to_string(),
                     idempotency_key: None,
+                    trace: trace.cloned(),
                 })
                 .collect(),
         }

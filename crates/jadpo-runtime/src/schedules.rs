@@ -83,7 +83,7 @@ async fn run_schedule<S: ScheduleStore, E: Executor>(
     // after its success and before its outcome: a crash between the
     // two runs it again, emits included (docs/decisions.md).
     if matches!(end, AttemptEnd::Succeeded) {
-        let events = state.catalog.emits(emits.take(), 0).events;
+        let events = state.catalog.emits(emits.take(), 0, None).events;
         if !events.is_empty() {
             match store.emit(&events, clock.now()).await {
                 Ok(_) => state.wake.notify_one(),

@@ -384,7 +384,7 @@ async fn run_one<S: Store, E: Executor>(
         rate_limited: calls.rate_limits(),
     };
     let depth = claimed.event_depth + 1;
-    let built = || state.catalog.emits(emits.take(), depth);
+    let built = || state.catalog.emits(emits.take(), depth, claimed.event_trace.as_ref());
     // The finish carries the outcome, and the claim's row for its log line
     // and its lease's end.
     let finish = step::finish(&claimed, &state.catalog.routes, ran, built, &mut rand::rng());

@@ -82,6 +82,7 @@ fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
             payload: format!(r#"{{"id":"p{i}","amount":{i}}}"#),
             subscribers: vec!["record_payment".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect()
 }
@@ -228,6 +229,7 @@ async fn a_429_with_retry_after_is_not_retried_before_it<S: ScheduleStore>(store
         payload: r#"{"id":"n"}"#.into(),
         subscribers: vec!["noter".into()],
         idempotency_key: None,
+        trace: None,
     };
     let other = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
     eventually("another delivery ran", || async {
@@ -307,6 +309,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back<S: Schedul
         payload: r#"{"id":"x"}"#.into(),
         subscribers: vec!["skipper".into()],
         idempotency_key: None,
+        trace: None,
     };
     let skip_id = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
     eventually("skip held", || async {
@@ -547,6 +550,7 @@ async fn an_emit_chain_deeper_than_the_limit_is_a_defect<S: ScheduleStore>(store
             payload: r#"{"n":1}"#.into(),
             subscribers: vec!["looper".into()],
             idempotency_key: None,
+            trace: None,
         }])
         .await
         .unwrap();

@@ -318,6 +318,7 @@ subscriber second { on: Paid  run: record(event.id) }
             payload: r#"{"id":"p1"}"#.into(),
             subscribers: vec!["first".into(), "second".into()],
             idempotency_key: None,
+            trace: None,
         }])
         .await
         .unwrap();

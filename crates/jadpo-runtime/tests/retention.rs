@@ -46,6 +46,7 @@ async fn a_backlog_is_pruned_within_a_few_ticks<S: ScheduleStore>(store: S) {
                 payload: format!("{{\"i\":{}}}", chunk * 5_000 + i),
                 subscribers: vec!["sub".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         engine.emit(&events).await.unwrap();

@@ -66,6 +66,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
             payload: format!("{{\"i\":{i}}}"),
             subscribers: vec!["sub".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     direct.emit(&events, T0).await.unwrap();

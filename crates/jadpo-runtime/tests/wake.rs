@@ -99,6 +99,7 @@ async fn retry_starts_at_its_due_time<S: ScheduleStore>(store: S) {
             payload: "{}".into(),
             subscribers: vec!["sub".into()],
             idempotency_key: None,
+            trace: None,
         }])
         .await
         .unwrap();

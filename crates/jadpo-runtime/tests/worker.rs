@@ -51,6 +51,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             payload: format!("{{\"i\":{i}}}"),
             subscribers: vec!["sub".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect()
 }
@@ -83,6 +84,7 @@ fn probe() -> Vec<NewEvent> {
         payload: "{\"probe\":true}".into(),
         subscribers: vec!["sub".into()],
         idempotency_key: None,
+        trace: None,
     }]
 }
 

@@ -274,6 +274,7 @@ impl Sim {
                 payload: "{}".into(),
                 subscribers: subscribers.clone(),
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         for e in self

@@ -76,6 +76,13 @@ pub(crate) fn failure_of(code: Option<String>, kind: Option<String>) -> Result<O
     }
 }
 
+/// An event's `traceparent` and `tracestate` columns. They were checked on
+/// the way in; one that no longer parses (written by hand) is read as no
+/// trace rather than refusing its delivery's run.
+pub(crate) fn trace(traceparent: Option<String>, tracestate: Option<String>) -> Option<jadpo_core::TraceContext> {
+    jadpo_core::TraceContext::parse(&traceparent?, tracestate.as_deref()).ok()
+}
+
 /// A count column (attempts, an attempt's number): never negative.
 #[cfg(feature = "sqlite")]
 pub(crate) fn count_of(column: &'static str, n: i64) -> Result<u32, Corrupt> {

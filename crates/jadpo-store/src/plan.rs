@@ -116,6 +116,8 @@ pub struct Candidate {
     pub event_public_id: String,
     /// How many emits deep its event is ([`Claimed::event_depth`]).
     pub event_depth: u32,
+    /// The trace its event was emitted in ([`Claimed::event_trace`]).
+    pub event_trace: Option<jadpo_core::TraceContext>,
 }
 
 /// Decides a claim over its candidate rows, in order. `token` issues each
@@ -178,6 +180,7 @@ pub fn claim(
                     payload: c.payload,
                     event_public_id: c.event_public_id,
                     event_depth: c.event_depth,
+                    event_trace: c.event_trace,
                 });
             }
             other => not_run(&mut plan.report, breakers, id, other),

@@ -102,6 +102,7 @@ mod tests {
             payload: "{}".into(),
             event_public_id: "p".into(),
             event_depth: 0,
+            event_trace: None,
         }
     }
 

@@ -92,6 +92,9 @@ pub struct NewEvent {
     /// ([`Emitted::duplicate`]) and makes nothing; another payload is
     /// [`StoreError::IdempotencyConflict`].
     pub idempotency_key: Option<String>,
+    /// The trace it was emitted in, kept with it so that each attempt, in
+    /// whichever process and however late, joins that trace.
+    pub trace: Option<jadpo_core::TraceContext>,
 }
 
 /// The longest idempotency key, in bytes.
@@ -156,6 +159,8 @@ pub struct Claimed {
     /// How many emits deep its event is: 0 for an event from outside, one
     /// more for each action that emitted it from another's delivery.
     pub event_depth: u32,
+    /// The trace its event was emitted in ([`NewEvent::trace`]).
+    pub event_trace: Option<jadpo_core::TraceContext>,
 }
 
 impl Claimed {
@@ -321,6 +326,8 @@ pub struct EventRecord {
     pub payload: String,
     /// When it was emitted (engine time).
     pub emitted_at: Timestamp,
+    /// The trace it was emitted in ([`NewEvent::trace`]).
+    pub trace: Option<jadpo_core::TraceContext>,
 }
 
 /// An alert message as kept (`jadpo_alerts`), newest first in listings,

@@ -25,6 +25,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             payload: "{}".into(),
             subscribers: vec!["pay".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     s.emit(&events, at(0)).unwrap();

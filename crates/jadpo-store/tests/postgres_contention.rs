@@ -34,6 +34,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
             payload: format!("{i}"),
             subscribers: vec!["noop".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     let emitted: HashSet<DeliveryId> = stores[0]

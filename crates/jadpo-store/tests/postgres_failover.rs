@@ -16,6 +16,7 @@ fn event(n: u32) -> NewEvent {
         payload: format!("{{\"n\":{n}}}"),
         subscribers: vec!["log".into()],
         idempotency_key: None,
+        trace: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             payload: format!("{i}"),
             subscribers: vec!["log".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect()
 }

@@ -83,6 +83,7 @@ fn events(n: usize, subscribers: &[&str]) -> Vec<NewEvent> {
             payload: format!("{{\"n\":{i}}}"),
             subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
             idempotency_key: None,
+            trace: None,
         })
         .collect()
 }

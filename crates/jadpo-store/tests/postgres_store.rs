@@ -256,6 +256,7 @@ async fn emit_in_the_callers_transaction_exists_only_if_it_commits() {
                 payload: format!("{{\"order\":{i}}}"),
                 subscribers: vec!["log".into(), "pay".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect()
     };
@@ -303,6 +304,7 @@ async fn a_large_emit_keeps_emit_order_across_statements() {
             payload: format!("{i}"),
             subscribers: vec!["log".into(), "log2".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -551,6 +553,7 @@ async fn two_processes_pruning_one_events_deliveries_leave_no_event_behind() {
         payload: "{}".into(),
         subscribers: vec!["log".into(), "pay".into()],
         idempotency_key: None,
+        trace: None,
     };
     let emitted = store.emit(&[two], at(0)).await.unwrap().remove(0);
     let r = claim(&store, "w", 0, 2).await;
@@ -640,6 +643,7 @@ async fn four_processes_pruning_at_once_delete_each_delivery_once() {
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec!["log".into(), "pay".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     stores[0].emit(&events, at(0)).await.unwrap();
@@ -1033,6 +1037,7 @@ async fn two_processes_racing_one_idempotency_key_make_one_event() {
             payload: r#"{"n":1}"#.into(),
             subscribers: vec!["log".into()],
             idempotency_key: Some(key.clone()),
+            trace: None,
         };
         let barrier = Arc::new(Barrier::new(2));
         let (x, y) = tokio::join!(
@@ -1117,6 +1122,7 @@ async fn emit_in_racing_on_one_key_returns_the_winners_event() {
             payload: payload.into(),
             subscribers: vec!["log".into()],
             idempotency_key: Some("order-1".into()),
+            trace: None,
         }]
     };
     let mut first = store.connection().await.unwrap();

@@ -66,6 +66,7 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec!["quiet".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     let emitted = seed.emit(&events, at(0)).await.unwrap();
@@ -186,6 +187,7 @@ async fn a_late_worker_racing_the_new_owner_is_refused() {
                     payload: "{}".into(),
                     subscribers: vec!["log".into()],
                     idempotency_key: None,
+                    trace: None,
                 }],
                 at(t),
             )
@@ -234,6 +236,7 @@ async fn two_processes_share_one_breaker() {
             payload: "{}".into(),
             subscribers: vec!["pay".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     stores[0].emit(&events, at(0)).await.unwrap();

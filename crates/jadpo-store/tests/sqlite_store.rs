@@ -40,6 +40,7 @@ fn event(subscriber: &str) -> NewEvent {
         payload: "{}".into(),
         subscribers: vec![subscriber.into()],
         idempotency_key: None,
+        trace: None,
     }
 }
 
@@ -331,6 +332,7 @@ async fn emit_writes_a_batch_in_one_transaction() {
             payload: format!("{{\"n\":{i}}}"),
             subscribers: vec!["log".into(), "pay".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -513,6 +515,8 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          ALTER TABLE jadpo_deliveries DROP COLUMN waiting_for;
          ALTER TABLE jadpo_deliveries DROP COLUMN success_started_at;
          ALTER TABLE jadpo_events DROP COLUMN depth;
+         ALTER TABLE jadpo_events DROP COLUMN traceparent;
+         ALTER TABLE jadpo_events DROP COLUMN tracestate;
          DROP TABLE jadpo_clock;
          DROP TABLE jadpo_console_sessions;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,

@@ -31,7 +31,9 @@ pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
+mod options;
 mod route;
+pub use options::EmitOptions;
 pub use route::{RouteError, RouteOutcome};
 
 use jadpo_core::clock::Wanted;
@@ -485,8 +487,24 @@ impl<S: ScheduleStore> Jadpo<S> {
         payload: &serde_json::Value,
         idempotency_key: &str,
     ) -> Result<Emitted, EmitError> {
+        self.emit_with(event, payload, &EmitOptions::default().idempotency_key(idempotency_key))
+            .await
+    }
+
+    /// Checks and emits one event now, in its own transaction, with
+    /// [`EmitOptions`]: an idempotency key (as [`Jadpo::emit_idempotent`]),
+    /// the trace it joins.
+    pub async fn emit_with(
+        &self,
+        event: &str,
+        payload: &serde_json::Value,
+        options: &EmitOptions,
+    ) -> Result<Emitted, EmitError> {
         let mut e = self.prepare(event, payload).map_err(EmitError::Event)?;
-        e.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(idempotency_key).map_err(EmitError::Event)?);
+        if let Some(key) = &options.idempotency_key {
+            e.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(key).map_err(EmitError::Event)?);
+        }
+        e.trace.clone_from(&options.trace);
         let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
         Ok(emitted.remove(0))
     }

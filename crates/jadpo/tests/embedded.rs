@@ -289,3 +289,52 @@ async fn emit_idempotent_takes_the_keys_the_cli_and_http_take() {
         }
     }
 }
+
+/// An event emitted in a trace keeps it, and what its deliveries' actions
+/// emit joins that trace too.
+#[tokio::test]
+async fn emit_with_a_trace_and_a_runs_emits_join_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = r#"
+event OrderPlaced { order_id: string }
+event Noted { order_id: string }
+action note(order_id: string) { emit Noted(order_id: order_id) }
+subscriber noter { on: OrderPlaced  run: note(event.order_id) }
+"#;
+    let jadpo = jadpo::builder()
+        .app_source("app.jadpo", app)
+        .unwrap()
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let trace =
+        jadpo::core::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
+    let emitted = jadpo
+        .emit_with(
+            "OrderPlaced",
+            &serde_json::json!({"order_id": "t"}),
+            &jadpo::EmitOptions::default().trace(trace.clone()),
+        )
+        .await
+        .unwrap();
+    let event = jadpo.store().event(emitted.event_id).await.unwrap().unwrap();
+    assert_eq!(event.trace.as_ref(), Some(&trace));
+    let running = jadpo.start();
+    let ran = emitted.deliveries[0];
+    for _ in 0..300 {
+        if jadpo.store().delivery(ran).await.unwrap().unwrap().state.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.stop().await;
+    assert_eq!(
+        jadpo.store().delivery(ran).await.unwrap().unwrap().state,
+        DeliveryState::Succeeded
+    );
+    // `Noted` has no subscriber: its event is the next one made.
+    let next = jadpo::core::EventId(emitted.event_id.0 + 1);
+    let noted = jadpo.store().event(next).await.unwrap().expect("the action emitted");
+    assert_eq!(noted.name, "Noted");
+    assert_eq!(noted.trace, Some(trace));
+}

@@ -198,11 +198,10 @@ async fn emit<S: ScheduleStore>(
             )
         })?),
     };
-    let home = api.of_event(&name);
-    let emitted = match key {
-        None => home.emit(&name, &payload).await,
-        Some(key) => home.emit_idempotent(&name, &payload, key).await,
-    };
+    let mut options = jadpo::EmitOptions::default();
+    options.idempotency_key = key.map(str::to_owned);
+    options.trace = trace_of(&headers);
+    let emitted = api.of_event(&name).emit_with(&name, &payload, &options).await;
     match emitted {
         Ok(emitted) => {
             let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
@@ -224,7 +223,25 @@ async fn emit<S: ScheduleStore>(
     }
 }
 
-/// An event the app refuses: 404 unknown, 413 too large, else 400.
+/// The caller's trace (W3C Trace Context): `traceparent`, and `tracestate`
+/// when sent, its headers joined. A `traceparent` sent twice or that does
+/// not parse is ignored, as the specification asks of a receiver: the
+/// event is still taken, in no trace.
+pub(crate) fn trace_of(headers: &HeaderMap) -> Option<jadpo_core::TraceContext> {
+    let mut parents = headers.get_all("traceparent").iter();
+    let parent = parents.next()?.to_str().ok()?;
+    if parents.next().is_some() {
+        return None;
+    }
+    let states: Vec<&str> = headers
+        .get_all("tracestate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let state = (!states.is_empty()).then(|| states.join(","));
+    jadpo_core::TraceContext::parse(parent, state.as_deref()).ok()
+}
+
 async fn deliveries<S: ScheduleStore>(State(api): State<ApiState<S>>, params: Params) -> ApiResult {
     let mut params = query(params)?;
     let jadpo = api.pick(&mut params)?;
@@ -255,11 +272,7 @@ async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> 
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}")))?;
     let attempts = store.attempts(id).await.map_err(ApiError::store)?;
     let event = store.event(d.event_id).await.map_err(ApiError::store)?;
-    Ok(views::delivery_detail_json(
-        &d,
-        event.as_ref().map(|e| e.name.as_str()),
-        &attempts,
-    ))
+    Ok(views::delivery_detail_json(&d, event.as_ref(), &attempts))
 }
 
 async fn delivery<S: ScheduleStore>(
@@ -364,3 +377,5 @@ async fn healthz<S: ScheduleStore>(State(api): State<ApiState<S>>) -> Response {
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod trace_tests;

@@ -144,12 +144,13 @@ pub(super) async fn app_route<S: ScheduleStore>(State(api): State<ApiState<S>>, 
         );
         return answered(&name, Ended::Refused(refused), started);
     }
+    let trace = super::trace_of(request.headers());
     let ended = match route.input {
         Some(_) => match read_input(request, &api).await {
-            Ok(input) => run(&api, &name, params, input).await,
+            Ok(input) => run(&api, &name, params, input, trace).await,
             Err(e) => Ended::Refused(e),
         },
-        None => run(&api, &name, params, Value::Null).await,
+        None => run(&api, &name, params, Value::Null, trace).await,
     };
     answered(&name, ended, started)
 }
@@ -159,10 +160,15 @@ async fn run<S: ScheduleStore>(
     name: &str,
     params: std::collections::BTreeMap<String, String>,
     input: Value,
+    trace: Option<jadpo_core::TraceContext>,
 ) -> Ended {
-    let written = api
-        .jadpo
-        .run_route_with(name, params, input, |events| api.emit_each(events));
+    // What the route emits joins its caller's trace.
+    let written = api.jadpo.run_route_with(name, params, input, |mut events| {
+        for e in &mut events {
+            e.trace.clone_from(&trace);
+        }
+        api.emit_each(events)
+    });
     match written.await {
         Ok(RouteOutcome::Succeeded(_)) => Ended::Succeeded,
         Ok(RouteOutcome::Failed(f)) => Ended::Failed(f),

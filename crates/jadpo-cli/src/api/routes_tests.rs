@@ -380,6 +380,7 @@ impl Server {
             payload: r#"{"order_id":"o","amount_cents":1}"#.into(),
             subscribers: vec!["ledger".into()],
             idempotency_key: None,
+            trace: None,
         };
         self.store.emit(&vec![event; 5], now).await.unwrap();
         for c in self.claim(5).await {
@@ -400,4 +401,25 @@ impl Server {
                 .unwrap();
         }
     }
+}
+
+/// What a route emits joins the trace of the request that ran it.
+#[tokio::test]
+async fn a_routes_emits_join_its_callers_trace() {
+    let s = Server::start(None).await;
+    s.provider.set(Behaviour::Up);
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let r = s
+        .client
+        .post(format!("{}/app/refunds/o3", s.base))
+        .header("content-type", "application/json")
+        .header("traceparent", traceparent)
+        .body(REFUND)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let list = s.deliveries().await;
+    let event = s.store.event(list[0].event_id).await.unwrap().unwrap();
+    assert_eq!(event.trace.as_ref().map(|t| t.traceparent()), Some(traceparent));
 }

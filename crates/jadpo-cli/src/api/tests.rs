@@ -120,7 +120,7 @@ impl Server {
         self.post_with(path, body, &[]).await
     }
 
-    async fn post_with(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+    pub(crate) async fn post_with(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
         let mut request = self
             .client
             .post(self.url(path))
@@ -144,6 +144,7 @@ impl Server {
                     payload: r#"{"payment_id":"p","amount_cents":1}"#.into(),
                     subscribers: vec!["audit".into()],
                     idempotency_key: None,
+                    trace: None,
                 }],
                 now,
             )
@@ -646,6 +647,7 @@ subscriber s { on: E  run: a(event.id) }
             payload: format!(r#"{{"id":"{i}"}}"#),
             subscribers: vec!["s".into()],
             idempotency_key: None,
+            trace: None,
         })
         .collect();
     store.emit(&events, now).await.unwrap();

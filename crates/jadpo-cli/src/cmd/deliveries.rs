@@ -237,11 +237,16 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
         ));
     };
     let attempts = store.attempts(id).await.map_err(CliError::store)?;
-    let event = store.event(d.event_id).await.map_err(CliError::store)?.map(|e| e.name);
+    let record = store.event(d.event_id).await.map_err(CliError::store)?;
     if json {
-        output::print_json(&views::delivery_detail_json(&d, event.as_deref(), &attempts));
+        output::print_json(&views::delivery_detail_json(&d, record.as_ref(), &attempts));
         return Ok(ExitCode::SUCCESS);
     }
+    let trace_id = record
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .map(|t| t.trace_id().to_owned());
+    let event = record.map(|e| e.name);
     let scaled = views::scaled_note(&views::store_clock(store).await?);
     let mut out = format!("delivery {id}\n");
     let mut field = |name: &str, value: String| out.push_str(&format!("  {name:<13} {value}\n"));
@@ -265,6 +270,9 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
         field("held for", output::duration_short(d.held_for));
     }
     field("created", time_short(d.created_at));
+    if let Some(trace_id) = trace_id {
+        field("trace", trace_id);
+    }
     if let Some(note) = scaled {
         field("clock", format!("{note} (every time above is engine time)"));
     }

@@ -5,7 +5,8 @@
 //! field), then writes the event and one due delivery per subscriber. The
 //! payload is checked before the store is opened, so bad input is told
 //! apart from a store that is down. Exit codes: 0 emitted; 1
-//! `event.invalid`, `event.unknown`, `event.too_large`, `app.invalid`; 2
+//! `event.invalid`, `event.unknown`, `event.too_large`,
+//! `event.traceparent_invalid`, `event.tracestate_invalid`, `app.invalid`; 2
 //! `app.unreadable`, `store.url_invalid`, `store.unavailable`.
 
 use super::{AppArg, StoreArg};
@@ -39,6 +40,15 @@ pub(crate) struct Args {
     /// (event.idempotency_conflict).
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// The trace the event joins, as a W3C `traceparent` (such as
+    /// 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01): each
+    /// attempt of its deliveries belongs to it (docs/observability.md).
+    #[arg(long, value_name = "TRACEPARENT")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with --traceparent (such as
+    /// vendor=value,other=value; at most 512 bytes).
+    #[arg(long, value_name = "TRACESTATE", requires = "traceparent")]
+    pub tracestate: Option<String>,
 }
 
 pub(crate) fn run(args: Args) -> ExitCode {
@@ -64,13 +74,16 @@ async fn emit(args: Args) -> Result<ExitCode, CliError> {
     let payload = read_payload(&args.payload)?;
     let app = operator::load_app(args.app.app.as_deref(), Need::Required)?.unwrap_or_else(operator::empty_app);
     jadpo_runtime::emit::prepare(&app, &args.event, &payload).map_err(event_error)?;
+    let mut options = jadpo::EmitOptions::default();
     if let Some(key) = &args.idempotency_key {
-        jadpo_runtime::emit::idempotency_key(key).map_err(event_error)?;
+        options.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(key).map_err(event_error)?);
+    }
+    if let Some(parent) = &args.traceparent {
+        options.trace = Some(trace_of(parent, args.tracestate.as_deref())?);
     }
     let url = store_url::for_event(args.store.store.as_deref(), Some(&app), Some(&args.event))?;
     let store = store_url::open(&url).await?;
-    let key = args.idempotency_key.as_deref();
-    let out = emit_in(app, store, &args.event, &payload, key).await?;
+    let out = emit_in(app, store, &args.event, &payload, &options).await?;
     if args.json {
         output::print_json(&out);
     } else if out["duplicate"] == true {
@@ -90,6 +103,24 @@ async fn emit(args: Args) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--traceparent` and `--tracestate`, both refused when malformed: on the
+/// command line they are the operator's own words, not a header to skip.
+fn trace_of(parent: &str, state: Option<&str>) -> Result<jadpo_core::TraceContext, CliError> {
+    let trace = jadpo_core::TraceContext::parse(parent, state)
+        .map_err(|e| CliError::invalid("event.traceparent_invalid", format!("--traceparent: {e}")))?;
+    if state.is_some() && trace.tracestate().is_none() {
+        return Err(CliError::invalid(
+            "event.tracestate_invalid",
+            format!(
+                "--tracestate must be a comma-separated list of key=value members (keys in lowercase, \
+                 at most 32 members, at most {} bytes)",
+                jadpo_core::trace::MAX_TRACESTATE
+            ),
+        ));
+    }
+    Ok(trace)
+}
+
 fn event_error(e: jadpo_runtime::emit::EventError) -> CliError {
     let message = match &e.field {
         Some(field) if !e.message.contains(field.as_str()) => format!("{} (field `{field}`)", e.message),
@@ -103,13 +134,10 @@ async fn emit_in<S: ScheduleStore>(
     store: S,
     event: &str,
     payload: &Value,
-    key: Option<&str>,
+    options: &jadpo::EmitOptions,
 ) -> Result<Value, CliError> {
     let jadpo = operator::jadpo(app, store).await?;
-    let emitted = match key {
-        None => jadpo.emit(event, payload).await,
-        Some(key) => jadpo.emit_idempotent(event, payload, key).await,
-    };
+    let emitted = jadpo.emit_with(event, payload, options).await;
     let emitted = emitted.map_err(|e| match e {
         jadpo::EmitError::Event(e) => event_error(e),
         jadpo::EmitError::Store(e @ jadpo_store::StoreError::IdempotencyConflict(_)) => {

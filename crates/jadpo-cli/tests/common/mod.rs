@@ -198,6 +198,7 @@ async fn emit_one<S: Store>(
                 payload: payload.into(),
                 subscribers: vec![subscriber.into()],
                 idempotency_key: None,
+                trace: None,
             }],
             now,
         )

@@ -81,6 +81,7 @@ pub(crate) async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) ->
                 payload: "{}".into(),
                 subscribers: vec!["noop".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect();
         store.emit(&events, now).await.expect("emit");

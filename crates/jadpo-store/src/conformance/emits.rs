@@ -14,6 +14,7 @@ fn emits(depth: u32, ids: &[&str]) -> Emits {
                 payload: format!("{{\"id\":\"{id}\"}}"),
                 subscribers: vec!["log".into()],
                 idempotency_key: None,
+                trace: None,
             })
             .collect(),
     }

@@ -9,6 +9,7 @@ fn keyed(name: &str, payload: &str, key: &str) -> NewEvent {
         payload: payload.into(),
         subscribers: vec!["log".into(), "pay".into()],
         idempotency_key: Some(key.into()),
+        trace: None,
     }
 }
 
@@ -79,4 +80,51 @@ pub async fn a_key_is_pruned_with_its_event<S: Store>(s: &S) {
         .remove(0);
     assert!(!again.duplicate);
     assert_ne!(again.event_id, first.event_id);
+}
+
+/// An event keeps the trace it was emitted in: its read and every claim of
+/// its deliveries carry it, and a run's emits join it. One emitted without
+/// a trace has none.
+pub async fn an_event_keeps_the_trace_it_was_emitted_in<S: Store>(s: &S) {
+    let trace = jadpo_core::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("rojo=00f067aa0ba902b7"),
+    )
+    .unwrap();
+    let traced = NewEvent {
+        trace: Some(trace.clone()),
+        ..keyed("E", r#"{"n":1}"#, "t")
+    };
+    let plain = NewEvent {
+        idempotency_key: None,
+        ..keyed("E", r#"{"n":2}"#, "")
+    };
+    let emitted = s.emit(&[traced, plain], at(0)).await.unwrap();
+    let read = s.event(emitted[0].event_id).await.unwrap().unwrap();
+    assert_eq!(read.trace.as_ref(), Some(&trace));
+    assert_eq!(s.event(emitted[1].event_id).await.unwrap().unwrap().trace, None);
+    let claimed = claim(s, 0, 10).await.claimed;
+    assert_eq!(claimed.len(), 4);
+    for c in &claimed {
+        let expected = (c.delivery.event_id == emitted[0].event_id).then_some(&trace);
+        assert_eq!(c.event_trace.as_ref(), expected, "{:?}", c.delivery.id);
+    }
+    // A run's emits are in its event's trace.
+    let c = claimed.iter().find(|c| c.event_trace.is_some()).unwrap();
+    let report = s
+        .finish(&crate::Finish {
+            emits: crate::Emits {
+                depth: 1,
+                events: vec![NewEvent {
+                    idempotency_key: None,
+                    trace: c.event_trace.clone(),
+                    ..keyed("Next", "{}", "")
+                }],
+            },
+            ..c.finish(jadpo_core::Outcome::Succeeded, at(1), at(1))
+        })
+        .await
+        .unwrap();
+    let next = s.event(report.emitted[0].event_id).await.unwrap().unwrap();
+    assert_eq!(next.trace, Some(trace));
 }

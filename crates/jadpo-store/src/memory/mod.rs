@@ -143,6 +143,7 @@ impl MemoryStore {
                 name: e.name.clone(),
                 payload: e.payload.clone(),
                 emitted_at: now,
+                trace: e.trace.clone(),
             },
         );
         if let Some(k) = key {
@@ -200,6 +201,7 @@ impl MemoryStore {
                     payload: event.payload.clone(),
                     event_public_id: event.public_id.clone(),
                     event_depth: self.depths.get(&d.event_id).copied().unwrap_or(0),
+                    event_trace: event.trace.clone(),
                     delivery: d,
                 }
             })

@@ -46,7 +46,7 @@ pub(super) const CLAIM: &str = concat!(
         ORDER BY lease_until, id LIMIT $2
         FOR UPDATE SKIP LOCKED
     )
-    SELECT p.*, e.name, e.payload, e.public_id, e.depth
+    SELECT p.*, e.name, e.payload, e.public_id, e.depth, e.traceparent, e.tracestate
     FROM (SELECT * FROM due UNION ALL SELECT * FROM lost) AS p JOIN jadpo_events AS e ON e.id = p.event_id"
 );
 
@@ -109,7 +109,8 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
     for (_, _, row) in keyed {
         let (delivery, token) = rows::delivery(row)?;
         read.insert(delivery.id, (delivery.clone(), token));
-        // Columns after the delivery's: t, handled, name, payload, public id.
+        // Columns after the delivery's: t, handled, name, payload, public id,
+        // depth, traceparent, tracestate.
         candidates.push(Candidate {
             delivery,
             handled: row.try_get(DELIVERY_COLUMNS + 1)?,
@@ -117,6 +118,7 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
             payload: row.try_get(DELIVERY_COLUMNS + 3)?,
             event_public_id: row.try_get(DELIVERY_COLUMNS + 4)?,
             event_depth: u32::try_from(row.try_get::<_, i32>(DELIVERY_COLUMNS + 5)?).unwrap_or(0),
+            event_trace: crate::codec::trace(row.try_get(DELIVERY_COLUMNS + 6)?, row.try_get(DELIVERY_COLUMNS + 7)?),
         });
     }
     let open = rows::breakers(&open)?;

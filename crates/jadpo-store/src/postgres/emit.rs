@@ -22,10 +22,13 @@ SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::i
 const INSERT: &str = "
 WITH events AS (
     INSERT INTO jadpo_events (id, name, payload, emitted_at, first_delivery, last_delivery, public_id,
-        idempotency_key)
-    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery, u.public_id, u.idempotency_key
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
-        AS u(id, name, payload, first_delivery, last_delivery, public_id, idempotency_key)
+        idempotency_key, traceparent, tracestate)
+    SELECT u.id, u.name, u.payload, $4, u.first_delivery, u.last_delivery, u.public_id, u.idempotency_key,
+        u.traceparent, u.tracestate
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[],
+                $12::text[], $13::text[])
+        AS u(id, name, payload, first_delivery, last_delivery, public_id, idempotency_key, traceparent,
+             tracestate)
 )
 INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
     held_for_ms, lease_token, created_at, updated_at)
@@ -287,6 +290,14 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let names: Vec<&str> = chunk.iter().map(|e| e.name.as_str()).collect();
         let payloads: Vec<&str> = chunk.iter().map(|e| e.payload.as_str()).collect();
         let keys: Vec<Option<&str>> = chunk.iter().map(|e| e.idempotency_key.as_deref()).collect();
+        let traceparents: Vec<Option<&str>> = chunk
+            .iter()
+            .map(|e| e.trace.as_ref().map(|t| t.traceparent()))
+            .collect();
+        let tracestates: Vec<Option<&str>> = chunk
+            .iter()
+            .map(|e| e.trace.as_ref().and_then(|t| t.tracestate()))
+            .collect();
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
         let mut first = Vec::with_capacity(chunk.len());
@@ -330,6 +341,8 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &last,
                 &public_ids,
                 &keys,
+                &traceparents,
+                &tracestates,
             ],
         )
         .await?;

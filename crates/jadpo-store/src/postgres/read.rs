@@ -96,7 +96,8 @@ pub(crate) async fn attempts(tx: &Transaction<'_>, id: DeliveryId) -> Result<Vec
         .collect()
 }
 
-const EVENT: &str = "SELECT id, name, payload, emitted_at, public_id FROM jadpo_events WHERE id = $1";
+const EVENT: &str =
+    "SELECT id, name, payload, emitted_at, public_id, traceparent, tracestate FROM jadpo_events WHERE id = $1";
 
 pub(crate) async fn event(tx: &Transaction<'_>, id: EventId) -> Result<Option<EventRecord>, Abort> {
     let stmt = tx.prepare_cached(EVENT).await?;
@@ -109,6 +110,7 @@ pub(crate) async fn event(tx: &Transaction<'_>, id: EventId) -> Result<Option<Ev
         payload: r.try_get(2)?,
         emitted_at: Timestamp::from_millis(r.try_get(3)?),
         public_id: r.try_get(4)?,
+        trace: crate::codec::trace(r.try_get(5)?, r.try_get(6)?),
     }))
 }
 

@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(8, V8),
     Migration::expand(9, V9),
     Migration::expand(10, V10),
+    Migration::expand(11, V11),
 ];
 
 /// The latest version this build knows.
@@ -303,6 +304,12 @@ CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at
 /// (340 ms a batch behind a backlog of 200,000, measured).
 const V10: &str = "
 CREATE INDEX jadpo_events_unreferenced ON jadpo_events (emitted_at, id) WHERE first_delivery IS NULL;
+";
+
+/// The trace each event was emitted in (W3C Trace Context), NULL when it
+/// came without one: an attempt in any process joins that trace.
+const V11: &str = "
+ALTER TABLE jadpo_events ADD COLUMN traceparent TEXT, ADD COLUMN tracestate TEXT;
 ";
 
 /// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet

@@ -15,7 +15,8 @@ use std::collections::HashMap;
 const DUE: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth, \
+     e.traceparent, e.tracestate \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'due' AND d.due_at <= ?1 ORDER BY d.due_at, d.id LIMIT ?2"
 );
@@ -24,29 +25,34 @@ const DUE: &str = concat!(
 const LOST: &str = concat!(
     "SELECT ",
     delivery_columns!(),
-    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth \
+    ", e.name, e.payload, d.handled_at IS NOT NULL, e.public_id, e.depth, \
+     e.traceparent, e.tracestate \
      FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
      WHERE d.state = 'running' AND d.lease_until <= ?1 ORDER BY d.lease_until, d.id LIMIT ?2"
 );
 
 struct Row {
     stored: Stored,
-    candidate: (String, String, bool, String, i64),
+    candidate: Candidate,
 }
 
 fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Abort> {
     let rows = c
         .prepare_cached(sql)?
         .query_map(params![now.as_millis(), limit as i64], |r| {
+            let stored = rows::delivery(r)?;
+            let depth: i64 = r.get(DELIVERY_COLUMNS + 4)?;
             Ok(Row {
-                stored: rows::delivery(r)?,
-                candidate: (
-                    r.get(DELIVERY_COLUMNS)?,
-                    r.get(DELIVERY_COLUMNS + 1)?,
-                    r.get(DELIVERY_COLUMNS + 2)?,
-                    r.get(DELIVERY_COLUMNS + 3)?,
-                    r.get(DELIVERY_COLUMNS + 4)?,
-                ),
+                candidate: Candidate {
+                    delivery: stored.delivery.clone(),
+                    event_name: r.get(DELIVERY_COLUMNS)?,
+                    payload: r.get(DELIVERY_COLUMNS + 1)?,
+                    handled: r.get(DELIVERY_COLUMNS + 2)?,
+                    event_public_id: r.get(DELIVERY_COLUMNS + 3)?,
+                    event_depth: u32::try_from(depth).unwrap_or(0),
+                    event_trace: crate::codec::trace(r.get(DELIVERY_COLUMNS + 5)?, r.get(DELIVERY_COLUMNS + 6)?),
+                },
+                stored,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -86,20 +92,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         .iter()
         .map(|r| (r.stored.delivery.id, (r.stored.delivery.clone(), r.stored.token)))
         .collect();
-    let candidates = picked
-        .into_iter()
-        .map(|r| {
-            let (event_name, payload, handled, event_public_id, depth) = r.candidate;
-            Candidate {
-                delivery: r.stored.delivery,
-                handled,
-                event_name,
-                payload,
-                event_public_id,
-                event_depth: u32::try_from(depth).unwrap_or(0),
-            }
-        })
-        .collect();
+    let candidates = picked.into_iter().map(|r| r.candidate).collect();
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
     // Every row, limited or not: a 429's pause holds any connection.
     let limit_rows = super::limits::all(c)?;

@@ -66,8 +66,8 @@ fn emitted_before(c: &Connection, e: &NewEvent) -> Result<Option<Emitted>, Abort
 pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, Abort> {
     refuse_key_conflicts(c, events)?;
     let mut event = c.prepare_cached(
-        "INSERT INTO jadpo_events (name, payload, emitted_at, public_id, idempotency_key) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO jadpo_events (name, payload, emitted_at, public_id, idempotency_key, \
+         traceparent, tracestate) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     let mut delivery = c.prepare_cached(
         "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
@@ -86,7 +86,9 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
             e.payload,
             now.as_millis(),
             public_id,
-            e.idempotency_key
+            e.idempotency_key,
+            e.trace.as_ref().map(|t| t.traceparent()),
+            e.trace.as_ref().and_then(|t| t.tracestate())
         ])?;
         let event_id = EventId(c.last_insert_rowid());
         let mut ids = Vec::with_capacity(e.subscribers.len());

@@ -70,11 +70,12 @@ pub(crate) fn attempts(c: &Connection, id: DeliveryId) -> Result<Vec<AttemptReco
 }
 
 pub(crate) fn event(c: &Connection, id: EventId) -> Result<Option<EventRecord>, Abort> {
-    Ok(
-        c.prepare_cached("SELECT id, name, payload, emitted_at, public_id FROM jadpo_events WHERE id = ?1")?
-            .query_row([id.0], rows::event)
-            .optional()?,
-    )
+    Ok(c.prepare_cached(
+        "SELECT id, name, payload, emitted_at, public_id, traceparent, tracestate \
+             FROM jadpo_events WHERE id = ?1",
+    )?
+    .query_row([id.0], rows::event)
+    .optional()?)
 }
 
 pub(crate) fn breakers(c: &Connection) -> Result<Vec<BreakerView>, Abort> {

@@ -147,5 +147,6 @@ pub(crate) fn event(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
         payload: row.get(2)?,
         emitted_at: Timestamp::from_millis(row.get(3)?),
         public_id: row.get(4)?,
+        trace: crate::codec::trace(row.get(5)?, row.get(6)?),
     })
 }

@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(11, V11),
     Migration::expand(12, V12),
     Migration::expand(13, V13),
+    Migration::expand(14, V14),
 ];
 
 /// The newest schema this build knows.
@@ -335,6 +336,13 @@ CREATE INDEX jadpo_console_sessions_expiry ON jadpo_console_sessions (expires_at
 /// instead of as a row of `jadpo_attempts`: a success writes one row, not
 /// two and an index entry. Successes before this keep their rows.
 const V13: &str = "ALTER TABLE jadpo_deliveries ADD COLUMN success_started_at BIGINT;";
+
+/// The trace each event was emitted in (W3C Trace Context), NULL when it
+/// came without one: an attempt joins that trace.
+const V14: &str = "
+ALTER TABLE jadpo_events ADD COLUMN traceparent TEXT;
+ALTER TABLE jadpo_events ADD COLUMN tracestate TEXT;
+";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
 /// IMMEDIATE` transaction: two processes migrating at once are serialised
