@@ -11,6 +11,7 @@
 
 use crate::breakers_seen::{BreakerCache, PendingVerdicts};
 use crate::clock::SharedClock;
+use crate::liveness::{Liveness, Loop};
 use crate::log;
 use jadpo_core::{Backoff, Outcome, Timestamp, Transition};
 use jadpo_store::{Finish, FinishReport, Store, StoreError};
@@ -38,6 +39,8 @@ pub(crate) struct Completer<S> {
     pub alert_wake: Arc<Notify>,
     /// Outcomes, calls and breaker changes, for the per-minute summary.
     pub minutes: Arc<crate::minutes::Minutes>,
+    /// Beaten at each batch and while waiting for one (`liveness.rs`).
+    pub liveness: Arc<Liveness>,
     pub batch: usize,
 }
 
@@ -50,7 +53,16 @@ impl<S: Store> Completer<S> {
         let limit = self.batch.max(1);
         let mut received = Vec::with_capacity(limit);
         let mut batch = Vec::with_capacity(limit);
-        while rx.recv_many(&mut received, limit).await > 0 {
+        let _alive = self.liveness.running(Loop::Completer);
+        // An idle completer beats while it waits, so silence means stuck.
+        let mut beat = tokio::time::interval(crate::liveness::BEAT);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            self.liveness.beat(Loop::Completer);
+            tokio::select! {
+                n = rx.recv_many(&mut received, limit) => if n == 0 { break },
+                _ = beat.tick() => continue,
+            }
             batch.extend(received.drain(..).map(|f| *f));
             self.write(&mut batch).await;
         }
@@ -61,6 +73,7 @@ impl<S: Store> Completer<S> {
         // Writes failed in a row.
         let mut faults = 0u32;
         loop {
+            self.liveness.beat(Loop::Completer);
             match self.store.finish_batch(batch).await {
                 Ok(results) => {
                     // A retry written here may be due before the time an

@@ -75,6 +75,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 schema: Default::default(),
                 claims: Default::default(),
                 span: Default::default(),
+                liveness: Default::default(),
             }),
         }
     }
@@ -152,6 +153,11 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// none before.
     pub fn span(&self) -> tracing::Span {
         self.state.span.get().cloned().unwrap_or_else(tracing::Span::none)
+    }
+
+    /// Whether this engine's loops still turn (see `liveness.rs`).
+    pub fn liveness(&self) -> &Arc<crate::liveness::Liveness> {
+        &self.state.liveness
     }
 
     /// How long this engine's claims have taken so far.

@@ -42,6 +42,8 @@ pub(crate) struct EngineState<S, E> {
     /// it, and a run or an emit enters it for the lines `/metrics` counts,
     /// so a process working several stores can tell their events apart.
     pub span: std::sync::OnceLock<tracing::Span>,
+    /// The loops' beats, for `/livez`.
+    pub liveness: Arc<crate::liveness::Liveness>,
 }
 
 impl<S, E> EngineState<S, E> {

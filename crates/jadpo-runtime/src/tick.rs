@@ -1,6 +1,7 @@
 //! The tick: a periodic sweep, every second on every process. Safe on many
 //! at once: each breaker change in it is conditional on the version read.
 
+use crate::liveness::Loop;
 use crate::log;
 use crate::run::Executor;
 use crate::schedules;
@@ -78,7 +79,9 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
     // Sweeps failed in a row: the next waits at least a store's backoff.
     let mut store_faults = 0u32;
     let mut last_schema_check: Option<tokio::time::Instant> = None;
+    let alive = state.liveness.running(Loop::Tick);
     while !*shutdown.borrow() {
+        state.liveness.beat(Loop::Tick);
         while runs.try_join_next().is_some() {}
         if last_flush.elapsed() >= crate::minutes::FLUSH_EVERY {
             last_flush = tokio::time::Instant::now();
@@ -113,11 +116,25 @@ pub(crate) async fn run<S: ScheduleStore, E: Executor>(
         // of real time: never sweep more often than every 20 ms of real time,
         // nor than the store's backoff while it fails.
         let floor = tokio::time::sleep(sweep_floor(store_faults, &mut rand::rng()));
-        tokio::select! {
-            _ = async { clock.sleep_until(now.plus(INTERVAL)).await; floor.await } => {}
-            _ = shutdown.changed() => {}
+        let next = async {
+            clock.sleep_until(now.plus(INTERVAL)).await;
+            floor.await
+        };
+        tokio::pin!(next);
+        // Beats while it waits: a manual clock may not reach the next
+        // second for as long as a test likes, and a store's backoff lasts
+        // seconds, neither of which is a stuck tick.
+        let mut beat = tokio::time::interval(crate::liveness::BEAT);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut next => break,
+                _ = shutdown.changed() => break,
+                _ = beat.tick() => state.liveness.beat(Loop::Tick),
+            }
         }
     }
+    drop(alive);
     while runs.join_next().await.is_some() {}
     // What the workers still write after this is lost: a few seconds of a chart.
     state.minutes.flush(&**store, clock.now()).await;

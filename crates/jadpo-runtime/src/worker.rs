@@ -9,6 +9,7 @@
 //! (`finish_batch`), one transaction for many.
 
 use crate::completer::Completer;
+use crate::liveness::{self, Loop};
 use crate::local_queue::{Ahead, LocalQueue, Queued};
 use crate::log;
 use crate::run::{execute, CallLog, Executor, RunContext};
@@ -67,7 +68,13 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
     // Claims failed in a row.
     let mut store_faults = 0u32;
     let mut schema = state.schema.watch();
+    let alive = state.liveness.running(Loop::Worker);
+    // Turns the loop at least this often when nothing else does, so that
+    // its beat says it is not stuck.
+    let mut beat = tokio::time::interval(liveness::BEAT);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        state.liveness.beat(Loop::Worker);
         let stopping = *shutdown.borrow();
         while runs.try_join_next().is_some() {}
         while let Ok(took) = ended_rx.try_recv() {
@@ -145,9 +152,11 @@ pub(crate) async fn run<S: Store, E: Executor>(state: Arc<EngineState<S, E>>, mu
             _ = tokio::time::sleep_until(backoff_until.unwrap_or_else(tokio::time::Instant::now)), if backoff_until.is_some() => backoff_until = None,
             _ = state.clock.sleep_until(deadline.unwrap_or(now).plus(Duration::from_millis(1))), if deadline.is_some() => {}
             _ = schema.changed() => {}
+            _ = beat.tick() => {}
             _ = shutdown.changed(), if !stopping => {}
         }
     }
+    drop(alive);
     // Graceful: what was claimed ahead goes back at once, due and with its
     // attempt unspent; running deliveries end within their limit.
     let now = state.clock.now();
@@ -185,6 +194,7 @@ fn start_completer<S: Store, E>(
         wake: state.wake.clone(),
         alert_wake: state.alert_wake.clone(),
         minutes: state.minutes.clone(),
+        liveness: state.liveness.clone(),
         batch: state.config.finish_batch,
     };
     tokio::spawn(completer.run(finished).in_current_span())

@@ -138,6 +138,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.check_schema())
     }
 
+    async fn schema_standing(&self) -> Result<crate::upgrade::Standing, StoreError> {
+        delegate!(self, s => s.schema_standing())
+    }
+
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
         delegate!(self, s => s.emit(events, now))
     }

@@ -63,6 +63,11 @@ pub trait Store: Send + Sync + 'static {
     /// process finds out at once and stops claiming.
     fn check_schema(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Where the store's schema stands against this build's
+    /// (`crate::upgrade::Standing`): one read of the migrations table, for
+    /// a readiness probe.
+    fn schema_standing(&self) -> impl Future<Output = Result<crate::upgrade::Standing, StoreError>> + Send;
+
     /// Writes events and one due delivery per subscriber of each.
     fn emit(
         &self,

@@ -201,6 +201,51 @@ pub fn check(known: &[Migration], applied: &[Applied]) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Where the store's schema stands against a build's, for a readiness
+/// probe (`GET /readyz`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Standing {
+    /// The newest migration applied to the store (0: none).
+    pub store: Version,
+    /// The newest migration this build knows.
+    pub build: Version,
+    /// The oldest build that runs on the store ([`needs`]).
+    pub needs: Version,
+}
+
+/// Where a store `applied` describes stands against a build knowing `known`.
+pub fn standing(known: &[Migration], applied: &[Applied]) -> Standing {
+    Standing {
+        store: applied.iter().map(|a| a.version).max().unwrap_or(0),
+        build: latest(known),
+        needs: needs(known, applied),
+    }
+}
+
+impl Standing {
+    /// Why this build should take no work on the store, if it should not,
+    /// as a stable code and a message: `store.schema_older`, the store lacks migrations this build uses (what it writes would
+    /// fail), or `store.schema_newer`, it is newer than this build runs on.
+    /// A store newer through
+    /// expands only is fine: that is a rolling deploy under way, whose older
+    /// processes keep working (docs/deploy.md, "Upgrades").
+    pub fn unready(&self) -> Option<(&'static str, String)> {
+        let Standing { store, build, needs } = *self;
+        if store < build {
+            let message = format!(
+                "the store's schema is at version {store}, older than this jadpo's {build}: \
+                 run `jadpo migrate` or restart this process, which migrates at start"
+            );
+            Some(("store.schema_older", message))
+        } else if needs > build {
+            let refusal = Refusal::SchemaNewer { store, needs, build };
+            Some((refusal.code(), refusal.to_string()))
+        } else {
+            None
+        }
+    }
+}
+
 /// What a build knowing `known` does at start with the store `applied`
 /// describes. A fresh store gets every migration; otherwise a contract that
 /// would stop a build that may still be running is refused unless `force`.

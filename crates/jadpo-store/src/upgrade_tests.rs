@@ -119,6 +119,37 @@ fn plans() {
 }
 
 #[test]
+fn a_store_is_ready_for_a_build_at_its_schema_or_ahead_through_expands_only() {
+    let at = |applied: &[Applied]| standing(KNOWN, applied);
+    let current = at(&recorded(&[(1, 0), (2, 0), (3, 0), (4, 4), (5, 4), (6, 4)]));
+    assert_eq!(
+        current,
+        Standing {
+            store: 6,
+            build: 6,
+            needs: 4
+        }
+    );
+    assert_eq!(current.unready(), None);
+    let older = at(&recorded(&[(1, 0), (2, 0), (3, 0), (4, 4), (5, 4)]));
+    let (code, why) = older.unready().expect("a store one migration behind is not ready");
+    assert_eq!(code, "store.schema_older");
+    assert!(
+        why.contains("version 5, older than this jadpo's 6") && why.contains("jadpo migrate"),
+        "{why}"
+    );
+    assert!(at(&[]).unready().is_some(), "a store never migrated");
+    // A newer build's expand (7): a rolling deploy under way, this one runs.
+    let expanded = at(&recorded(&[(1, 0), (2, 0), (3, 0), (4, 4), (5, 4), (6, 4), (7, 4)]));
+    assert_eq!(expanded.unready(), None);
+    // A newer build's contract that stops builds before 7.
+    let contracted = at(&recorded(&[(1, 0), (2, 0), (3, 0), (4, 4), (5, 4), (6, 4), (7, 7)]));
+    let (code, why) = contracted.unready().expect("a schema this build cannot run on");
+    assert_eq!(code, "store.schema_newer");
+    assert!(why.contains("needs a jadpo that knows schema 7"), "{why}");
+}
+
+#[test]
 fn refusals_name_their_code_versions_and_fix() {
     let newer = Refusal::SchemaNewer {
         store: 12,

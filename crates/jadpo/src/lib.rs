@@ -31,8 +31,10 @@ pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
+mod health;
 mod options;
 mod route;
+pub use health::Unready;
 pub use options::EmitOptions;
 pub use route::{RouteError, RouteOutcome};
 

@@ -9,15 +9,19 @@
 //! - `GET /alerts`: the alert messages, newest first.
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
 //! - `GET /healthz`: 200 when the store answers, 503 otherwise.
+//! - `GET /livez`, `GET /readyz`: the engines' loops turn; the stores
+//!   answer at this build's schema (`health.rs`).
 //! - `/app/...`: the app's own routes (`routes.rs`, docs/app-file.md).
 //!
-//! `crate::http` mounts it beside the console (`/ui`). With a token, every route but `/healthz` requires
+//! `crate::http` mounts it beside the console (`/ui`). With a token, every route but the probes
+//! (`/healthz`, `/livez`, `/readyz`) requires
 //! `Authorization: Bearer TOKEN` (401 otherwise), compared in constant
 //! time. Every error is `{"error": {"code", "message"}}`. No payload, token
 //! or secret is ever logged or echoed.
 
 mod auth;
 mod body;
+mod health;
 pub(crate) mod metrics;
 mod routes;
 
@@ -132,8 +136,8 @@ type ApiResult = Result<Response, ApiError>;
 
 /// The API over every store of a process, the first the default:
 /// `POST /events/NAME` writes to the event's store, the other routes read
-/// the store `?store=NAME` names. With `token`, every route but `/healthz`
-/// requires `Authorization: Bearer TOKEN`; wrong tokens count in
+/// the store `?store=NAME` names. With `token`, every route but the probes
+/// (`/healthz`, `/livez`, `/readyz`) requires `Authorization: Bearer TOKEN`; wrong tokens count in
 /// `throttle`, shared with the console's sign-in. Bodies are read within
 /// `body_timeout` ([`checks`]).
 pub(crate) fn router<S: ScheduleStore>(
@@ -177,6 +181,8 @@ pub(crate) fn router<S: ScheduleStore>(
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authorize::<S>));
     Router::new()
         .route("/healthz", get(healthz::<S>))
+        .route("/livez", get(health::livez::<S>))
+        .route("/readyz", get(health::readyz::<S>))
         .merge(guarded)
         .with_state(state)
 }
@@ -375,6 +381,8 @@ async fn healthz<S: ScheduleStore>(State(api): State<ApiState<S>>) -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
+#[cfg(test)]
+mod health_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

@@ -36,8 +36,8 @@ pub(crate) fn router<S: ScheduleStore>(jadpo: Jadpo<S>, token: Option<String>, l
 }
 
 /// The API over every store of a process (the first the default) and the
-/// console at `/ui` over the first. With `token`, every route but
-/// `/healthz` requires `Authorization: Bearer TOKEN`, and the console its
+/// console at `/ui` over the first. With `token`, every route but the
+/// probes (`/healthz`, `/livez`, `/readyz`) requires `Authorization: Bearer TOKEN`, and the console its
 /// sign-in; without one, only loopback clients are served
 /// ([`checks::loopback_only`]). `loopback` says the server listens on
 /// loopback only, so the console's cookie need not be `Secure`.

@@ -39,6 +39,15 @@ impl Store for SharedMemoryStore {
         Ok(())
     }
 
+    /// Memory has no migrations: always the build's own.
+    async fn schema_standing(&self) -> Result<crate::upgrade::Standing, StoreError> {
+        Ok(crate::upgrade::Standing {
+            store: 0,
+            build: 0,
+            needs: 0,
+        })
+    }
+
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
         self.with(|s| s.emit(events, now))
     }

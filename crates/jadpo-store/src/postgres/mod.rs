@@ -367,6 +367,11 @@ impl Store for PgStore {
         crate::upgrade::check(schema::MIGRATIONS, &applied).map_err(StoreError::Schema)
     }
 
+    async fn schema_standing(&self) -> Result<crate::upgrade::Standing, StoreError> {
+        let applied = in_transaction!(self, |tx| schema::applied(&tx).await)?;
+        Ok(crate::upgrade::standing(schema::MIGRATIONS, &applied))
+    }
+
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());

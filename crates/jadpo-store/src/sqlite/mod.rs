@@ -242,6 +242,11 @@ impl Store for SqliteStore {
         crate::upgrade::check(schema::MIGRATIONS, &applied).map_err(StoreError::Schema)
     }
 
+    async fn schema_standing(&self) -> Result<crate::upgrade::Standing, StoreError> {
+        let applied = self.pool.read(|c| Ok(schema::applied(c)?)).await?;
+        Ok(crate::upgrade::standing(schema::MIGRATIONS, &applied))
+    }
+
     async fn emit(&self, events: &[NewEvent], now: Timestamp) -> Result<Vec<Emitted>, StoreError> {
         assert!(events.len() <= MAX_BATCH, "at most {MAX_BATCH} events per emit");
         if events.is_empty() {
