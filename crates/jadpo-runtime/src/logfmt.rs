@@ -7,6 +7,12 @@
 //! the alert line comes out exactly as docs/retries.md writes it:
 //! `{"event": "delivery.alert", "alert": "connection_unavailable", "connection": …, "since": …, "held": …}`
 //! with `level` and `time` after it.
+//!
+//! A library's event (a driver's, a pool's) names nothing of ours: its
+//! message is prose (`Connection error: connection closed`), which would
+//! make a new event name of each text. It comes out as `library.message`
+//! with the library's module as `target` and its text as `message`, so
+//! every line has a stable name to filter and count on.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -142,18 +148,49 @@ pub fn human_line(time: &str, level: &Level, event: &str, fields: &[(String, ser
     line
 }
 
+/// The event name every library's line comes out under.
+pub const LIBRARY_MESSAGE: &str = "library.message";
+
+/// Whether `target` (a module path, or a name given with `target:`) is one
+/// of Jadpo's crates.
+fn ours(target: &str) -> bool {
+    target
+        .strip_prefix("jadpo")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_') || rest.starts_with("::"))
+}
+
+/// The name a line comes out under, and its fields: ours by their message,
+/// a library's as [`LIBRARY_MESSAGE`] with `target` and `message` first.
+/// An event that came through the `log` crate names its module in
+/// `log.target` (its own target is `log`); the rest of `log.*` (file,
+/// line) is dropped.
+fn named(target: &str, f: Fields) -> (String, Vec<(String, serde_json::Value)>) {
+    let log_target = f
+        .fields
+        .iter()
+        .find(|(k, _)| k == "log.target")
+        .and_then(|(_, v)| v.as_str().map(str::to_owned));
+    let target = log_target.as_deref().unwrap_or(target);
+    if ours(target) {
+        return (f.message.unwrap_or_else(|| target.to_owned()), f.fields);
+    }
+    let mut fields = vec![("target".to_owned(), serde_json::Value::from(target))];
+    if let Some(message) = f.message {
+        fields.push(("message".to_owned(), serde_json::Value::from(message)));
+    }
+    fields.extend(f.fields.into_iter().filter(|(k, _)| !k.starts_with("log.")));
+    (LIBRARY_MESSAGE.to_owned(), fields)
+}
+
 impl<S: Subscriber> Layer<S> for Lines {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut f = Fields::default();
         event.record(&mut f);
-        let name = f
-            .message
-            .clone()
-            .unwrap_or_else(|| event.metadata().target().to_owned());
+        let (name, fields) = named(event.metadata().target(), f);
         let now = jiff::Timestamp::now();
         let line = match self.format {
             Format::Json => {
-                let mut fields = f.fields;
+                let mut fields = fields;
                 fields.push((
                     "level".into(),
                     serde_json::Value::from(level_name(event.metadata().level())),
@@ -165,7 +202,7 @@ impl<S: Subscriber> Layer<S> for Lines {
             }
             Format::Human => {
                 let time = now.strftime("%H:%M:%S%.3f").to_string();
-                human_line(&time, event.metadata().level(), &name, &f.fields)
+                human_line(&time, event.metadata().level(), &name, &fields)
             }
         };
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
@@ -210,8 +247,8 @@ mod tests {
         assert_eq!(line, "12:00:01.250 WARN  delivery.retry delivery=42 code=http.503");
     }
 
-    #[test]
-    fn events_are_formatted_through_the_layer_in_recorded_order() {
+    /// The lines `emit` logs through a JSON [`Lines`] layer.
+    fn lines_of(emit: impl FnOnce()) -> String {
         let buf: std::sync::Arc<Mutex<Vec<u8>>> = Default::default();
         struct W(std::sync::Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for W {
@@ -227,8 +264,70 @@ mod tests {
             format: Format::Json,
             out: Mutex::new(Box::new(W(buf.clone()))),
         };
-        let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+        let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_librarys_event_comes_out_as_library_message_with_its_text_as_a_field() {
+        // As deadpool-postgres logs a connection lost in a failover.
+        let out = lines_of(|| tracing::warn!(target: "deadpool.postgres", "Connection error: {}", "connection closed"));
+        assert!(
+            out.starts_with(r#"{"event": "library.message", "target": "deadpool.postgres", "message": "Connection error: connection closed", "level": "warn", "time": ""#),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn which_targets_are_ours() {
+        for t in ["jadpo", "jadpo_runtime::worker", "jadpo::connection", "jadpo_store"] {
+            assert!(ours(t), "{t}");
+        }
+        for t in [
+            "deadpool.postgres",
+            "tokio_postgres::connection",
+            "jadpoish",
+            "log",
+            "hyper",
+        ] {
+            assert!(!ours(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_log_crate_record_is_named_by_its_own_module() {
+        let f = Fields {
+            message: Some("unexpected message from server".into()),
+            fields: vec![
+                ("log.target".into(), json!("tokio_postgres::connection")),
+                ("log.module_path".into(), json!("tokio_postgres::connection")),
+                ("log.file".into(), json!("src/connection.rs")),
+                ("log.line".into(), json!(123)),
+            ],
+        };
+        let (name, fields) = named("log", f);
+        assert_eq!(name, "library.message");
+        assert_eq!(
+            fields,
+            vec![
+                ("target".to_string(), json!("tokio_postgres::connection")),
+                ("message".to_string(), json!("unexpected message from server")),
+            ]
+        );
+        let ours = Fields {
+            message: Some("delivery.retry".into()),
+            fields: vec![("delivery".into(), json!(1))],
+        };
+        assert_eq!(
+            named("jadpo_runtime::completer", ours),
+            ("delivery.retry".to_string(), vec![("delivery".to_string(), json!(1))])
+        );
+    }
+
+    #[test]
+    fn events_are_formatted_through_the_layer_in_recorded_order() {
+        let out = lines_of(|| {
             tracing::error!(
                 alert = "connection_unavailable",
                 connection = "payments",
@@ -237,7 +336,6 @@ mod tests {
                 "delivery.alert"
             );
         });
-        let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
         assert!(
             out.starts_with(r#"{"event": "delivery.alert", "alert": "connection_unavailable", "connection": "payments", "since": "t", "held": 3, "level": "error", "time": ""#),
             "{out}"
