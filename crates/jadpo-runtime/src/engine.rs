@@ -76,6 +76,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 claims: Default::default(),
                 span: Default::default(),
                 liveness: Default::default(),
+                refusals: Default::default(),
             }),
         }
     }
@@ -172,9 +173,17 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
         self.state.wake.notify_one();
     }
 
-    /// Emits events now, and wakes this process's worker.
+    /// Emits events now, and wakes this process's worker. A store fault is
+    /// logged here with the store's reason, rate-limited: the caller only
+    /// answers `store.unavailable`, and an operator must learn why.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
-        let emitted = self.state.store.emit(events, self.state.clock.now()).await?;
+        let emitted = match self.state.store.emit(events, self.state.clock.now()).await {
+            Ok(emitted) => emitted,
+            Err(e) => {
+                self.state.in_span(|| self.state.refusals.refused("emit", &e));
+                return Err(e);
+            }
+        };
         self.state.in_span(|| {
             for e in &emitted {
                 tracing::info!(

@@ -16,6 +16,7 @@ mod config;
 pub mod connection;
 pub mod emit;
 pub mod engine;
+mod faults;
 pub mod interpreter;
 pub mod liveness;
 mod local_queue;

@@ -44,6 +44,8 @@ pub(crate) struct EngineState<S, E> {
     pub span: std::sync::OnceLock<tracing::Span>,
     /// The loops' beats, for `/livez`.
     pub liveness: Arc<crate::liveness::Liveness>,
+    /// Work this store refused, logged with its reason, rate-limited.
+    pub refusals: crate::faults::Refusals,
 }
 
 impl<S, E> EngineState<S, E> {
