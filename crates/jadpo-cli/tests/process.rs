@@ -74,6 +74,11 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
         assert!(start.elapsed() < Duration::from_secs(20), "no attempt recorded: {body}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // An attempt ran: every loop has moved, and the store is at this build's schema.
+    let (status, body) = http("GET", port, "/livez", None, None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http("GET", port, "/readyz", None, None);
+    assert_eq!(status, 200, "{body}");
     let (status, metrics) = http("GET", port, "/metrics", None, None);
     assert_eq!(status, 200);
     // Counted from the runtime's own events (at least one retry so far).
@@ -209,6 +214,12 @@ fn serve_logs_json_lines_and_guards_the_api_with_its_token() {
         http("POST", port, "/events/Ping", Some(r#"{"id":"x"}"#), Some(TOKEN)).0,
         202
     );
+    // The probes need no token: an orchestrator's carry none.
+    jadpo_testing::wait::until("every loop's first beat", || {
+        http("GET", port, "/livez", None, None).0 == 200
+    });
+    let (status, body) = http("GET", port, "/readyz", None, None);
+    assert_eq!(status, 200, "{body}");
     let (status, logs) = child.terminate();
     assert!(status.success());
     let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -193,11 +193,22 @@ async fn a_newer_schema_runs_until_a_contract_passes_this_build() {
         .map(|r| (r.get(0), r.get(1)))
         .unwrap();
     assert_eq!(last, (LATEST, Some(5)), "each row records its oldest reader");
+    let unready = async |store: &PgStore| store.schema_standing().await.unwrap().unready().map(|(code, _)| code);
+    assert_eq!(unready(&store).await, None, "ready at this build's schema");
 
+    // As a backup from before the last migration: behind this build.
     let add = "INSERT INTO jadpo_migrations (version, applied_at, oldest_reader) VALUES ($1, 0, $2)";
+    client
+        .execute("DELETE FROM jadpo_migrations WHERE version = $1", &[&LATEST])
+        .await
+        .unwrap();
+    assert_eq!(unready(&store).await, Some("store.schema_older"));
+    client.execute(add, &[&LATEST, &5]).await.unwrap();
+
     client.execute(add, &[&(LATEST + 1), &LATEST]).await.unwrap();
     let again = schema.store(Options::default()).await;
     assert_eq!(store.check_schema().await, Ok(()));
+    assert_eq!(unready(&store).await, None, "ahead through an expand: a rolling deploy");
     emit(&again, "log", 1, 0).await;
     assert_eq!(claim(&again, "w", 0, 10).await.claimed.len(), 1, "it still claims");
 
@@ -208,6 +219,7 @@ async fn a_newer_schema_runs_until_a_contract_passes_this_build() {
         build: LATEST,
     };
     assert_eq!(store.check_schema().await, Err(StoreError::Schema(newer.clone())));
+    assert_eq!(unready(&store).await, Some("store.schema_newer"));
     let refused = schema.store_at(schema.url(), Options::default()).await.map(drop);
     assert_eq!(refused, Err(StoreError::Schema(newer)));
 }

@@ -220,3 +220,41 @@ async fn the_probes_need_no_token_where_metrics_does() {
     assert_eq!(p.get("/readyz").await.0, StatusCode::OK);
     assert_eq!(p.get("/metrics").await.0, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn readyz_is_503_for_a_postgres_store_behind_this_builds_migrations() {
+    use jadpo_store::postgres::testing::TestSchema;
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(jadpo_store::postgres::Options::default()).await;
+    let app = jadpo::check_app("app.jadpo", APP).unwrap();
+    let jadpo = crate::operator::jadpo(app, store).await.unwrap();
+    let router = router_of_stores(vec![("default".into(), jadpo)], None, true, &Limits::default());
+    let serving = Serving::start(router, Limits::default()).await;
+    let get = async || {
+        let r = reqwest::get(format!("http://{}/readyz", serving.addr)).await.unwrap();
+        (r.status(), r.json::<Value>().await.unwrap())
+    };
+    let (status, body) = get().await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let build = body["stores"][0]["build"].as_i64().unwrap();
+    assert_eq!(body["stores"][0]["schema"], build);
+    schema
+        .client()
+        .await
+        .batch_execute("DELETE FROM jadpo_migrations WHERE version = (SELECT max(version) FROM jadpo_migrations)")
+        .await
+        .unwrap();
+    let (status, body) = get().await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "store.schema_older");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "the store's schema is at version {}, older than this jadpo's {build}",
+            build - 1
+        )),
+        "{message}"
+    );
+}
