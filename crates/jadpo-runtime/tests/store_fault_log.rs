@@ -46,6 +46,7 @@ async fn refused_emits_log_the_stores_reason_once_per_interval() {
         payload: r#"{"card": "4242-secret"}"#.into(),
         subscribers: vec!["sub".into()],
         idempotency_key: None,
+        trace: None,
     };
     for _ in 0..50 {
         let e = engine.emit(std::slice::from_ref(&event)).await.unwrap_err();
