@@ -116,6 +116,21 @@ impl TraceContext {
         &self.traceparent[36..52]
     }
 
+    /// The context a span of this trace passes on: the same trace, flags
+    /// and `tracestate`, with `span_id` (random, from the caller) as the
+    /// parent its receiver sees. An id of zero, which is invalid, is 1.
+    pub fn child(&self, span_id: u64) -> TraceContext {
+        TraceContext {
+            traceparent: format!(
+                "00-{}-{:016x}-{}",
+                self.trace_id(),
+                span_id.max(1),
+                &self.traceparent[53..55]
+            ),
+            tracestate: self.tracestate.clone(),
+        }
+    }
+
     /// The emitter sampled its trace (the flags' lowest bit).
     pub fn sampled(&self) -> bool {
         u8::from_str_radix(&self.traceparent[53..55], 16).is_ok_and(|f| f & 1 == 1)
@@ -215,6 +230,26 @@ mod tests {
             let e = TraceContext::parse(input, None).expect_err(input);
             assert!(e.to_string().contains(why), "{input}: {e}");
         }
+    }
+
+    #[test]
+    fn a_child_keeps_the_trace_flags_and_state_under_a_new_parent() {
+        let t = TraceContext::parse(VALID, Some("rojo=1")).unwrap();
+        let c = t.child(0xabc);
+        assert_eq!(
+            c.traceparent(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000abc-01"
+        );
+        assert_eq!(c.tracestate(), Some("rojo=1"));
+        assert_eq!(
+            t.child(0).parent_id(),
+            "0000000000000001",
+            "never the invalid all-zero id"
+        );
+        assert_eq!(
+            TraceContext::parse(c.traceparent(), None).unwrap().trace_id(),
+            t.trace_id()
+        );
     }
 
     #[test]

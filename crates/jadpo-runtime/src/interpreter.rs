@@ -88,6 +88,7 @@ impl ConnectionHandle {
             // Receivers compare it with their wall clock: real time even
             // under `--time-scale`.
             timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
+            trace: self.ctx.trace.clone(),
         };
         let counts = matches!(self.ctx.kind, RunKind::Delivery { .. }) && !self.connections.is_double(connection);
         if counts {
@@ -449,6 +450,7 @@ mod tests {
             path: Default::default(),
             depth: 0,
             emits: Default::default(),
+            trace: None,
         }
     }
 

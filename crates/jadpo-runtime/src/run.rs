@@ -85,6 +85,9 @@ pub struct RunContext {
     pub depth: u32,
     /// The events its `emit` statements made.
     pub emits: EmitLog,
+    /// The trace it belongs to: its event's, or its route request's. Its
+    /// calls carry it on.
+    pub trace: Option<jadpo_core::TraceContext>,
 }
 
 impl RunContext {

@@ -77,6 +77,7 @@ async fn run_schedule<S: ScheduleStore, E: Executor>(
         path: Default::default(),
         depth: 0,
         emits: emits.clone(),
+        trace: None,
     };
     let (end, _) = execute(&*state.executor, ctx, spec.timeout).await;
     // A schedule keeps no handled record, so its emits are written

@@ -383,6 +383,7 @@ async fn run_one<S: Store, E: Executor>(
         path: Default::default(),
         depth: claimed.event_depth,
         emits: emits.clone(),
+        trace: claimed.event_trace.clone(),
     };
     let (end, stopped) = execute(&*state.executor, ctx, timeout).await;
     let ended_at = state.clock.now();

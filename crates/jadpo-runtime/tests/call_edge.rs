@@ -61,6 +61,7 @@ impl World {
             path: Default::default(),
             depth: 0,
             emits: Default::default(),
+            trace: None,
         };
         self.executor.run(ctx).await
     }

@@ -212,13 +212,22 @@ async fn signed_calls_verify_at_the_provider() {
     let mut connections = resolve(&app, &provider.url(), &[("SIGNING", SECRET)]);
     connections.set_wall_clock(std::sync::Arc::new(|| 1_700_000_123));
     provider.expect_signature(Some(SECRET));
+    // In a trace: its headers are sent and the signature, which covers
+    // the id, the time and the body only, still verifies.
+    let trace =
+        jadpo_core::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
     let req = CallRequest {
         message_id: "msg_2abc".into(),
+        trace: Some(trace),
         ..post(json!({"payment_id": "p1", "amount_cents": 1200}))
     };
     let out = call(&connections, req).await;
     assert_eq!(kind(&out), "ok", "{out:?}");
     let seen = &provider.requests()[0];
+    assert!(seen
+        .header("traceparent")
+        .unwrap()
+        .contains("4bf92f3577b34da6a3ce929d0e0e4736"));
     assert_eq!(seen.header("webhook-id"), Some("msg_2abc"));
     assert_eq!(seen.header("webhook-timestamp"), Some("1700000123"));
     assert!(seen.header("webhook-signature").unwrap().starts_with("v1,"));

@@ -603,6 +603,55 @@ subscriber noter { on: Tick  run: noted(event.n) }
     running.stop().await;
 }
 
+/// A delivery's calls carry its event's trace on: each send its own span id
+/// under the event's trace id, with the `tracestate`; an event in no trace
+/// sends none.
+async fn a_runs_calls_carry_its_events_trace_on<S: ScheduleStore>(store: S) {
+    let w = world(store, APP).await;
+    w.provider.script([Behaviour::Down, Behaviour::Up]);
+    let trace = jadpo_core::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("rojo=1"),
+    )
+    .unwrap();
+    let traced = jadpo_store::NewEvent {
+        trace: Some(trace.clone()),
+        ..paid(1).remove(0)
+    };
+    let running = w.engine.start();
+    let id = w.engine.emit(&[traced]).await.unwrap()[0].deliveries[0];
+    // The 503 is retried, by the connection or after the delivery's
+    // backoff: time moves on until it has been.
+    eventually("succeeded", || async {
+        w.clock.advance(Duration::from_secs(3600));
+        w.store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    let sent = w.provider.requests();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let parents: Vec<jadpo_core::TraceContext> = sent
+        .iter()
+        .map(|r| {
+            jadpo_core::TraceContext::parse(r.header("traceparent").expect("sent"), r.header("tracestate")).unwrap()
+        })
+        .collect();
+    for p in &parents {
+        assert_eq!(p.trace_id(), trace.trace_id());
+        assert_ne!(p.parent_id(), trace.parent_id(), "a span of its own");
+        assert_eq!(p.tracestate(), Some("rojo=1"));
+        assert!(p.sampled());
+    }
+    assert_ne!(parents[0].parent_id(), parents[1].parent_id(), "one span per send");
+    w.provider.clear();
+    let plain = w.engine.emit(&paid(1)).await.unwrap()[0].deliveries[0];
+    eventually("the plain one succeeded", || async {
+        w.store.delivery(plain).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    assert_eq!(w.provider.requests()[0].header("traceparent"), None);
+    running.stop().await;
+}
+
 fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
     let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
     let url = provider.url();
@@ -655,4 +704,5 @@ on_every_store!(
     a_killed_runs_emit_is_written_once_by_its_rerun,
     an_emit_chain_deeper_than_the_limit_is_a_defect,
     a_schedules_emits_are_delivered,
+    a_runs_calls_carry_its_events_trace_on,
 );

@@ -84,6 +84,23 @@ impl<S: ScheduleStore> Jadpo<S> {
         F: FnOnce(Vec<jadpo_store::NewEvent>) -> Fut,
         Fut: std::future::Future<Output = Result<Vec<Emitted>, StoreError>>,
     {
+        self.run_route_in_trace(name, path, input, None, write).await
+    }
+
+    /// [`Jadpo::run_route_with`] in the caller's trace: the action's calls
+    /// carry it on (`traceparent`), and its emits join it.
+    pub async fn run_route_in_trace<F, Fut>(
+        &self,
+        name: &str,
+        path: BTreeMap<String, String>,
+        input: Value,
+        trace: Option<jadpo_core::TraceContext>,
+        write: F,
+    ) -> Result<RouteOutcome, RouteError>
+    where
+        F: FnOnce(Vec<jadpo_store::NewEvent>) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<Emitted>, StoreError>>,
+    {
         let route = self
             .app
             .routes
@@ -112,6 +129,7 @@ impl<S: ScheduleStore> Jadpo<S> {
             path,
             depth: 0,
             emits: emits.clone(),
+            trace: trace.clone(),
         };
         if let Err(failure) = self.engine.execute(ctx, route.timeout).await {
             return Ok(RouteOutcome::Failed(failure));
@@ -121,7 +139,13 @@ impl<S: ScheduleStore> Jadpo<S> {
         let events = emits
             .take()
             .iter()
-            .map(|(event, payload)| emit::prepare(&self.app, event, payload))
+            .map(|(event, payload)| {
+                // What the route emits joins its caller's trace.
+                emit::prepare(&self.app, event, payload).map(|e| jadpo_store::NewEvent {
+                    trace: trace.clone(),
+                    ..e
+                })
+            })
             .collect::<Result<Vec<_>, _>>();
         let events = match events {
             Ok(events) => events,

@@ -162,13 +162,9 @@ async fn run<S: ScheduleStore>(
     input: Value,
     trace: Option<jadpo_core::TraceContext>,
 ) -> Ended {
-    // What the route emits joins its caller's trace.
-    let written = api.jadpo.run_route_with(name, params, input, |mut events| {
-        for e in &mut events {
-            e.trace.clone_from(&trace);
-        }
-        api.emit_each(events)
-    });
+    let written = api
+        .jadpo
+        .run_route_in_trace(name, params, input, trace, |events| api.emit_each(events));
     match written.await {
         Ok(RouteOutcome::Succeeded(_)) => Ended::Succeeded,
         Ok(RouteOutcome::Failed(f)) => Ended::Failed(f),

@@ -403,9 +403,10 @@ impl Server {
     }
 }
 
-/// What a route emits joins the trace of the request that ran it.
+/// What a route emits joins the trace of the request that ran it, and its
+/// calls carry that trace on.
 #[tokio::test]
-async fn a_routes_emits_join_its_callers_trace() {
+async fn a_routes_emits_and_calls_join_its_callers_trace() {
     let s = Server::start(None).await;
     s.provider.set(Behaviour::Up);
     let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -422,4 +423,10 @@ async fn a_routes_emits_join_its_callers_trace() {
     let list = s.deliveries().await;
     let event = s.store.event(list[0].event_id).await.unwrap().unwrap();
     assert_eq!(event.trace.as_ref().map(|t| t.traceparent()), Some(traceparent));
+    let called = s.provider.requests();
+    let sent = called[0].header("traceparent").expect("the call carries the trace");
+    assert!(
+        sent.contains("4bf92f3577b34da6a3ce929d0e0e4736") && sent != traceparent,
+        "{sent}"
+    );
 }

@@ -142,6 +142,7 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
         idempotency_key,
         message_id,
         message_id_text: req.message_id.clone(),
+        trace: req.trace.clone(),
     })
 }
 
@@ -258,6 +259,7 @@ mod tests {
             idempotency_key: None,
             message_id: "msg_1_0".into(),
             timestamp_s: 0,
+            trace: None,
         }
     }
 

@@ -37,6 +37,7 @@ pub(crate) struct Prepared {
     pub(crate) message_id: HeaderValue,
     /// The same, as signed.
     pub(crate) message_id_text: String,
+    pub(crate) trace: Option<jadpo_core::TraceContext>,
 }
 
 /// Sends once, signed (when the connection signs) with `now_s` as its
@@ -65,6 +66,16 @@ pub(crate) async fn send(
     }
     if let Some(key) = &prepared.idempotency_key {
         request = request.header("idempotency-key", key);
+    }
+    // Each send is a span of its own in the run's trace, so the provider's
+    // trace continues from it. Not signed: a receiver verifies the body,
+    // `webhook-id` and `webhook-timestamp` only (docs/observability.md).
+    if let Some(trace) = &prepared.trace {
+        let sent = trace.child(rand::random());
+        request = request.header("traceparent", sent.traceparent());
+        if let Some(state) = sent.tracestate() {
+            request = request.header("tracestate", state);
+        }
     }
     if let Some(signing) = &conn.signing {
         let body: &[u8] = prepared.body.as_deref().unwrap_or_default();

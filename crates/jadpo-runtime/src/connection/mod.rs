@@ -54,6 +54,9 @@ pub struct CallRequest {
     /// time (`webhook-timestamp`), read when it leaves, so a resend after a
     /// long `Retry-After` is not refused by a receiver as too old.
     pub timestamp_s: i64,
+    /// The trace the run belongs to (its event's): each send carries it on
+    /// as `traceparent` and `tracestate`, under a span id of its own.
+    pub trace: Option<jadpo_core::TraceContext>,
 }
 
 impl fmt::Debug for CallRequest {
@@ -66,6 +69,7 @@ impl fmt::Debug for CallRequest {
             .field("idempotency_key", &self.idempotency_key.as_ref().map(|_| "<redacted>"))
             .field("message_id", &self.message_id)
             .field("timestamp_s", &self.timestamp_s)
+            .field("trace", &self.trace.as_ref().map(|t| t.trace_id()))
             .finish()
     }
 }

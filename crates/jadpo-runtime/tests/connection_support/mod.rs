@@ -49,6 +49,7 @@ pub(crate) fn request(method: Method, path: &str) -> CallRequest {
         idempotency_key: None,
         message_id: "msg_1".into(),
         timestamp_s: NOW_S,
+        trace: None,
     }
 }
 
