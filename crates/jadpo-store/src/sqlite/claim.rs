@@ -33,26 +33,49 @@ const LOST: &str = concat!(
 
 struct Row {
     stored: Stored,
-    candidate: Candidate,
+    event: Event,
+}
+
+/// What a candidate takes from its event and handled record. Apart from the
+/// row, which the claim keeps a copy of as read: a row is cloned once.
+struct Event {
+    name: String,
+    payload: String,
+    handled: bool,
+    public_id: String,
+    depth: u32,
+    trace: Option<jadpo_core::TraceContext>,
+}
+
+impl Row {
+    fn candidate(self) -> Candidate {
+        Candidate {
+            delivery: self.stored.delivery,
+            handled: self.event.handled,
+            event_name: self.event.name,
+            payload: self.event.payload,
+            event_public_id: self.event.public_id,
+            event_depth: self.event.depth,
+            event_trace: self.event.trace,
+        }
+    }
 }
 
 fn candidates(c: &Connection, sql: &str, now: Timestamp, limit: usize) -> Result<Vec<Row>, Abort> {
     let rows = c
         .prepare_cached(sql)?
         .query_map(params![now.as_millis(), limit as i64], |r| {
-            let stored = rows::delivery(r)?;
             let depth: i64 = r.get(DELIVERY_COLUMNS + 4)?;
             Ok(Row {
-                candidate: Candidate {
-                    delivery: stored.delivery.clone(),
-                    event_name: r.get(DELIVERY_COLUMNS)?,
+                stored: rows::delivery(r)?,
+                event: Event {
+                    name: r.get(DELIVERY_COLUMNS)?,
                     payload: r.get(DELIVERY_COLUMNS + 1)?,
                     handled: r.get(DELIVERY_COLUMNS + 2)?,
-                    event_public_id: r.get(DELIVERY_COLUMNS + 3)?,
-                    event_depth: u32::try_from(depth).unwrap_or(0),
-                    event_trace: crate::codec::trace(r.get(DELIVERY_COLUMNS + 5)?, r.get(DELIVERY_COLUMNS + 6)?),
+                    public_id: r.get(DELIVERY_COLUMNS + 3)?,
+                    depth: u32::try_from(depth).unwrap_or(0),
+                    trace: crate::codec::trace(r.get(DELIVERY_COLUMNS + 5)?, r.get(DELIVERY_COLUMNS + 6)?),
                 },
-                stored,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -92,7 +115,7 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
         .iter()
         .map(|r| (r.stored.delivery.id, (r.stored.delivery.clone(), r.stored.token)))
         .collect();
-    let candidates = picked.into_iter().map(|r| r.candidate).collect();
+    let candidates = picked.into_iter().map(Row::candidate).collect();
     let mut breakers = Breakers::new(rows::all_breakers(c)?);
     // Every row, limited or not: a 429's pause holds any connection.
     let limit_rows = super::limits::all(c)?;
