@@ -241,6 +241,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.counts_up_to(cap))
     }
 
+    async fn gauges(&self, q: &GaugeQuery<'_>) -> Result<Gauges, StoreError> {
+        delegate!(self, s => s.gauges(q))
+    }
+
     async fn prune(&self, before: Timestamp, batch: usize) -> Result<usize, StoreError> {
         delegate!(self, s => s.prune(before, batch))
     }

@@ -217,6 +217,11 @@ pub trait Store: Send + Sync + 'static {
     /// fast whatever the store holds. A count of `cap` means "`cap` or more".
     fn counts_up_to(&self, cap: u64) -> impl Future<Output = Result<BTreeMap<DeliveryState, u64>, StoreError>> + Send;
 
+    /// What `/metrics` shows beside [`Store::counts_up_to`]: breakers with
+    /// their held deliveries, waiting deliveries and each subscriber's
+    /// oldest due delivery, each a bounded read (see [`GaugeQuery`]).
+    fn gauges(&self, q: &GaugeQuery<'_>) -> impl Future<Output = Result<Gauges, StoreError>> + Send;
+
     /// Retention: deletes up to `batch` deliveries finished before `before`,
     /// with their attempts and handled records, and the events left with no
     /// delivery. Never a delivery that is not finished. Returns how many

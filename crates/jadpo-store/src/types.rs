@@ -375,6 +375,36 @@ pub struct BreakerView {
     pub held: u64,
 }
 
+/// What `/metrics` asks a store for, beside the counts by state: every
+/// figure a bounded read, whatever the store holds.
+#[derive(Clone, Copy, Debug)]
+pub struct GaugeQuery<'a> {
+    /// The subscribers whose oldest due delivery to find: the app knows
+    /// them, so each is one indexed probe rather than a walk of the queue.
+    pub subscribers: &'a [String],
+    /// The connections whose waiting deliveries to count.
+    pub connections: &'a [String],
+    /// A delivery is late when it is due at `now` (engine time).
+    pub now: Timestamp,
+    /// The most any count reads: a count of `cap` means "`cap` or more".
+    pub cap: u64,
+}
+
+/// What [`crate::Store::gauges`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Every breaker row, by connection, its held deliveries counted up to
+    /// the cap.
+    pub breakers: Vec<BreakerView>,
+    /// Due deliveries waiting for room on each connection asked about, up
+    /// to the cap; absent when none.
+    pub waiting: std::collections::BTreeMap<String, u64>,
+    /// For each subscriber asked about with a delivery due at `now`, the
+    /// earliest `due_at` of those; absent when none is due. A delivery
+    /// waiting out its backoff (due later) is not late.
+    pub oldest_due: std::collections::BTreeMap<String, Timestamp>,
+}
+
 /// One attempt in a delivery's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecord {

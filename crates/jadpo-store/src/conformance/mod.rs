@@ -154,6 +154,7 @@ mod alerts;
 mod breakers;
 mod deliveries;
 mod emits;
+mod gauges;
 mod intake;
 mod limits;
 mod schedules;
@@ -163,6 +164,7 @@ pub use alerts::*;
 pub use breakers::*;
 pub use deliveries::*;
 pub use emits::*;
+pub use gauges::*;
 pub use intake::*;
 pub use limits::*;
 pub use schedules::*;
@@ -207,6 +209,8 @@ macro_rules! conformance_tests {
             prune_deletes_old_events_no_delivery_refers_to,
             finish_batch_fences_each_delivery_on_its_own,
             counts_give_deliveries_by_state,
+            gauges_find_each_subscribers_oldest_due_delivery,
+            gauges_count_held_and_waiting_up_to_the_cap,
             next_due_is_the_first_due_time_or_lease_end,
             the_per_minute_summary_adds_up_and_forgets_old_minutes,
             a_limited_connection_lets_through_only_what_it_has_room_for,

@@ -5,7 +5,7 @@ use super::MemoryStore;
 use crate::alerts::AlertBook;
 use crate::types::*;
 use jadpo_core::breaker::Breaker;
-use jadpo_core::{Delivery, DeliveryId, EventId, Timestamp};
+use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId, Timestamp};
 
 impl MemoryStore {
     /// The delivery with this id, if it is kept.
@@ -49,6 +49,38 @@ impl MemoryStore {
     /// How many deliveries are held behind `connection`'s breaker.
     pub fn held_count(&self, connection: &str) -> usize {
         self.held.get(connection).map_or(0, |h| h.len())
+    }
+
+    /// What `/metrics` shows of the store (`Store::gauges`), counts capped
+    /// as the drivers cap them.
+    pub fn gauges(&self, q: &GaugeQuery<'_>) -> Gauges {
+        let breakers = self
+            .breakers()
+            .map(|b| BreakerView {
+                breaker: b.clone(),
+                held: (self.held_count(&b.connection) as u64).min(q.cap),
+            })
+            .collect();
+        let waiting = self
+            .waiting_counts()
+            .into_iter()
+            .filter(|(c, n)| *n > 0 && q.connections.contains(c))
+            .map(|(c, n)| (c, n.min(q.cap)))
+            .collect();
+        let mut oldest_due = std::collections::BTreeMap::new();
+        let due = self
+            .deliveries
+            .values()
+            .filter(|d| d.state == DeliveryState::Due && d.due_at <= q.now);
+        for d in due.filter(|d| q.subscribers.contains(&d.subscriber)) {
+            let at = oldest_due.entry(d.subscriber.clone()).or_insert(d.due_at);
+            *at = (*at).min(d.due_at);
+        }
+        Gauges {
+            breakers,
+            waiting,
+            oldest_due,
+        }
     }
 
     /// The alert messages.

@@ -190,6 +190,10 @@ impl Store for SharedMemoryStore {
         }))
     }
 
+    async fn gauges(&self, q: &GaugeQuery<'_>) -> Result<Gauges, StoreError> {
+        Ok(self.with(|s| s.gauges(q)))
+    }
+
     async fn counts_up_to(&self, cap: u64) -> Result<BTreeMap<DeliveryState, u64>, StoreError> {
         let mut counts = self.counts().await?;
         for n in counts.values_mut() {

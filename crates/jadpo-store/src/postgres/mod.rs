@@ -484,6 +484,10 @@ impl Store for PgStore {
         in_transaction!(self, |tx| minutes::read(&tx, since).await)
     }
 
+    async fn gauges(&self, q: &GaugeQuery<'_>) -> Result<Gauges, StoreError> {
+        in_transaction!(self, |tx| read::gauges(&tx, q).await)
+    }
+
     async fn counts_up_to(
         &self,
         cap: u64,

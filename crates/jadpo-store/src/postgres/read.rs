@@ -198,3 +198,52 @@ pub(crate) async fn next_due(tx: &Transaction<'_>) -> Result<Option<Timestamp>, 
     let (due, lost): (Option<i64>, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
     Ok(due.into_iter().chain(lost).min().map(Timestamp::from_millis))
 }
+
+const BREAKER_ROWS: &str = concat!(
+    "SELECT ",
+    breaker_columns!(),
+    " FROM jadpo_circuit_breakers AS b ORDER BY connection COLLATE \"C\""
+);
+const HELD_UP_TO: &str = "SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries
+    WHERE state = 'held' AND held_connection = $1 LIMIT $2) AS t";
+const WAITING_UP_TO: &str = "SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries
+    WHERE waiting_on = $1 AND state = 'due' LIMIT $2) AS t";
+const OLDEST_DUE: &str = "SELECT due_at FROM jadpo_deliveries
+    WHERE state = 'due' AND subscriber = $1 AND due_at <= $2 ORDER BY due_at LIMIT 1";
+
+/// What `/metrics` shows (`Store::gauges`): one bounded probe per breaker,
+/// per connection and per subscriber, each through a partial index
+/// (`jadpo_deliveries_held`, `jadpo_deliveries_waiting`,
+/// `jadpo_deliveries_due_subscriber`), so a scrape costs the same with a
+/// million deliveries queued.
+pub(crate) async fn gauges(tx: &Transaction<'_>, q: &GaugeQuery<'_>) -> Result<Gauges, Abort> {
+    let cap = i64::try_from(q.cap).unwrap_or(i64::MAX);
+    let stmt = tx.prepare_cached(BREAKER_ROWS).await?;
+    let breakers = rows::breakers(&tx.query(&stmt, &[]).await?)?;
+    let mut found = Gauges::default();
+    let held = tx.prepare_cached(HELD_UP_TO).await?;
+    for breaker in breakers {
+        let n: i64 = tx.query_one(&held, &[&breaker.connection, &cap]).await?.try_get(0)?;
+        found.breakers.push(BreakerView {
+            breaker,
+            held: n.max(0) as u64,
+        });
+    }
+    let waiting = tx.prepare_cached(WAITING_UP_TO).await?;
+    for connection in q.connections {
+        let n: i64 = tx.query_one(&waiting, &[connection, &cap]).await?.try_get(0)?;
+        if n > 0 {
+            found.waiting.insert(connection.clone(), n as u64);
+        }
+    }
+    let oldest = tx.prepare_cached(OLDEST_DUE).await?;
+    let now = q.now.as_millis();
+    for subscriber in q.subscribers {
+        if let Some(r) = tx.query_opt(&oldest, &[subscriber, &now]).await? {
+            found
+                .oldest_due
+                .insert(subscriber.clone(), Timestamp::from_millis(r.try_get(0)?));
+        }
+    }
+    Ok(found)
+}

@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(9, V9),
     Migration::expand(10, V10),
     Migration::expand(11, V11),
+    Migration::expand(12, V12),
 ];
 
 /// The latest version this build knows.
@@ -310,6 +311,14 @@ CREATE INDEX jadpo_events_unreferenced ON jadpo_events (emitted_at, id) WHERE fi
 /// came without one: an attempt in any process joins that trace.
 const V11: &str = "
 ALTER TABLE jadpo_events ADD COLUMN traceparent TEXT, ADD COLUMN tracestate TEXT;
+";
+
+/// Each subscriber's oldest due delivery, for `/metrics`: one probe per
+/// subscriber reads the front of its part of this index, where the claim's
+/// `jadpo_deliveries_due` (by `due_at` alone) would walk every due row of
+/// the other subscribers first.
+const V12: &str = "
+CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, due_at) WHERE state = 'due';
 ";
 
 /// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet

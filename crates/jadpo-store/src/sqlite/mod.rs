@@ -386,6 +386,13 @@ impl Store for SqliteStore {
         self.pool.read(move |c| minutes::read(c, since)).await
     }
 
+    async fn gauges(&self, q: &GaugeQuery<'_>) -> Result<Gauges, StoreError> {
+        let (subscribers, connections, now, cap) = (q.subscribers.to_vec(), q.connections.to_vec(), q.now, q.cap);
+        self.pool
+            .read(move |c| read::gauges(c, &subscribers, &connections, now, cap))
+            .await
+    }
+
     async fn counts_up_to(
         &self,
         cap: u64,

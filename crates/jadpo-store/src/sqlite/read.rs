@@ -152,3 +152,62 @@ pub(crate) fn counts_up_to(
     }
     Ok(counts)
 }
+
+/// What `/metrics` shows (`Store::gauges`): one bounded probe per breaker,
+/// per connection and per subscriber, each through a partial index
+/// (`jadpo_deliveries_held`, `jadpo_deliveries_waiting`,
+/// `jadpo_deliveries_due_subscriber`), so a scrape costs the same with a
+/// million deliveries queued.
+pub(crate) fn gauges(
+    c: &Connection,
+    subscribers: &[String],
+    connections: &[String],
+    now: Timestamp,
+    cap: u64,
+) -> Result<Gauges, Abort> {
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    let breakers: Vec<jadpo_core::Breaker> = c
+        .prepare_cached(concat!(
+            "SELECT ",
+            rows::breaker_columns!(),
+            " FROM jadpo_circuit_breakers b ORDER BY b.connection"
+        ))?
+        .query_map([], rows::breaker)?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut held = c.prepare_cached(
+        "SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries \
+         WHERE state = 'held' AND held_connection = ?1 LIMIT ?2)",
+    )?;
+    let mut found = Gauges::default();
+    for breaker in breakers {
+        let n: i64 = held.query_row(rusqlite::params![breaker.connection, cap], |r| r.get(0))?;
+        found.breakers.push(BreakerView {
+            breaker,
+            held: n.max(0) as u64,
+        });
+    }
+    // The index's condition named, so SQLite uses it.
+    let mut waiting = c.prepare_cached(
+        "SELECT count(*) FROM (SELECT 1 FROM jadpo_deliveries \
+         WHERE waiting_on IS NOT NULL AND waiting_on = ?1 AND state = 'due' LIMIT ?2)",
+    )?;
+    for connection in connections {
+        let n: i64 = waiting.query_row(rusqlite::params![connection, cap], |r| r.get(0))?;
+        if n > 0 {
+            found.waiting.insert(connection.clone(), n as u64);
+        }
+    }
+    let mut oldest = c.prepare_cached(
+        "SELECT due_at FROM jadpo_deliveries \
+         WHERE state = 'due' AND subscriber = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT 1",
+    )?;
+    for subscriber in subscribers {
+        let at: Option<i64> = oldest
+            .query_row(rusqlite::params![subscriber, now.as_millis()], |r| r.get(0))
+            .optional()?;
+        if let Some(at) = at {
+            found.oldest_due.insert(subscriber.clone(), Timestamp::from_millis(at));
+        }
+    }
+    Ok(found)
+}

@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(12, V12),
     Migration::expand(13, V13),
     Migration::expand(14, V14),
+    Migration::expand(15, V15),
 ];
 
 /// The newest schema this build knows.
@@ -342,6 +343,15 @@ const V13: &str = "ALTER TABLE jadpo_deliveries ADD COLUMN success_started_at BI
 const V14: &str = "
 ALTER TABLE jadpo_events ADD COLUMN traceparent TEXT;
 ALTER TABLE jadpo_events ADD COLUMN tracestate TEXT;
+";
+
+/// Each subscriber's oldest due delivery, for `/metrics`: one probe per
+/// subscriber reads the front of its part of this index, where the claim's
+/// `jadpo_deliveries_due` (by `due_at` alone) would walk every due row of
+/// the other subscribers first.
+const V15: &str = "
+CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, due_at)
+    WHERE state = 'due';
 ";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
