@@ -58,6 +58,7 @@ impl Running {
 
 impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     pub fn new(store: Arc<S>, executor: Arc<E>, clock: SharedClock, catalog: Catalog, config: WorkerConfig) -> Self {
+        let timings = crate::metrics::TimingCells::new(catalog.connections());
         Engine {
             state: Arc::new(EngineState {
                 store,
@@ -74,6 +75,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 minutes: Default::default(),
                 schema: Default::default(),
                 claims: Default::default(),
+                timings,
                 span: Default::default(),
                 liveness: Default::default(),
                 refusals: Default::default(),
@@ -164,6 +166,11 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// How long this engine's claims have taken so far.
     pub fn claims(&self) -> crate::metrics::Claims {
         self.state.claims.read()
+    }
+
+    /// This engine's claims, attempts and first starts as histograms.
+    pub fn timings(&self) -> crate::metrics::Timings {
+        self.state.timings.read()
     }
 
     /// Wakes this process's worker: something may be due. A worker busy

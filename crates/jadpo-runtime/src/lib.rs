@@ -17,6 +17,7 @@ pub mod connection;
 pub mod emit;
 pub mod engine;
 mod faults;
+mod histogram;
 pub mod interpreter;
 pub mod liveness;
 mod local_queue;

@@ -131,6 +131,9 @@ struct CallLogState {
     order: Vec<String>,
     last: BTreeMap<String, CallVerdict>,
     in_flight: Option<String>,
+    /// Every connection called through its real driver, in order, whatever
+    /// the answer: the attempt-duration histogram's labels.
+    called: Vec<String>,
     /// Connections that answered 429, with the longest `Retry-After`.
     rate_limited: BTreeMap<String, Option<Duration>>,
 }
@@ -142,7 +145,16 @@ impl CallLog {
 
     /// A call through `connection`'s real driver starts.
     pub fn started(&self, connection: &str) {
-        self.lock().in_flight = Some(connection.to_owned());
+        let mut s = self.lock();
+        s.in_flight = Some(connection.to_owned());
+        if !s.called.iter().any(|c| c == connection) {
+            s.called.push(connection.to_owned());
+        }
+    }
+
+    /// Every connection the run called through its real driver.
+    pub fn called(&self) -> Vec<String> {
+        self.lock().called.clone()
     }
 
     /// It ended; `verdict` is `None` for a fake's or a recording's answer,
@@ -195,6 +207,9 @@ pub struct Catalog {
     /// Each event's subscribers, for the events actions emit.
     subscribers: BTreeMap<String, Vec<String>>,
     pub schedules: Vec<ScheduleSpec>,
+    /// Every connection a subscriber may call or the app declares: the
+    /// labels of the per-connection histograms, made once.
+    connections: std::collections::BTreeSet<String>,
 }
 
 /// A schedule the engine starts when due.
@@ -211,6 +226,7 @@ impl Catalog {
     }
 
     pub fn add(&mut self, subscriber: &str, route: jadpo_store::Route, timeout: Duration) {
+        self.connections.extend(route.connections.iter().cloned());
         self.routes.insert(subscriber, route);
         self.timeouts.insert(subscriber.to_owned(), timeout);
     }
@@ -239,6 +255,7 @@ impl Catalog {
             );
         }
         for (name, conn) in &app.connections {
+            c.connections.insert(name.clone());
             c.routes.limit(name, conn.limits());
         }
         c.schedules = app
@@ -275,6 +292,11 @@ impl Catalog {
                 })
                 .collect(),
         }
+    }
+
+    /// Every connection its subscribers may call or the app declares.
+    pub fn connections(&self) -> &std::collections::BTreeSet<String> {
+        &self.connections
     }
 
     pub fn timeout(&self, subscriber: &str) -> Duration {

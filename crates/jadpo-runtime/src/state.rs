@@ -38,6 +38,8 @@ pub(crate) struct EngineState<S, E> {
     pub schema: crate::schema_gate::SchemaGate,
     /// How long this engine's claims took, for `/metrics`.
     pub claims: crate::metrics::ClaimTimes,
+    /// Claims, attempts and first starts as histograms, for `/metrics`.
+    pub timings: crate::metrics::TimingCells,
     /// The span current at the first start: the engine's loops run inside
     /// it, and a run or an emit enters it for the lines `/metrics` counts,
     /// so a process working several stores can tell their events apart.

@@ -257,7 +257,9 @@ fn claim<S: Store, E: Executor>(
         };
         let started = std::time::Instant::now();
         let claimed = s.store.claim(&req).await;
-        s.claims.claimed(started.elapsed());
+        let took = started.elapsed();
+        s.claims.claimed(took);
+        s.timings.claim.observe(took);
         let report = match claimed {
             Ok(r) => r,
             Err(e) => return (limit, ticket, Err(e)),
@@ -385,7 +387,17 @@ async fn run_one<S: Store, E: Executor>(
         emits: emits.clone(),
         trace: claimed.event_trace.clone(),
     };
+    // Only the very first attempt since the emit: a later one, or one after
+    // an operator's retry (a new budget), would measure the backoff or the
+    // operator, not the queue.
+    let first = claimed.delivery.attempts == 1 && claimed.delivery.budget_from == claimed.delivery.created_at;
+    if first {
+        let waited = started_at.since(claimed.delivery.created_at);
+        state.timings.emit_to_start.observe(waited);
+    }
+    let ran_for = std::time::Instant::now();
     let (end, stopped) = execute(&*state.executor, ctx, timeout).await;
+    state.timings.attempted(ran_for.elapsed(), &calls.called());
     let ended_at = state.clock.now();
     let ran = step::Ran {
         end: &end,

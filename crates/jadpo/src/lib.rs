@@ -464,6 +464,12 @@ impl<S: ScheduleStore> Jadpo<S> {
         self.engine.claims()
     }
 
+    /// This engine's claims, attempts and first starts as histograms (for
+    /// `/metrics`).
+    pub fn timings(&self) -> jadpo_runtime::metrics::Timings {
+        self.engine.timings()
+    }
+
     /// Checks a payload against its event and returns what to write, for
     /// emitting inside your own transaction.
     pub fn prepare(&self, event: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
