@@ -260,19 +260,21 @@ pub(crate) fn deliveries_json(deliveries: &[Delivery], names: &BTreeMap<EventId,
 /// Every breaker: the store's rows, and a closed one for each connection of
 /// the app that has no row yet. By connection name.
 pub(crate) async fn breakers<S: Store>(store: &S, app: Option<&App>) -> Result<Vec<BreakerView>, StoreError> {
-    let mut found: BTreeMap<String, BreakerView> = store
-        .breakers()
-        .await?
-        .into_iter()
-        .map(|b| (b.breaker.connection.clone(), b))
-        .collect();
+    Ok(with_app_connections(store.breakers().await?, app))
+}
+
+/// `rows`, and a closed breaker for each connection of the app that has no
+/// row yet. By connection name.
+pub(crate) fn with_app_connections(rows: Vec<BreakerView>, app: Option<&App>) -> Vec<BreakerView> {
+    let mut found: BTreeMap<String, BreakerView> =
+        rows.into_iter().map(|b| (b.breaker.connection.clone(), b)).collect();
     for name in app.into_iter().flat_map(|a| a.connections.keys()) {
         found.entry(name.clone()).or_insert_with(|| BreakerView {
             breaker: Breaker::new(name.clone()),
             held: 0,
         });
     }
-    Ok(found.into_values().collect())
+    found.into_values().collect()
 }
 
 /// One breaker as JSON.
@@ -312,6 +314,18 @@ pub(crate) async fn limits<S: Store>(
     app: Option<&App>,
     now: jadpo_core::Timestamp,
 ) -> Result<BTreeMap<String, Value>, StoreError> {
+    let waiting = store.waiting_counts().await?;
+    limits_with(store, app, now, &waiting).await
+}
+
+/// [`limits`] with the waiting deliveries already counted (`/metrics`
+/// counts them up to a cap).
+pub(crate) async fn limits_with<S: Store>(
+    store: &S,
+    app: Option<&App>,
+    now: jadpo_core::Timestamp,
+    waiting: &BTreeMap<String, u64>,
+) -> Result<BTreeMap<String, Value>, StoreError> {
     let configured: BTreeMap<String, jadpo_core::limit::Limits> = app
         .into_iter()
         .flat_map(|a| a.connections.iter().map(|(n, c)| (n.clone(), c.limits())))
@@ -323,7 +337,6 @@ pub(crate) async fn limits<S: Store>(
         .into_iter()
         .map(|s| (s.connection.clone(), s))
         .collect();
-    let waiting = store.waiting_counts().await?;
     let names: BTreeSet<&String> = configured.keys().chain(states.keys()).collect();
     Ok(names
         .into_iter()

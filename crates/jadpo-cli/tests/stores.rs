@@ -183,6 +183,24 @@ fn each_store_has_its_own_breakers_holds_and_alert() {
             .find_map(|l| l.strip_prefix("jadpo_claim_seconds_count "))
             .and_then(|n| n.parse::<u64>().ok());
         assert!(claims.is_some_and(|n| n > 0), "{path}: {text}");
+        // The histograms are the engine's too: each store's eight first
+        // attempts, and each attempt it ran under the connection it called.
+        let series = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
+        };
+        assert_eq!(series("jadpo_emit_to_start_seconds_count"), Some(8), "{path}: {text}");
+        let attempts: u64 = ["succeeded", "retry", "failed", "parked"]
+            .iter()
+            .filter_map(|o| series(&format!("jadpo_attempts_total{{outcome=\"{o}\"}}")))
+            .sum();
+        assert!(attempts > 8, "{path}: {text}");
+        assert_eq!(
+            series("jadpo_attempt_duration_seconds_count{connection=\"pay\"}"),
+            Some(attempts),
+            "{path}: {text}"
+        );
+        assert!(series("jadpo_claim_duration_seconds_count").is_some_and(|n| n > 0));
     }
 
     let (status, logs) = child.terminate();

@@ -1,13 +1,16 @@
 //! `GET /metrics`, in Prometheus' text format.
 //!
-//! Two sources:
+//! Three sources:
 //! - **The store**, read at each scrape (every process on one store shows
-//!   the same): deliveries by state, and each connection's breaker (state,
-//!   consecutive unavailable attempts, pause, held deliveries, alert).
-//!   Counts by state come from one `GROUP BY`: cheap for a scrape, kept
-//!   small by retention.
-//! - **This process's claims** on that store, timed by its engine's worker
-//!   (`jadpo_claim_seconds`).
+//!   the same): deliveries by state, each connection's breaker (state,
+//!   consecutive unavailable attempts, pause, held deliveries, alert), and
+//!   each subscriber's oldest due delivery. Never a count of a whole table:
+//!   each count stops at [`COUNT_CAP`] (reported as "that many or more"),
+//!   each read goes through an index (`Store::counts_up_to`,
+//!   `Store::gauges`), so a scrape costs the same with a million rows.
+//! - **This process's claims and attempts** on that store, timed by its
+//!   engine (`jadpo_claim_seconds`, and the histograms of
+//!   `jadpo_runtime::metrics::Timings`).
 //! - **This process's events** on that store, counted from the runtime's
 //!   log events by [`CountingLayer`] (attempts by outcome, failures by
 //!   kind, holds, breaker changes, alerts, events emitted). The layer must
@@ -16,10 +19,12 @@
 //!   field names its store (`cmd/process.rs`), so a process working several
 //!   stores counts each store's events apart.
 
+use super::prom::{self, label};
 use jadpo_core::{BreakerState, DeliveryState, FailureKind};
 use jadpo_lang::App;
 use jadpo_runtime::metrics::Claims;
-use jadpo_store::{Store, StoreError};
+use jadpo_runtime::metrics::Timings;
+use jadpo_store::{GaugeQuery, Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,10 +228,10 @@ const PROCESS_COUNTERS: [(&str, &str); 9] = [
     ("jadpo_events_emitted_total", "Events this process emitted."),
 ];
 
-/// Escapes a label value.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
+/// The most any count `/metrics` shows reads: a value of this means "this
+/// many or more". The same on every store; far above what a healthy queue
+/// holds, so a count at the cap is itself worth an alert.
+pub(crate) const COUNT_CAP: u64 = 10_000;
 
 /// What `/metrics` shows of this process for one store: its engine's
 /// claims, and the counters of the events logged under the names given
@@ -234,6 +239,7 @@ fn label(v: &str) -> String {
 /// engine's span are counted there).
 pub(crate) struct ProcessPart<'a> {
     pub claims: Claims,
+    pub timings: Timings,
     pub counted: &'a [&'a str],
 }
 
@@ -245,17 +251,32 @@ pub(crate) async fn render<S: Store>(
     process: &ProcessPart<'_>,
 ) -> Result<String, StoreError> {
     let mut out = String::new();
-    let counts = store.counts().await?;
+    let counts = store.counts_up_to(COUNT_CAP).await?;
     deliveries_and_claims(&mut out, &counts, process.claims);
-    let breakers = crate::views::breakers(store, Some(app)).await?;
+    let subscribers: Vec<String> = app.subscribers.keys().cloned().collect();
+    let connections: Vec<String> = app.connections.keys().cloned().collect();
+    let gauges = store
+        .gauges(&GaugeQuery {
+            subscribers: &subscribers,
+            connections: &connections,
+            now,
+            cap: COUNT_CAP,
+        })
+        .await?;
+    let breakers = crate::views::with_app_connections(gauges.breakers, Some(app));
     breaker_gauges(&mut out, &breakers);
-    let limits = crate::views::limits(store, Some(app), now).await?;
+    let limits = crate::views::limits_with(store, Some(app), now, &gauges.waiting).await?;
     limit_gauges(&mut out, &limits);
     let w = &mut out;
     let held: u64 = breakers.iter().map(|b| b.held).sum();
-    let _ = writeln!(w, "# HELP jadpo_held Deliveries held behind any breaker.");
+    let _ = writeln!(
+        w,
+        "# HELP jadpo_held Deliveries held behind any breaker (each breaker's counted up to {COUNT_CAP})."
+    );
     let _ = writeln!(w, "# TYPE jadpo_held gauge");
     let _ = writeln!(w, "jadpo_held {held}");
+    oldest_due(w, &subscribers, &gauges.oldest_due, now);
+    timings(w, &process.timings);
 
     if INSTALLED.load(Ordering::Relaxed) {
         process_counters(&mut out, &counters_of(process.counted));
@@ -265,7 +286,11 @@ pub(crate) async fn render<S: Store>(
 
 /// Deliveries by state, and this process's claims on the store.
 fn deliveries_and_claims(w: &mut String, counts: &BTreeMap<DeliveryState, u64>, claims: Claims) {
-    let _ = writeln!(w, "# HELP jadpo_deliveries Deliveries in the store by state.");
+    let _ = writeln!(
+        w,
+        "# HELP jadpo_deliveries Deliveries in the store by state, each counted up to {COUNT_CAP}: \
+         {COUNT_CAP} means {COUNT_CAP} or more."
+    );
     let _ = writeln!(w, "# TYPE jadpo_deliveries gauge");
     for state in DeliveryState::ALL {
         let n = counts.get(&state).copied().unwrap_or(0);
@@ -281,6 +306,50 @@ fn deliveries_and_claims(w: &mut String, counts: &BTreeMap<DeliveryState, u64>, 
     );
     let _ = writeln!(w, "# TYPE jadpo_claim_seconds_max gauge");
     let _ = writeln!(w, "jadpo_claim_seconds_max {:.6}", claims.max.as_secs_f64());
+}
+
+/// How late each subscriber's queue runs: the age of its oldest delivery
+/// due at `now` (engine time), 0 when none is, so an alert's series never
+/// vanishes.
+fn oldest_due(
+    w: &mut String,
+    subscribers: &[String],
+    found: &BTreeMap<String, jadpo_core::Timestamp>,
+    now: jadpo_core::Timestamp,
+) {
+    let name = "jadpo_oldest_due_age_seconds";
+    let _ = writeln!(
+        w,
+        "# HELP {name} Seconds since each subscriber's oldest due delivery became due (0 when none is due)."
+    );
+    let _ = writeln!(w, "# TYPE {name} gauge");
+    for s in subscribers {
+        let age = found.get(s).map_or(0.0, |at| now.since(*at).as_secs_f64());
+        let _ = writeln!(w, "{name}{{subscriber=\"{}\"}} {age}", label(s));
+    }
+}
+
+/// This engine's histograms.
+fn timings(w: &mut String, t: &Timings) {
+    let claim = "jadpo_claim_duration_seconds";
+    prom::histogram_header(w, claim, "How long the worker's claims took (a histogram).");
+    prom::histogram(w, claim, "", &t.claim);
+    let first = "jadpo_emit_to_start_seconds";
+    prom::histogram_header(
+        w,
+        first,
+        "From a delivery's creation (its event's emit) to the start of its first attempt, engine time.",
+    );
+    prom::histogram(w, first, "", &t.emit_to_start);
+    let attempt = "jadpo_attempt_duration_seconds";
+    prom::histogram_header(
+        w,
+        attempt,
+        "How long attempts ran, under each connection they called (\"none\": no call).",
+    );
+    for (connection, h) in &t.attempts {
+        prom::histogram(w, attempt, &format!("connection=\"{}\"", label(connection)), h);
+    }
 }
 
 /// Each connection's breaker: its state, held deliveries, unavailable
@@ -459,10 +528,5 @@ mod tests {
         assert!(!audit.contains_key("jadpo_holds_total"));
         let both = counters_of(&["metrics-main", "metrics-audit"]);
         assert_eq!(both["jadpo_attempts_total"]["{outcome=\"succeeded\"}"], 3);
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

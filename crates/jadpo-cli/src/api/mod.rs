@@ -23,6 +23,9 @@ mod auth;
 mod body;
 mod health;
 pub(crate) mod metrics;
+#[cfg(test)]
+mod metrics_tests;
+mod prom;
 mod routes;
 
 use crate::http::checks::{self, BodyRules};
@@ -352,6 +355,7 @@ async fn metrics_text<S: ScheduleStore>(State(api): State<ApiState<S>>, params: 
     let counted: &[&str] = if first { &[name, ""] } else { &[name] };
     let process = metrics::ProcessPart {
         claims: jadpo.claims(),
+        timings: jadpo.timings(),
         counted,
     };
     let text = metrics::render(jadpo.store().as_ref(), jadpo.app(), jadpo.clock().now(), &process)

@@ -627,6 +627,7 @@ subscriber s { on: E  run: a(event.id) }
     assert_eq!(by_name("free")["limits"], Value::Null);
     let process = super::metrics::ProcessPart {
         claims: Default::default(),
+        timings: Default::default(),
         counted: &[""],
     };
     let text = super::metrics::render(&store, &app, now, &process).await.unwrap();
@@ -682,6 +683,7 @@ subscriber s { on: E  run: a(event.id) }
     );
     let process = super::metrics::ProcessPart {
         claims: Default::default(),
+        timings: Default::default(),
         counted: &[""],
     };
     let text = super::metrics::render(&store, &app, now, &process).await.unwrap();
