@@ -374,7 +374,7 @@ fn breaker_gauges(w: &mut String, breakers: &[jadpo_store::BreakerView]) {
         (
             "jadpo_breaker_held",
             "gauge",
-            "Deliveries held behind each connection's breaker.",
+            "Deliveries held behind each connection's breaker, counted up to 10000: 10000 means 10000 or more.",
         ),
         (
             "jadpo_breaker_consecutive_unavailable",
@@ -423,7 +423,7 @@ fn limit_gauges(w: &mut String, limits: &BTreeMap<String, serde_json::Value>) {
         (
             "jadpo_connection_waiting",
             "waiting",
-            "Due deliveries waiting for room on each connection with limits.",
+            "Due deliveries waiting for room on each connection with limits, counted up to 10000.",
         ),
         (
             "jadpo_connection_paused",

@@ -207,9 +207,11 @@ async fn counts_stop_at_the_cap() {
     s.emit("record", 1, at(0)).await;
     let text = s.metrics().await;
     has(&text, &format!("jadpo_deliveries{{state=\"due\"}} {cap}"));
-    let help = text
-        .lines()
-        .find(|l| l.starts_with("# HELP jadpo_deliveries "))
-        .unwrap();
-    assert!(help.contains(&format!("{cap} or more")), "{help}");
+    for name in ["jadpo_deliveries", "jadpo_breaker_held"] {
+        let help = text
+            .lines()
+            .find(|l| l.starts_with(&format!("# HELP {name} ")))
+            .unwrap();
+        assert!(help.contains(&format!("{cap} or more")), "{help}");
+    }
 }
