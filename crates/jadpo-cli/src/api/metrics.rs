@@ -192,7 +192,8 @@ pub(crate) fn record(store: &str, name: &str, kind: Option<&str>) {
     }
 }
 
-const PROCESS_COUNTERS: [(&str, &str); 9] = [
+/// Rendered only where the `CountingLayer` is installed (`serve`, `dev`).
+pub(super) const PROCESS_COUNTERS: [(&str, &str); 9] = [
     (
         "jadpo_attempts_total",
         "Delivery attempts this process finished, by outcome.",

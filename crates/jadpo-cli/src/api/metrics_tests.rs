@@ -215,3 +215,52 @@ async fn counts_stop_at_the_cap() {
         assert!(help.contains(&format!("{cap} or more")), "{help}");
     }
 }
+
+/// The Grafana dashboard in `deploy/grafana/jadpo.json` uses only metrics
+/// `/metrics` exports: each name in its queries (a histogram's by its
+/// family) has its `# TYPE` line, on a store with nothing in it yet, or is
+/// one of the process's counters, which `serve` and `dev` add.
+#[tokio::test]
+async fn the_dashboard_uses_only_exported_metrics() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../deploy/grafana/jadpo.json")).unwrap();
+    let mut exprs = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            exprs.push(target["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["query"].as_str() {
+            exprs.push(query.to_owned());
+        }
+    }
+    let mut used = std::collections::BTreeSet::new();
+    for expr in &exprs {
+        let mut rest = expr.as_str();
+        while let Some(at) = rest.find("jadpo_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            used.insert(family.to_owned());
+        }
+    }
+    assert!(used.len() >= 10, "{used:?}");
+    let provider = TestProvider::start().await;
+    let text = Served::start(&provider).await.metrics().await;
+    let missing: Vec<&String> = used
+        .iter()
+        .filter(|m| !text.lines().any(|l| l.starts_with(&format!("# TYPE {m} "))))
+        .filter(|m| !super::metrics::PROCESS_COUNTERS.iter().any(|(name, _)| name == m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard uses {missing:?}, which /metrics does not export:\n{text}"
+    );
+}
