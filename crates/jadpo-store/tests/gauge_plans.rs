@@ -20,15 +20,7 @@ async fn sqlite_reads_each_gauge_through_its_index() {
     emit(&store, "log", 2_000, 0).await;
     emit(&store, "pay", 5, 0).await;
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let plan = |sql: &str| -> String {
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
+    let plan = |sql: &str| jadpo_store::sqlite::testing::query_plan(&conn, sql);
     let oldest = plan(OLDEST_DUE);
     assert!(
         oldest.contains("jadpo_deliveries_due_subscriber") && !oldest.contains("TEMP B-TREE"),

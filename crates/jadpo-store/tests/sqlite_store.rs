@@ -238,15 +238,7 @@ async fn the_claim_reads_the_partial_due_index() {
     let path = fresh_dir("plan").join("p.db");
     SqliteStore::open(&url(&path)).await.unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let plan = |sql: &str| -> String {
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
+    let plan = |sql: &str| jadpo_store::sqlite::testing::query_plan(&conn, sql);
     let due = plan(
         "SELECT d.id FROM jadpo_deliveries d JOIN jadpo_events e ON e.id = d.event_id \
          WHERE d.state = 'due' AND d.due_at <= 5 ORDER BY d.due_at, d.id LIMIT 10",

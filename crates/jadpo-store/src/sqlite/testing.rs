@@ -26,3 +26,15 @@ pub async fn fresh_store(dir: &Path) -> SqliteStore {
         .await
         .unwrap_or_else(|e| panic!("open a fresh SQLite store at {}: {e}", path.display()))
 }
+
+/// How SQLite plans `sql` on `conn`: the details of `EXPLAIN QUERY PLAN`,
+/// joined by `; `, for tests that a read goes through the index meant.
+pub fn query_plan(conn: &rusqlite::Connection, sql: &str) -> String {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
