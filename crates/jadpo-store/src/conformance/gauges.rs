@@ -75,19 +75,10 @@ pub async fn gauges_count_held_and_waiting_up_to_the_cap<S: Store>(s: &S) {
         "under the cap, the breakers as listed"
     );
 
-    let mut routes = routes();
-    routes.insert(
-        "lim",
-        Route {
-            budget: Budget::DEFAULT,
-            connections: vec!["limited".into()],
-        },
-    );
-    let one_a_second = Limits {
+    let routes = super::limits::limited_routes(Limits {
         rate: Some(Rate::new(1, Duration::from_secs(1)).unwrap()),
         concurrency: None,
-    };
-    routes.limit("limited", one_a_second);
+    });
     emit(s, "lim", 4, 2).await;
     let r = s
         .claim(&ClaimRequest {

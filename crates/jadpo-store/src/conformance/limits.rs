@@ -14,7 +14,7 @@ fn waiting_on(connection: &str, reason: WaitFor) -> Option<Waiting> {
 }
 
 /// `lim` calls `limited`, which takes 10 calls a second and 2 at once.
-fn limited_routes(limits: Limits) -> Routes {
+pub(super) fn limited_routes(limits: Limits) -> Routes {
     let mut routes = routes();
     routes.insert(
         "lim",
