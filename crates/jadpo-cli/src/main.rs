@@ -7,6 +7,7 @@ mod cmd;
 mod console;
 mod http;
 mod operator;
+mod otel;
 mod output;
 mod store_url;
 mod views;

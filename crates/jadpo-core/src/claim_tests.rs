@@ -254,3 +254,40 @@ fn a_subscriber_the_app_no_longer_declares_fails_its_delivery() {
     assert_eq!(d.lease, None);
     assert_eq!(d.finished_at, Some(at(20)));
 }
+
+/// A release reads as one from the row alone until the delivery runs
+/// again: a claim given back unstarted keeps it, a run's end or an
+/// operator's retry clears it (`Delivery::released_since_run`).
+#[test]
+fn a_release_reads_as_one_until_the_delivery_runs_again() {
+    let mut d = due(0);
+    assert!(!d.released_since_run(), "new: never held");
+    d.state = DeliveryState::Held;
+    d.held = Some(Held {
+        connection: "payments".into(),
+        since: at(10),
+    });
+    d.updated_at = at(10);
+    assert!(!d.released_since_run(), "still held");
+    d.release(at(70));
+    assert!(d.released_since_run());
+    let run = Claim {
+        decision: ClaimDecision::Run { probe_for: vec![] },
+        lease_expired: false,
+    };
+    apply(&mut d, &run, lease(100), at(71));
+    give_back(&mut d, at(72));
+    assert!(d.released_since_run(), "given back unstarted: still not run since");
+    apply(&mut d, &run, lease(100), at(73));
+    crate::attempt::apply(
+        &mut d,
+        &crate::attempt::Outcome::Retry {
+            at: at(130),
+            failure: FailureRecord::new("http.503", FailureKind::Unavailable),
+        },
+        at(75),
+    );
+    assert!(!d.released_since_run(), "a run ended since, due at its backoff");
+    d.operator_retry(at(200), at(200));
+    assert!(!d.released_since_run(), "an operator's retry forgets the hold");
+}

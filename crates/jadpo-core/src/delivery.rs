@@ -158,6 +158,20 @@ impl Delivery {
         self.updated_at = now;
     }
 
+    /// Made due by a release from a hold ([`Delivery::release`]) and not
+    /// run since: a trace shows the release on the attempt that follows.
+    /// Read from the row alone: a release leaves it due at the moment of
+    /// its last change, with time held; a run's end leaves it due at its
+    /// backoff, later than that change (a backoff drawn as exactly zero
+    /// after an earlier hold reads as a release: the cost is one span
+    /// event).
+    pub fn released_since_run(&self) -> bool {
+        self.state == DeliveryState::Due
+            && self.held.is_none()
+            && !self.held_for.is_zero()
+            && self.due_at == self.updated_at
+    }
+
     /// An operator's retry: a fresh budget from now, the time held included.
     pub fn operator_retry(&mut self, due_at: Timestamp, now: Timestamp) {
         self.state = DeliveryState::Due;

@@ -116,6 +116,19 @@ impl TraceContext {
         &self.traceparent[36..52]
     }
 
+    /// A context from its parts, as a tracing library holds them: `None`
+    /// when either id is zero (invalid). `tracestate` is kept as
+    /// [`TraceContext::parse`] keeps it.
+    pub fn from_ids(trace_id: u128, span_id: u64, flags: u8, tracestate: Option<&str>) -> Option<TraceContext> {
+        if trace_id == 0 || span_id == 0 {
+            return None;
+        }
+        Some(TraceContext {
+            traceparent: format!("00-{trace_id:032x}-{span_id:016x}-{flags:02x}"),
+            tracestate: tracestate.and_then(tracestate_kept),
+        })
+    }
+
     /// The context a span of this trace passes on: the same trace, flags
     /// and `tracestate`, with `span_id` (random, from the caller) as the
     /// parent its receiver sees. An id of zero, which is invalid, is 1.
@@ -190,6 +203,22 @@ mod tests {
     use proptest::prelude::*;
 
     const VALID: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    proptest! {
+        /// A context from its parts is the one its `traceparent` parses to.
+        #[test]
+        fn a_context_from_ids_is_the_one_parsed_from_its_text(trace in 1u128.., span in 1u64.., flags: u8) {
+            let t = TraceContext::from_ids(trace, span, flags, Some("rojo=1")).unwrap();
+            let text = format!("00-{trace:032x}-{span:016x}-{flags:02x}");
+            prop_assert_eq!(Some(t), TraceContext::parse(&text, Some("rojo=1")).ok());
+        }
+    }
+
+    #[test]
+    fn a_context_with_a_zero_id_is_none() {
+        assert_eq!(TraceContext::from_ids(0, 1, 1, None), None);
+        assert_eq!(TraceContext::from_ids(1, 0, 1, None), None);
+    }
 
     #[test]
     fn a_valid_traceparent_is_kept_with_its_parts() {

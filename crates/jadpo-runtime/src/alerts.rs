@@ -155,6 +155,7 @@ async fn send_one<S: Store>(store: &S, clock: &SharedClock, route: &AlertRoute, 
             message_id: message_id(&r),
             timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
             trace: None,
+            spans: Default::default(),
         };
         let outcome = route
             .connections

@@ -79,6 +79,7 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
                 span: Default::default(),
                 liveness: Default::default(),
                 refusals: Default::default(),
+                spans: Default::default(),
             }),
         }
     }
@@ -99,6 +100,21 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
             .expect("the tick is set before the engine is shared")
             .tick = config;
         self
+    }
+
+    /// Records spans of emits, attempts, calls, holds and schedule runs
+    /// (docs/observability.md). Off unless set. Only before the engine is
+    /// cloned or started.
+    pub fn spans(mut self, spans: crate::spans::Spans) -> Self {
+        Arc::get_mut(&mut self.state)
+            .expect("spans are set before the engine is shared")
+            .spans = spans;
+        self
+    }
+
+    /// Where this engine's spans go.
+    pub fn span_recorder(&self) -> &crate::spans::Spans {
+        &self.state.spans
     }
 
     pub fn store(&self) -> &Arc<S> {
@@ -184,13 +200,47 @@ impl<S: ScheduleStore, E: Executor> Engine<S, E> {
     /// logged here with the store's reason, rate-limited: the caller only
     /// answers `store.unavailable`, and an operator must learn why.
     pub async fn emit(&self, events: &[NewEvent]) -> Result<Vec<Emitted>, StoreError> {
+        if self.state.spans.is_on() {
+            // Each event keeps its emit span's context: a copy to change.
+            return self.emit_owned(events.to_vec()).await;
+        }
+        self.emit_under(events, Vec::new()).await
+    }
+
+    /// [`Engine::emit`], for events the caller has no more use for: each
+    /// keeps its emit span's context without a copy.
+    pub async fn emit_owned(&self, mut events: Vec<NewEvent>) -> Result<Vec<Emitted>, StoreError> {
+        let mut emits = Vec::new();
+        if self.state.spans.is_on() {
+            emits.reserve(events.len());
+            for e in &mut events {
+                let (span, kept) = self.state.spans.emit(&e.name, e.trace.as_ref());
+                e.trace = kept;
+                emits.push(span);
+            }
+        }
+        self.emit_under(&events, emits).await
+    }
+
+    async fn emit_under(
+        &self,
+        events: &[NewEvent],
+        mut emits: Vec<crate::spans::Recording>,
+    ) -> Result<Vec<Emitted>, StoreError> {
         let emitted = match self.state.store.emit(events, self.state.clock.now()).await {
             Ok(emitted) => emitted,
             Err(e) => {
+                for span in &mut emits {
+                    span.failed(e.code());
+                }
                 self.state.in_span(|| self.state.refusals.refused("emit", &e));
                 return Err(e);
             }
         };
+        for (span, e) in emits.iter_mut().zip(&emitted) {
+            span.set("messaging.message.id", e.public_id.clone());
+        }
+        drop(emits);
         self.state.in_span(|| {
             for e in &emitted {
                 tracing::info!(

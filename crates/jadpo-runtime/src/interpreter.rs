@@ -89,6 +89,7 @@ impl ConnectionHandle {
             // under `--time-scale`.
             timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
             trace: self.ctx.trace.clone(),
+            spans: self.ctx.spans.clone(),
         };
         let counts = matches!(self.ctx.kind, RunKind::Delivery { .. }) && !self.connections.is_double(connection);
         if counts {
@@ -451,6 +452,7 @@ mod tests {
             depth: 0,
             emits: Default::default(),
             trace: None,
+            spans: Default::default(),
         }
     }
 

@@ -29,6 +29,7 @@ pub mod provider;
 pub mod run;
 pub mod schedules;
 mod schema_gate;
+pub mod spans;
 mod state;
 mod tick;
 mod wake;

@@ -168,6 +168,7 @@ mod tests {
             event_public_id: format!("event-{id}"),
             event_depth: 0,
             event_trace: None,
+            released: false,
         }
     }
 

@@ -88,6 +88,8 @@ pub struct RunContext {
     /// The trace it belongs to: its event's, or its route request's. Its
     /// calls carry it on.
     pub trace: Option<jadpo_core::TraceContext>,
+    /// Where the spans of its calls go: its engine's.
+    pub spans: crate::spans::Spans,
 }
 
 impl RunContext {

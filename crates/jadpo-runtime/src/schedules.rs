@@ -65,6 +65,8 @@ async fn run_schedule<S: ScheduleStore, E: Executor>(
         .expect("a claimed schedule has a lease")
         .token;
     let emits = EmitLog::default();
+    let mut span = state.spans.schedule(&spec.name);
+    let trace = span.context();
     let ctx = RunContext {
         kind: RunKind::Schedule,
         subscriber: spec.name.clone(),
@@ -77,14 +79,15 @@ async fn run_schedule<S: ScheduleStore, E: Executor>(
         path: Default::default(),
         depth: 0,
         emits: emits.clone(),
-        trace: None,
+        trace: trace.clone(),
+        spans: state.spans.clone(),
     };
     let (end, _) = execute(&*state.executor, ctx, spec.timeout).await;
     // A schedule keeps no handled record, so its emits are written
     // after its success and before its outcome: a crash between the
     // two runs it again, emits included (docs/decisions.md).
     if matches!(end, AttemptEnd::Succeeded) {
-        let events = state.catalog.emits(emits.take(), 0, None).events;
+        let events = state.catalog.emits(emits.take(), 0, trace.as_ref()).events;
         if !events.is_empty() {
             match store.emit(&events, clock.now()).await {
                 Ok(_) => state.wake.notify_one(),
@@ -96,6 +99,11 @@ async fn run_schedule<S: ScheduleStore, E: Executor>(
         AttemptEnd::Succeeded => None,
         AttemptEnd::Failed(f) => Some(f.record()),
     };
+    if let Some(f) = &failure {
+        span.set("jadpo.failure.kind", f.kind.as_str());
+        span.failed(&f.code);
+    }
+    drop(span);
     let now = clock.now();
     let next = next_due(&spec.trigger, claim.due_at, now);
     match &failure {

@@ -44,6 +44,8 @@ pub(crate) struct EngineState<S, E> {
     /// it, and a run or an emit enters it for the lines `/metrics` counts,
     /// so a process working several stores can tell their events apart.
     pub span: std::sync::OnceLock<tracing::Span>,
+    /// Where the OpenTelemetry spans of emits, attempts and calls go.
+    pub spans: crate::spans::Spans,
     /// The loops' beats, for `/livez`.
     pub liveness: Arc<crate::liveness::Liveness>,
     /// Work this store refused, logged with its reason, rate-limited.

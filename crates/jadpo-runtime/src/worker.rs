@@ -304,6 +304,13 @@ fn accept<S: Store, E>(state: &EngineState<S, E>, report: ClaimReport, queue: &m
         }
     }
     state.minutes.add(tally);
+    for h in &report.held_in_trace {
+        // A moment, not a stretch: the hold's end is a release, which
+        // the delivery's next attempt shows.
+        let _ = state
+            .spans
+            .hold(&h.event_name, Some(&h.event_trace), h.delivery.0, &h.connection);
+    }
     state.breakers.merge(report.breakers.iter().cloned());
     for claimed in report.claimed {
         let own_limit = state.catalog.timeout(&claimed.delivery.subscriber);
@@ -360,6 +367,9 @@ async fn run_one<S: Store, E: Executor>(
     if let Some(connection) = state.breakers.holding(&claimed.connections, id, started_at) {
         // Boxed: a store's future is several KB, and kept inline it would
         // make every run's task that large, copied at each spawn.
+        let _hold = state
+            .spans
+            .hold(&claimed.event_name, claimed.event_trace.as_ref(), id.0, &connection);
         match Box::pin(state.store.hold_claimed(id, token, &connection, started_at)).await {
             Ok(()) => state.in_span(|| log::held(&claimed, &connection)),
             Err(e) => tracing::warn!(delivery = id.0, error = %e, "delivery.hold_failed"),
@@ -370,6 +380,26 @@ async fn run_one<S: Store, E: Executor>(
     let calls = CallLog::default();
     let emits = crate::run::EmitLog::default();
     let payload = serde_json::from_str(&claimed.payload).unwrap_or(serde_json::Value::Null);
+    let mut span = state.spans.attempt(&crate::spans::Attempt {
+        event: &claimed.event_name,
+        event_id: &claimed.event_public_id,
+        event_trace: claimed.event_trace.as_ref(),
+        subscriber: &claimed.delivery.subscriber,
+        worker: &state.config.name,
+        delivery: id.0,
+        attempt: claimed.delivery.attempts,
+        probe_for: &claimed.probe_for,
+        lease_expired: claimed
+            .delivery
+            .last_failure
+            .as_ref()
+            .is_some_and(|f| f.kind == jadpo_core::FailureKind::LeaseExpired),
+        held_for_ms: claimed.delivery.held_for.as_millis().try_into().unwrap_or(i64::MAX),
+        released: claimed.released,
+    });
+    // The run's calls and emits hang under its attempt; with spans off,
+    // under its event's emit.
+    let attempt_trace = span.context();
     let ctx = RunContext {
         kind: crate::run::RunKind::Delivery {
             id,
@@ -385,7 +415,8 @@ async fn run_one<S: Store, E: Executor>(
         path: Default::default(),
         depth: claimed.event_depth,
         emits: emits.clone(),
-        trace: claimed.event_trace.clone(),
+        trace: attempt_trace.clone().or_else(|| claimed.event_trace.clone()),
+        spans: state.spans.clone(),
     };
     // Only the very first attempt since the emit: a later one, or one after
     // an operator's retry (a new budget), would measure the backoff or the
@@ -407,11 +438,16 @@ async fn run_one<S: Store, E: Executor>(
         rate_limited: calls.rate_limits(),
     };
     let depth = claimed.event_depth + 1;
-    let built = || state.catalog.emits(emits.take(), depth, claimed.event_trace.as_ref());
+    let trace = attempt_trace.as_ref().or(claimed.event_trace.as_ref());
+    let built = || state.catalog.emits(emits.take(), depth, trace);
     // The finish carries the outcome, and the claim's row for its log line
     // and its lease's end.
     let finish = step::finish(&claimed, &state.catalog.routes, ran, built, &mut rand::rng());
     drop(claimed);
+    if span.is_recording() {
+        crate::spans::outcome(&mut span, &finish.outcome);
+    }
+    drop(span);
     let finish = Box::new(finish);
     state.pending.sent(&finish.calls);
     // Waits only while the completer is a full batch behind: a slow store

@@ -62,6 +62,7 @@ impl World {
             depth: 0,
             emits: Default::default(),
             trace: None,
+            spans: Default::default(),
         };
         self.executor.run(ctx).await
     }

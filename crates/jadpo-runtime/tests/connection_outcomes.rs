@@ -219,6 +219,7 @@ async fn signed_calls_verify_at_the_provider() {
     let req = CallRequest {
         message_id: "msg_2abc".into(),
         trace: Some(trace),
+        spans: Default::default(),
         ..post(json!({"payment_id": "p1", "amount_cents": 1200}))
     };
     let out = call(&connections, req).await;

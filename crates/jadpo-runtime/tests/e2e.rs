@@ -75,6 +75,21 @@ async fn world<S: ScheduleStore>(store: S, app_text: &str) -> World<S> {
     }
 }
 
+/// The world with its engine's spans kept in memory.
+fn traced<S: ScheduleStore>(w: World<S>) -> (World<S>, opentelemetry_sdk::trace::InMemorySpanExporter) {
+    use opentelemetry::trace::TracerProvider as _;
+    let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("test")));
+    let w = World {
+        engine: w.engine.spans(jadpo_runtime::spans::Spans::to(tracer)),
+        ..w
+    };
+    (w, exporter)
+}
+
 fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
     (0..n)
         .map(|i| jadpo_store::NewEvent {
@@ -108,7 +123,7 @@ async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
 }
 
 async fn the_outage_through_real_http<S: ScheduleStore>(store: S) {
-    let w = world(store, APP).await;
+    let (w, spans) = traced(world(store, APP).await);
     w.provider.set(Behaviour::Down);
     let running = w.engine.start();
     w.engine.emit(&paid(40)).await.unwrap();
@@ -198,6 +213,39 @@ async fn the_outage_through_real_http<S: ScheduleStore>(store: S) {
         assert!(d.attempts <= 3, "{d:?}");
     }
     running.stop().await;
+
+    // In each held delivery's trace (its emit's, one per event): the hold,
+    // then an attempt that shows the release with the time held.
+    use std::collections::BTreeSet;
+    let spans = spans.get_finished_spans().unwrap();
+    let trace_of = |s: &opentelemetry_sdk::trace::SpanData| s.span_context.trace_id().to_string();
+    let holds: BTreeSet<_> = spans.iter().filter(|s| s.name == "hold Paid").map(trace_of).collect();
+    let released: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "process Paid")
+        .filter_map(|s| s.events.iter().find(|e| e.name == "jadpo.released").map(|e| (s, e)))
+        .collect();
+    assert!(holds.len() >= 30, "most of the 40 were held: {}", holds.len());
+    assert_eq!(
+        holds,
+        released.iter().map(|(s, _)| trace_of(s)).collect::<BTreeSet<_>>(),
+        "every hold has its release in its trace, and only a hold"
+    );
+    for (attempt, event) in &released {
+        let held_for = event
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "jadpo.delivery.held_for_ms");
+        assert!(
+            held_for.is_some_and(|kv| matches!(kv.value, opentelemetry::Value::I64(ms) if ms > 0)),
+            "{attempt:?}"
+        );
+        let hold = spans
+            .iter()
+            .find(|s| s.name == "hold Paid" && trace_of(s) == trace_of(attempt))
+            .unwrap();
+        assert!(hold.end_time <= attempt.start_time, "the hold comes first");
+    }
 }
 
 async fn a_429_with_retry_after_is_not_retried_before_it<S: ScheduleStore>(store: S) {
@@ -652,6 +700,121 @@ async fn a_runs_calls_carry_its_events_trace_on<S: ScheduleStore>(store: S) {
     running.stop().await;
 }
 
+/// With spans on: the emit is a producer span in the caller's trace; each
+/// attempt a consumer span under it and linked to it, numbered, with its
+/// outcome; each send a client span under its attempt, whose id the
+/// provider sees in `traceparent`. No payload value in any attribute.
+async fn an_events_emit_attempts_and_calls_are_spans_of_its_trace<S: ScheduleStore>(store: S) {
+    use opentelemetry::trace::SpanKind;
+    let (w, exporter) = traced(world(store, APP).await);
+    w.provider.script([Behaviour::Down, Behaviour::Down, Behaviour::Up]);
+    let caller =
+        jadpo_core::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
+    let event = jadpo_store::NewEvent {
+        name: "Paid".into(),
+        payload: r#"{"id":"pay_SECRET7","amount":4242}"#.into(),
+        subscribers: vec!["record_payment".into()],
+        idempotency_key: None,
+        trace: Some(caller.clone()),
+    };
+    let running = w.engine.start();
+    let id = w.engine.emit(&[event]).await.unwrap()[0].deliveries[0];
+    // Time moves past each backoff only once the attempt before is written:
+    // moved sooner, it would end a claim's lease before its run started.
+    for written in 1..=2 {
+        eventually("the attempt written", || async {
+            w.store.attempts(id).await.unwrap().len() == written
+        })
+        .await;
+        w.clock.advance(Duration::from_secs(3600));
+    }
+    eventually("succeeded", || async {
+        w.store.delivery(id).await.unwrap().unwrap().state == DeliveryState::Succeeded
+    })
+    .await;
+    running.stop().await;
+    let spans = exporter.get_finished_spans().unwrap();
+    let attr = |s: &opentelemetry_sdk::trace::SpanData, key: &str| {
+        s.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    };
+    for s in &spans {
+        assert_eq!(
+            format!("{:032x}", s.span_context.trace_id()),
+            caller.trace_id(),
+            "{}",
+            s.name
+        );
+        for kv in &s.attributes {
+            let v = kv.value.to_string();
+            assert!(
+                !v.contains("SECRET7") && !v.contains("4242"),
+                "{}: {} = {v}",
+                s.name,
+                kv.key
+            );
+        }
+    }
+    let emit: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Producer).collect();
+    assert_eq!(emit.len(), 1, "{spans:#?}");
+    let emit = emit[0];
+    assert_eq!(emit.name, "send Paid");
+    assert_eq!(format!("{:016x}", emit.parent_span_id), caller.parent_id());
+    let mut attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Consumer).collect();
+    attempts.sort_by_key(|s| attr(s, "jadpo.attempt"));
+    let numbers: Vec<_> = attempts.iter().map(|s| attr(s, "jadpo.attempt").unwrap()).collect();
+    assert_eq!(numbers, ["1", "2", "3"]);
+    let outcomes: Vec<_> = attempts.iter().map(|s| attr(s, "jadpo.outcome").unwrap()).collect();
+    assert_eq!(outcomes, ["retry", "retry", "succeeded"]);
+    for a in &attempts {
+        assert_eq!(a.name, "process Paid");
+        assert_eq!(
+            a.parent_span_id,
+            emit.span_context.span_id(),
+            "every attempt under the emit"
+        );
+        assert_eq!(a.links.links.len(), 1);
+        assert_eq!(a.links.links[0].span_context.span_id(), emit.span_context.span_id());
+        assert_eq!(attr(a, "jadpo.delivery.id"), Some(id.0.to_string()));
+        assert_eq!(
+            attr(a, "messaging.consumer.group.name").as_deref(),
+            Some("record_payment")
+        );
+    }
+    assert_eq!(attr(attempts[0], "jadpo.failure.kind").as_deref(), Some("unavailable"));
+    assert!(attr(attempts[0], "error.type").is_some());
+    assert_eq!(attr(attempts[2], "error.type"), None);
+    let calls: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    assert_eq!(calls.len(), 3, "one per send");
+    let sent = w.provider.requests();
+    assert_eq!(sent.len(), 3);
+    for (call, (attempt, request)) in calls.iter().zip(attempts.iter().zip(&sent)) {
+        assert_eq!(
+            call.parent_span_id,
+            attempt.span_context.span_id(),
+            "each send under its attempt"
+        );
+        assert_eq!(call.name, "POST /payments/{id}");
+        assert_eq!(attr(call, "url.template").as_deref(), Some("/payments/{id}"));
+        assert_eq!(attr(call, "http.request.method").as_deref(), Some("POST"));
+        assert_eq!(attr(call, "server.address").as_deref(), Some("127.0.0.1"));
+        let seen = jadpo_core::TraceContext::parse(request.header("traceparent").unwrap(), None).unwrap();
+        assert_eq!(seen.trace_id(), caller.trace_id());
+        assert_eq!(
+            seen.parent_id(),
+            format!("{:016x}", call.span_context.span_id()),
+            "the provider sees the call span"
+        );
+    }
+    let statuses: Vec<_> = calls
+        .iter()
+        .map(|c| attr(c, "http.response.status_code").unwrap())
+        .collect();
+    assert_eq!(statuses, ["503", "503", "200"]);
+}
+
 fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
     let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
     let url = provider.url();
@@ -705,4 +868,5 @@ on_every_store!(
     an_emit_chain_deeper_than_the_limit_is_a_defect,
     a_schedules_emits_are_delivered,
     a_runs_calls_carry_its_events_trace_on,
+    an_events_emit_attempts_and_calls_are_spans_of_its_trace,
 );

@@ -135,6 +135,7 @@ pub fn claim(
     for c in candidates {
         let mut d = c.delivery;
         let id = d.id;
+        let released = d.released_since_run();
         let Some(route) = req.routes.get(&d.subscriber) else {
             give_up_unknown(&mut plan, d, breakers, req, &mut token);
             continue;
@@ -181,7 +182,19 @@ pub fn claim(
                     event_public_id: c.event_public_id,
                     event_depth: c.event_depth,
                     event_trace: c.event_trace,
+                    released,
                 });
+            }
+            ClaimDecision::Hold { connection } => {
+                if let Some(event_trace) = c.event_trace {
+                    plan.report.held_in_trace.push(crate::types::HeldInTrace {
+                        delivery: id,
+                        connection: connection.clone(),
+                        event_name: c.event_name,
+                        event_trace,
+                    });
+                }
+                not_run(&mut plan.report, breakers, id, ClaimDecision::Hold { connection });
             }
             other => not_run(&mut plan.report, breakers, id, other),
         }

@@ -103,6 +103,7 @@ mod tests {
             event_public_id: "p".into(),
             event_depth: 0,
             event_trace: None,
+            released: false,
         }
     }
 

@@ -161,6 +161,10 @@ pub struct Claimed {
     pub event_depth: u32,
     /// The trace its event was emitted in ([`NewEvent::trace`]).
     pub event_trace: Option<jadpo_core::TraceContext>,
+    /// Released from a hold since its last run
+    /// ([`jadpo_core::Delivery::released_since_run`], read before the
+    /// claim): its attempt's span shows the release.
+    pub released: bool,
 }
 
 impl Claimed {
@@ -209,6 +213,9 @@ pub struct ClaimReport {
     /// Held behind an open breaker on a connection they call, their attempt not
     /// spent.
     pub held: Vec<DeliveryId>,
+    /// Of those, the ones whose event is in a trace: what a span of the
+    /// hold needs.
+    pub held_in_trace: Vec<HeldInTrace>,
     /// Would have run, but a connection's limit had no room: due again at
     /// the time given, no attempt spent.
     pub waiting: Vec<(DeliveryId, Timestamp)>,
@@ -220,6 +227,19 @@ pub struct ClaimReport {
     /// and the breakers this process's own finishes wrote, newest version
     /// first, so it needs no read of its own.
     pub breakers: Vec<jadpo_core::Breaker>,
+}
+
+/// A delivery held at its claim, in its event's trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldInTrace {
+    /// The delivery held.
+    pub delivery: DeliveryId,
+    /// The connection whose breaker holds it.
+    pub connection: String,
+    /// Its event's name.
+    pub event_name: String,
+    /// The trace its event was emitted in.
+    pub event_trace: jadpo_core::TraceContext,
 }
 
 /// The end of an attempt, for the store to write down.

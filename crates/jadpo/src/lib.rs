@@ -35,6 +35,7 @@ mod health;
 mod options;
 mod route;
 pub use health::Unready;
+pub use jadpo_runtime::spans::Spans;
 pub use options::EmitOptions;
 pub use route::{RouteError, RouteOutcome};
 
@@ -180,6 +181,7 @@ pub struct Builder {
     tick: TickConfig,
     doubles: Vec<(String, Double)>,
     actions: Vec<(String, RustAction)>,
+    spans: Spans,
 }
 
 impl Default for Builder {
@@ -192,6 +194,7 @@ impl Default for Builder {
             tick: TickConfig::default(),
             doubles: Vec::new(),
             actions: Vec::new(),
+            spans: Spans::off(),
         }
     }
 }
@@ -294,6 +297,15 @@ impl Builder {
         self
     }
 
+    /// Records OpenTelemetry spans of every emit, attempt, provider call,
+    /// hold, schedule run and route request (docs/observability.md):
+    /// `Spans::global()` for the tracer provider your program installed,
+    /// `Spans::to(tracer)` for another. Off by default.
+    pub fn spans(mut self, spans: Spans) -> Self {
+        self.spans = spans;
+        self
+    }
+
     /// Replaces a connection with a fake or a recording (for your tests):
     /// its calls never reach a breaker.
     pub fn double(mut self, connection: &str, double: impl Into<Double>) -> Self {
@@ -343,6 +355,7 @@ impl Builder {
             time: self.time,
             worker: self.worker,
             tick: self.tick,
+            spans: self.spans,
             schedules: true,
         })
     }
@@ -358,6 +371,7 @@ pub struct Ready {
     time: Time,
     worker: WorkerConfig,
     tick: TickConfig,
+    spans: Spans,
     /// Whether this store's engine runs the app's schedules: one store of
     /// a process does, or each would run them once more.
     schedules: bool,
@@ -397,7 +411,8 @@ impl Ready {
             catalog,
             self.worker,
         )
-        .tick(self.tick);
+        .tick(self.tick)
+        .spans(self.spans);
         if let Some(route) = self.alert_route {
             engine = engine.route_alerts(route);
         }
@@ -472,14 +487,23 @@ impl<S: ScheduleStore> Jadpo<S> {
 
     /// Checks a payload against its event and returns what to write, for
     /// emitting inside your own transaction.
+    ///
+    /// The event joins the caller's trace: the current `tracing` span's
+    /// OpenTelemetry context (where `tracing-opentelemetry`'s layer is
+    /// installed), else OpenTelemetry's current context, else none
+    /// (docs/observability.md). [`Jadpo::emit_with`] names another.
     pub fn prepare(&self, event: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
-        emit::prepare(&self.app, event, payload)
+        let e = emit::prepare(&self.app, event, payload)?;
+        Ok(NewEvent {
+            trace: callers_trace(),
+            ..e
+        })
     }
 
     /// Checks and emits one event now, in its own transaction.
     pub async fn emit(&self, event: &str, payload: &serde_json::Value) -> Result<Emitted, EmitError> {
         let e = self.prepare(event, payload).map_err(EmitError::Event)?;
-        let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
+        let mut emitted = self.engine.emit_owned(vec![e]).await.map_err(EmitError::Store)?;
         Ok(emitted.remove(0))
     }
 
@@ -512,19 +536,28 @@ impl<S: ScheduleStore> Jadpo<S> {
         if let Some(key) = &options.idempotency_key {
             e.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(key).map_err(EmitError::Event)?);
         }
-        e.trace.clone_from(&options.trace);
-        let mut emitted = self.engine.emit(&[e]).await.map_err(EmitError::Store)?;
+        if let Some(trace) = &options.trace {
+            e.trace = Some(trace.clone());
+        }
+        let mut emitted = self.engine.emit_owned(vec![e]).await.map_err(EmitError::Store)?;
         Ok(emitted.remove(0))
     }
 
     /// Checks and emits many events in one transaction: all or none.
     pub async fn emit_many(&self, events: &[(&str, serde_json::Value)]) -> Result<Vec<Emitted>, EmitError> {
+        // One caller, one trace: looked up once for all of them.
+        let trace = callers_trace();
         let prepared = events
             .iter()
-            .map(|(name, payload)| self.prepare(name, payload))
+            .map(|(name, payload)| {
+                emit::prepare(&self.app, name, payload).map(|e| NewEvent {
+                    trace: trace.clone(),
+                    ..e
+                })
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(EmitError::Event)?;
-        self.engine.emit(&prepared).await.map_err(EmitError::Store)
+        self.engine.emit_owned(prepared).await.map_err(EmitError::Store)
     }
 
     /// Emits events already checked ([`Jadpo::prepare`]) in one
@@ -554,4 +587,11 @@ impl<S: ScheduleStore> Jadpo<S> {
         }
         Ok(retried)
     }
+}
+
+/// The trace the code calling an emit is in, if any.
+fn callers_trace() -> Option<jadpo_core::TraceContext> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    jadpo_runtime::spans::trace_of(&tracing::Span::current().context())
+        .or_else(|| jadpo_runtime::spans::trace_of(&opentelemetry::Context::current()))
 }

@@ -61,12 +61,9 @@ impl<S: ScheduleStore> Jadpo<S> {
         path: BTreeMap<String, String>,
         input: Value,
     ) -> Result<RouteOutcome, RouteError> {
-        self.run_route_with(
-            name,
-            path,
-            input,
-            |events| async move { self.engine.emit(&events).await },
-        )
+        self.run_route_with(name, path, input, |events| async move {
+            self.engine.emit_owned(events).await
+        })
         .await
     }
 
@@ -113,6 +110,14 @@ impl<S: ScheduleStore> Jadpo<S> {
             }
             None => Value::Null,
         };
+        // The request's span, in its caller's trace: the action's calls and
+        // emits hang under it.
+        let mut span = self.engine.span_recorder().route(
+            jadpo_runtime::connection::method_name(route.method),
+            &format!("/app{}", route.path),
+            trace.as_ref(),
+        );
+        let trace = span.context().or(trace);
         let emits = EmitLog::default();
         let ctx = RunContext {
             kind: RunKind::Route,
@@ -130,8 +135,10 @@ impl<S: ScheduleStore> Jadpo<S> {
             depth: 0,
             emits: emits.clone(),
             trace: trace.clone(),
+            spans: self.engine.span_recorder().clone(),
         };
         if let Err(failure) = self.engine.execute(ctx, route.timeout).await {
+            span.failed(&failure.code);
             return Ok(RouteOutcome::Failed(failure));
         }
         // Checked again as any emit is, for the subscribers to deliver to;

@@ -338,3 +338,40 @@ subscriber noter { on: OrderPlaced  run: note(event.order_id) }
     assert_eq!(noted.name, "Noted");
     assert_eq!(noted.trace, Some(trace));
 }
+
+/// With no trace given, an emit joins the caller's: the current `tracing`
+/// span's OpenTelemetry context through tracing-opentelemetry's layer.
+/// Outside any span, none.
+#[tokio::test]
+async fn an_emit_joins_the_current_tracing_spans_trace() {
+    use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let jadpo = jadpo::builder()
+        .app_source("app.jadpo", "event OrderPlaced { order_id: string }")
+        .unwrap()
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let subscriber =
+        tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("app")));
+    let _default = tracing::subscriber::set_default(subscriber);
+    let payload = serde_json::json!({"order_id": "o1"});
+
+    let outside = jadpo.emit("OrderPlaced", &payload).await.unwrap();
+    let event = jadpo.store().event(outside.event_id).await.unwrap().unwrap();
+    assert_eq!(event.trace, None, "no span, no trace");
+
+    let span = tracing::info_span!("checkout");
+    let (emitted, caller) = {
+        let _entered = span.enter();
+        let caller = tracing::Span::current().context().span().span_context().clone();
+        (jadpo.emit("OrderPlaced", &payload).await.unwrap(), caller)
+    };
+    let event = jadpo.store().event(emitted.event_id).await.unwrap().unwrap();
+    let kept = event.trace.expect("the span's trace");
+    assert_eq!(kept.trace_id(), format!("{:032x}", caller.trace_id()));
+    assert_eq!(kept.parent_id(), format!("{:016x}", caller.span_id()));
+}

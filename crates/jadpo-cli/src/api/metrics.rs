@@ -278,11 +278,33 @@ pub(crate) async fn render<S: Store>(
     let _ = writeln!(w, "jadpo_held {held}");
     oldest_due(w, &subscribers, &gauges.oldest_due, now);
     timings(w, &process.timings);
+    span_export(w);
 
     if INSTALLED.load(Ordering::Relaxed) {
         process_counters(&mut out, &counters_of(process.counted));
     }
     Ok(out)
+}
+
+/// The process's span export (`otel.rs`): zeros while it exports nothing.
+fn span_export(w: &mut String) {
+    let counters = [
+        (
+            "jadpo_trace_spans_exported_total",
+            "Spans this process's OTLP collector accepted.",
+            &crate::otel::EXPORTED,
+        ),
+        (
+            "jadpo_trace_spans_dropped_total",
+            "Spans this process dropped: its export queue was full, or an export failed or timed out.",
+            &crate::otel::DROPPED,
+        ),
+    ];
+    for (name, help, n) in counters {
+        let _ = writeln!(w, "# HELP {name} {help}");
+        let _ = writeln!(w, "# TYPE {name} counter");
+        let _ = writeln!(w, "{name} {}", n.load(Ordering::Relaxed));
+    }
 }
 
 /// Deliveries by state, and this process's claims on the store.

@@ -102,7 +102,11 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let finishes = Finishes::new(Instant::now());
     init_logs(finishes.clone());
     output::run_async(async move {
-        let s = settings::check(&args)?;
+        let mut s = settings::check(&args)?;
+        let export = crate::otel::Export::from_env()?;
+        if let Some(export) = &export {
+            s.spans = export.spans();
+        }
         tokio::spawn(async {
             if tokio::signal::ctrl_c().await.is_ok() {
                 INTERRUPTED.store(true, Ordering::Relaxed);
@@ -115,6 +119,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
             scratch.remove().await;
         }
         let mut report = measured?;
+        if let Some(export) = export {
+            export.stop().await;
+            report.spans = Some(crate::otel::counts());
+        }
         report.kept = s.keep;
         report.store_url = url;
         if s.json {
@@ -244,6 +252,7 @@ async fn build_engine<S: ScheduleStore>(
             concurrency: s.concurrency,
             ..WorkerConfig::default()
         })
+        .spans(s.spans.clone())
         .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
     let builder = if s.latency.is_some() {
         builder.app_source("bench.jadpo", &http_app(s.connection_rate))

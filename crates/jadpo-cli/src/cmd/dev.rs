@@ -64,11 +64,15 @@ pub(crate) fn run(args: Args) -> ExitCode {
         let env = |k: &str| std::env::var(k).ok();
         let stores = store_url::stores_of(&app, &args.store, Some(store_url::DEFAULT_URL), &env)?;
         let time = args.time_scale.map_or(Wanted::Store, Wanted::Scale);
+        let export = crate::otel::Export::from_env()?;
         let workers = process::Workers {
             mode: "dev",
             concurrency: args.workers,
             poll: args.poll,
             retention: process::retention(args.retention, args.retention_days),
+            spans: export
+                .as_ref()
+                .map_or_else(jadpo::Spans::off, crate::otel::Export::spans),
         };
         let ready = process::ready_each(&app, &stores, time, &workers)?;
         let store = store_url::describe(&stores);
@@ -100,6 +104,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             token,
             limits: args.edge.limits(),
             started: Box::new(started),
+            export,
         };
         process::run(p, &stores).await
     })

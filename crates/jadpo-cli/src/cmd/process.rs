@@ -28,6 +28,8 @@ pub(crate) struct Process {
     /// ...`) and the API listening on the address given (the port chosen
     /// for `--port 0`), so a start that fails logs nothing.
     pub started: Started,
+    /// The spans' export, flushed at the stop.
+    pub export: Option<crate::otel::Export>,
 }
 
 /// What [`Process::started`] runs, once.
@@ -120,7 +122,7 @@ fn parse_shutdown_duration(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// How `dev` and `serve` run their workers.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Workers {
     /// `dev` or `serve`: the lease owner's name begins with it.
     pub mode: &'static str,
@@ -128,6 +130,8 @@ pub(crate) struct Workers {
     pub poll: std::time::Duration,
     /// How long finished deliveries are kept; `None` keeps them.
     pub retention: Option<std::time::Duration>,
+    /// Where spans go: the OTLP export, when the environment asks for one.
+    pub spans: jadpo::Spans,
 }
 
 /// `--retention DURATION`: `30m`, `12h`, `7d` (minutes to ten years), or
@@ -179,6 +183,7 @@ pub(crate) fn ready(app: jadpo_lang::App, time: Wanted, w: Workers) -> Result<ja
             ..jadpo_runtime::WorkerConfig::default()
         })
         .tick(jadpo_runtime::TickConfig { retention: w.retention })
+        .spans(w.spans)
         .ready()
         .map_err(operator::start_error)
 }
@@ -192,7 +197,7 @@ pub(crate) fn ready_each(
 ) -> Result<Vec<(String, jadpo::Ready)>, CliError> {
     stores
         .iter()
-        .map(|s| Ok((s.name.clone(), ready(app.clone(), time, *w)?)))
+        .map(|s| Ok((s.name.clone(), ready(app.clone(), time, w.clone())?)))
         .collect()
 }
 
@@ -235,6 +240,7 @@ pub(crate) async fn open_all(
 }
 
 pub(crate) async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitCode, CliError> {
+    let export = p.export;
     let jadpos = open_all(p.ready, stores).await?;
     let listener = tokio::net::TcpListener::bind(p.addr)
         .await
@@ -268,6 +274,9 @@ pub(crate) async fn run(p: Process, stores: &[store_url::Named]) -> Result<ExitC
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "api.stopped_with_error"),
         Err(e) => tracing::warn!(error = %e, "api.panicked"),
+    }
+    if let Some(export) = export {
+        export.stop().await;
     }
     tracing::info!("process.stopped");
     Ok(ExitCode::SUCCESS)

@@ -87,11 +87,15 @@ pub(crate) fn run(args: Args) -> ExitCode {
                 "`jadpo serve` needs `--store URL` or $JADPO_STORE (postgres://USER@HOST/DATABASE for many processes)",
             ));
         }
+        let export = crate::otel::Export::from_env()?;
         let workers = process::Workers {
             mode: "serve",
             concurrency: args.workers,
             poll: args.poll,
             retention: process::retention(args.retention, args.retention_days),
+            spans: export
+                .as_ref()
+                .map_or_else(jadpo::Spans::off, crate::otel::Export::spans),
         };
         let ready = process::ready_each(&app, &stores, Wanted::Real, &workers)?;
         let store = store_url::describe(&stores);
@@ -113,6 +117,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             token: Some(token),
             limits: args.edge.limits(),
             started: Box::new(started),
+            export,
         };
         process::run(p, &stores).await
     })

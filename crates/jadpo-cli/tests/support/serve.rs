@@ -44,7 +44,17 @@ impl Serve {
     /// As [`Serve::start_logging`], with another `jadpo` binary (a previous
     /// version's).
     pub(crate) fn start_binary(bin: &Path, dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
-        let mut command = Command::new(bin);
+        Serve::start_with(Command::new(bin), dir, store, args, rust_log)
+    }
+
+    /// As [`Serve::start`], with these environment variables set.
+    pub(crate) fn start_env(dir: &Path, store: &str, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_jadpo"));
+        command.envs(env.iter().copied());
+        Serve::start_with(command, dir, store, args, None)
+    }
+
+    fn start_with(mut command: Command, dir: &Path, store: &str, args: &[&str], rust_log: Option<&str>) -> Serve {
         command.env_remove("RUST_LOG");
         if let Some(filter) = rust_log {
             command.env("RUST_LOG", filter);

@@ -4,6 +4,7 @@ use super::double::{Answer, Double, Received};
 use super::http::{self, Prepared};
 use super::wire::{method_name, parse_retry_after};
 use super::{CallOutcome, CallRequest, Connections, Endpoint, Response, Sent};
+use crate::spans;
 use jadpo_core::call::{classify, is_idempotent, CallEnd};
 use jadpo_core::{Backoff, CallVerdict, Failure, FailureKind};
 use rand::rngs::StdRng;
@@ -51,10 +52,33 @@ impl Connections {
             out.sends += 1;
             let now_s = (self.wall)();
             let (sent, real) = match endpoint {
-                Endpoint::Http(conn) => (
-                    http::send(&self.client, conn, &prepared, now_s, deadline, req.method).await,
-                    true,
-                ),
+                Endpoint::Http(conn) => {
+                    let url = prepared.url.as_ref();
+                    let mut span = req.spans.call(
+                        req.trace.as_ref(),
+                        &spans::Call {
+                            connection: &req.connection,
+                            method: method_name(req.method),
+                            template: &req.path_template,
+                            host: url.and_then(|u| u.host_str()),
+                            port: url.and_then(|u| u.port_or_known_default()),
+                            resend: out.sends - 1,
+                        },
+                    );
+                    let sent_as = span.context();
+                    let sent = http::send(
+                        &self.client,
+                        conn,
+                        &prepared,
+                        sent_as.as_ref(),
+                        now_s,
+                        deadline,
+                        req.method,
+                    )
+                    .await;
+                    record(&mut span, &sent);
+                    (sent, true)
+                }
                 Endpoint::Double { double, .. } => (answer_double(double, req), false),
             };
             let (result, verdict, status) = judge(sent, idempotent, now_s);
@@ -90,6 +114,26 @@ impl Connections {
             }
         }
     }
+}
+
+/// How a send ended, on its span: the status, and `error.type` for
+/// anything but a 1xx-3xx answer (a 4xx is the client's error here).
+fn record(span: &mut spans::Recording, sent: &Sent) {
+    let error = match sent {
+        Sent::Answered(r) => {
+            span.set("http.response.status_code", i64::from(r.status));
+            if r.status < 400 {
+                return;
+            }
+            r.status.to_string()
+        }
+        Sent::NeverLeft => "never_left".into(),
+        Sent::NoAnswer => "timeout".into(),
+        Sent::Lost => "connection_lost".into(),
+        Sent::CutByDeadline => "deadline_exceeded".into(),
+        Sent::Defect(f) => f.code.clone(),
+    };
+    span.failed(&error);
 }
 
 fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> {
@@ -260,6 +304,7 @@ mod tests {
             message_id: "msg_1_0".into(),
             timestamp_s: 0,
             trace: None,
+            spans: Default::default(),
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) async fn send(
     client: &reqwest::Client,
     conn: &HttpConnection,
     prepared: &Prepared,
+    sent_as: Option<&jadpo_core::TraceContext>,
     now_s: i64,
     deadline: Instant,
     method: jadpo_lang::Method,
@@ -68,10 +69,14 @@ pub(crate) async fn send(
         request = request.header("idempotency-key", key);
     }
     // Each send is a span of its own in the run's trace, so the provider's
-    // trace continues from it. Not signed: a receiver verifies the body,
-    // `webhook-id` and `webhook-timestamp` only (docs/observability.md).
-    if let Some(trace) = &prepared.trace {
-        let sent = trace.child(rand::random());
+    // trace continues from it: the client span's when spans are recorded,
+    // else an id drawn here that nothing records. Not signed: a receiver
+    // verifies the body, `webhook-id` and `webhook-timestamp` only
+    // (docs/observability.md).
+    let sent = sent_as
+        .cloned()
+        .or_else(|| prepared.trace.as_ref().map(|t| t.child(rand::random())));
+    if let Some(sent) = sent {
         request = request.header("traceparent", sent.traceparent());
         if let Some(state) = sent.tracestate() {
             request = request.header("tracestate", state);

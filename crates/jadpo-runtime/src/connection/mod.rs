@@ -57,6 +57,8 @@ pub struct CallRequest {
     /// The trace the run belongs to (its event's): each send carries it on
     /// as `traceparent` and `tracestate`, under a span id of its own.
     pub trace: Option<jadpo_core::TraceContext>,
+    /// Where each send's client span goes (its run's: off by default).
+    pub spans: crate::spans::Spans,
 }
 
 impl fmt::Debug for CallRequest {

@@ -50,6 +50,7 @@ pub(crate) fn request(method: Method, path: &str) -> CallRequest {
         message_id: "msg_1".into(),
         timestamp_s: NOW_S,
         trace: None,
+        spans: Default::default(),
     }
 }
 

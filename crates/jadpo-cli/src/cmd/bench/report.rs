@@ -39,6 +39,8 @@ pub(super) struct Report {
     pub intervals: Vec<super::soak::Interval>,
     /// `--retention`: finished deliveries older were pruned during the run.
     pub retention: Option<Duration>,
+    /// With spans exported: how many the collector took, how many dropped.
+    pub spans: Option<(u64, u64)>,
 }
 
 fn per_s(n: u64, d: Duration) -> f64 {
@@ -126,6 +128,8 @@ impl Report {
             "seen_finished": self.seen_finished,
             "duration_seconds": self.duration.map(|d| d.as_secs_f64()),
             "retention_seconds": self.retention.map(|d| d.as_secs_f64()),
+            "spans_exported": self.spans.map(|(exported, _)| exported),
+            "spans_dropped": self.spans.map(|(_, dropped)| dropped),
             "intervals": self.intervals.iter().map(super::soak::Interval::json).collect::<Vec<_>>(),
         })
     }

@@ -92,6 +92,9 @@ pub(super) struct Settings {
     pub retention: Option<Duration>,
     pub json: bool,
     pub keep: bool,
+    /// Where the engine's spans go: the OTLP export when the `OTEL_*`
+    /// variables ask for one, as `serve` does; off otherwise.
+    pub spans: jadpo::Spans,
 }
 
 fn usage(code: &'static str, message: String) -> CliError {
@@ -239,6 +242,7 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         retention,
         json: args.json,
         keep: args.keep,
+        spans: jadpo::Spans::off(),
     })
 }
 
