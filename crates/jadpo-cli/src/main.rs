@@ -50,6 +50,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Print a shell completion script.
     Completions(cmd::completions::Args),
+    /// Ask a running Jadpo's `/healthz` (a container's HEALTHCHECK): exit 0
+    /// when it answers 200.
+    Healthcheck(cmd::healthcheck::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),
+        Command::Healthcheck(args) => cmd::healthcheck::run(args),
     }
 }
 

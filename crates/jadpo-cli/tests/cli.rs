@@ -938,3 +938,30 @@ fn emit_with_a_traceparent_keeps_the_trace() {
     emit(&["--traceparent", traceparent, "--tracestate", "not a list"]).expect(1, Some("event.tracestate_invalid"));
     emit(&["--tracestate", "rojo=1"]).expect(2, None);
 }
+
+/// `jadpo healthcheck`: 0 for a 200, 1 `healthcheck.unhealthy` for another
+/// answer, 2 `healthcheck.unreachable` when nothing answers.
+#[test]
+fn healthcheck_says_healthy_unhealthy_or_unreachable_by_its_exit() {
+    use jadpo_runtime::provider::{Behaviour, TestProvider};
+    let f = Folder::empty();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let provider = rt.block_on(TestProvider::start());
+    let url = format!("{}/healthz", provider.url());
+    provider.set(Behaviour::Up);
+    let ok = f.run(&["healthcheck", "--url", &url]);
+    ok.expect(0, None);
+    assert!(ok.stdout().contains("200"), "{}", ok.stdout());
+    provider.set(Behaviour::Down);
+    f.run(&["healthcheck", "--url", &url])
+        .expect(1, Some("healthcheck.unhealthy"));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("http://{}/healthz", closed.local_addr().unwrap());
+    drop(closed);
+    f.run(&["healthcheck", "--url", &nobody])
+        .expect(2, Some("healthcheck.unreachable"));
+    for bad in ["", "..", "127.0.0.1:7420/healthz", "ftp://127.0.0.1/healthz", "http://"] {
+        f.run(&["healthcheck", "--url", bad])
+            .expect(2, Some("healthcheck.url_invalid"));
+    }
+}

@@ -9,6 +9,7 @@ pub(crate) mod deliveries;
 pub(crate) mod demo;
 pub(crate) mod dev;
 pub(crate) mod emit;
+pub(crate) mod healthcheck;
 pub(crate) mod migrate;
 pub(crate) mod process;
 pub(crate) mod retry;
