@@ -286,7 +286,7 @@ pub(crate) async fn render<S: Store>(
     Ok(out)
 }
 
-/// The process's span export (`otel.rs`): zeros while it exports nothing.
+/// The process's span export (`otel/`): zeros while it exports nothing.
 fn span_export(w: &mut String) {
     let counters = [
         (
