@@ -65,6 +65,7 @@ async fn fill<S: Store>(store: &S, n: usize) {
                 subscribers: vec!["charge".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         store.emit(&events, now).await.unwrap();

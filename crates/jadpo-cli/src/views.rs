@@ -35,6 +35,8 @@ pub(crate) struct DeliveryQuery {
     /// (known from the app), or held on it.
     pub connection: Option<String>,
     pub event: Option<EventId>,
+    /// Only the deliveries with this key (their subscriber's `key:`).
+    pub key: Option<String>,
     /// Only those older than this delivery: the next page.
     pub before: Option<DeliveryId>,
     /// At most [`MAX_LIMIT`].
@@ -42,7 +44,7 @@ pub(crate) struct DeliveryQuery {
 }
 
 /// The query of `GET /deliveries` and the console's lists: `state`,
-/// `subscriber`, `connection`, `event`, `before`, `limit`. `Err` is the
+/// `subscriber`, `connection`, `event`, `key`, `before`, `limit`. `Err` is the
 /// message of the `query.invalid` answer.
 pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, String> {
     let mut q = DeliveryQuery {
@@ -58,6 +60,7 @@ pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQ
             }
             "subscriber" => q.subscriber = Some(value.clone()),
             "connection" => q.connection = Some(value.clone()),
+            "key" => q.key = Some(value.clone()),
             "event" => {
                 q.event =
                     Some(EventId(value.parse().map_err(|_| {
@@ -76,7 +79,7 @@ pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQ
             }
             other => {
                 return Err(format!(
-                    "unknown parameter `{other}`; known: state, subscriber, connection, event, before, limit"
+                    "unknown parameter `{other}`; known: state, subscriber, connection, event, key, before, limit"
                 ))
             }
         }
@@ -136,6 +139,7 @@ async fn list_at_most<S: Store>(
         subscriber: q.subscriber.clone(),
         connection: None,
         event: q.event,
+        key: q.key.clone(),
         before: q.before,
         limit: Some(limit),
     };
@@ -205,6 +209,7 @@ pub(crate) fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
         "event_id": d.event_id.0,
         "event": event,
         "subscriber": d.subscriber,
+        "key": d.key.as_ref().map(|k| k.as_str()),
         "state": d.state.as_str(),
         "attempts": d.attempts,
         "last_failure_code": failure.map(|f| f.code.as_str()),

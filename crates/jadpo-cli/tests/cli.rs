@@ -674,6 +674,7 @@ fn a_bulk_retry_spreads_its_deliveries_over_the_window() {
                 subscribers: vec!["pinged".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         store.emit(&events, now).await.unwrap();
@@ -964,4 +965,43 @@ fn healthcheck_says_healthy_unhealthy_or_unreachable_by_its_exit() {
         f.run(&["healthcheck", "--url", bad])
             .expect(2, Some("healthcheck.url_invalid"));
     }
+}
+
+/// `deliveries --key` lists a keyed subscriber's deliveries of one key,
+/// newest first, and `show` prints the key; `emit` refuses a key that
+/// cannot be one with `event.key_invalid` and exit 1.
+#[test]
+fn deliveries_are_found_by_their_key() {
+    let f = Folder::empty();
+    f.write(
+        "app.jadpo",
+        &common::APP.replace(
+            "subscriber pinged { on: Ping  run: notify(event.id) }",
+            "subscriber pinged { on: Ping  run: notify(event.id)  key: event.id }",
+        ),
+    );
+    let url = f.store_url();
+    for id in ["c-42", "c-7", "c-42"] {
+        f.run(&["emit", "Ping", &format!(r#"{{"id": "{id}"}}"#), "--store", &url])
+            .expect(0, None);
+    }
+    let list = f
+        .run(&["deliveries", "--store", &url, "--key", "c-42", "--json"])
+        .json();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert!(list.iter().all(|d| d["key"] == "c-42" && d["subscriber"] == "pinged"));
+    assert!(list[0]["id"].as_i64() > list[1]["id"].as_i64(), "newest first");
+    let id = list[0]["id"].to_string();
+    let shown = f.run(&["deliveries", "show", &id, "--store", &url]);
+    assert!(
+        shown.expect(0, None).stdout().contains("  key           c-42\n"),
+        "{}",
+        shown.stdout()
+    );
+    f.run(&["deliveries", "show", &id, "--key", "c-42", "--store", &url])
+        .expect(2, Some("cli.usage"));
+    let run = f.run(&["emit", "Ping", r#"{"id": ""}"#, "--store", &url]);
+    run.expect(1, Some("event.key_invalid"));
+    assert!(run.stderr().contains("`event.id`"), "{}", run.stderr());
 }

@@ -38,7 +38,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ("jadpo demo [...]", SYNOPSIS),
     ("jadpo emit EVENT JSON [--json] [--store URL] [--app FILE]", SYNOPSIS),
     (
-        "jadpo deliveries [--state S] [--subscriber S] [--connection C] [--event ID] [--before ID] [--limit N] [--json]",
+        "jadpo deliveries [--state S] [--subscriber S] [--connection C] [--event ID] [--key K] [--before ID] [--limit N] [--json]",
         SYNOPSIS,
     ),
     ("jadpo deliveries show ID [--json]", SYNOPSIS),

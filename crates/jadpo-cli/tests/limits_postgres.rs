@@ -59,6 +59,7 @@ fn three_processes_keep_one_rate_and_one_concurrency_and_survive_a_kill() {
                 subscribers: vec!["charge".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         store.emit(&events, now).await.unwrap();

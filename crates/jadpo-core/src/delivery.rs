@@ -106,6 +106,9 @@ pub struct Delivery {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// Its subscriber's `key:` over its event, set at the emit and never
+    /// changed (`crate::key`).
+    pub key: Option<crate::key::Key>,
 }
 
 impl Delivery {
@@ -127,6 +130,7 @@ impl Delivery {
             created_at: now,
             updated_at: now,
             finished_at: None,
+            key: None,
         }
     }
 

@@ -471,6 +471,10 @@ pub struct Subscriber {
     pub budget: Budget,
     /// The run's time limit.
     pub timeout: Duration,
+    /// `key: event.FIELD`: the event's field whose value each delivery
+    /// keeps as its key, to be found by (`jadpo deliveries --key`); the
+    /// path of field names after `event`.
+    pub key: Option<Vec<String>>,
     pub span: Span,
 }
 

@@ -39,6 +39,7 @@ pub enum Code {
     SubscriberEventUnknown,
     SubscriberActionUnknown,
     SubscriberRetryInvalid,
+    SubscriberKeyInvalid,
     ScheduleActionUnknown,
     ScheduleRetryNotAllowed,
     ScheduleTriggerInvalid,
@@ -76,7 +77,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 44] = [
+    pub const ALL: [Code; 45] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -87,6 +88,7 @@ impl Code {
         Code::SubscriberEventUnknown,
         Code::SubscriberActionUnknown,
         Code::SubscriberRetryInvalid,
+        Code::SubscriberKeyInvalid,
         Code::ScheduleActionUnknown,
         Code::ScheduleRetryNotAllowed,
         Code::ScheduleTriggerInvalid,
@@ -135,6 +137,7 @@ impl Code {
             Code::SubscriberEventUnknown => "subscriber.event_unknown",
             Code::SubscriberActionUnknown => "subscriber.action_unknown",
             Code::SubscriberRetryInvalid => "subscriber.retry_invalid",
+            Code::SubscriberKeyInvalid => "subscriber.key_invalid",
             Code::ScheduleActionUnknown => "schedule.action_unknown",
             Code::ScheduleRetryNotAllowed => "schedule.retry_not_allowed",
             Code::ScheduleTriggerInvalid => "schedule.trigger_invalid",

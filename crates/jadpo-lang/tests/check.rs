@@ -319,3 +319,38 @@ action reconcile_all() uses payments
         Trigger::Every(Duration::from_secs(3600))
     );
 }
+
+/// `key:` keeps the path of fields after `event`: a string or int field,
+/// or a field inside an object field (its type checked at the emit).
+#[test]
+fn a_subscribers_key_is_the_path_of_an_event_field() {
+    let app = app("event Paid { customer: string  n: int  meta: object  rate: float }
+        action noop() uses c
+        connection c { base_url: \"https://c\" }
+        subscriber a { on: Paid  run: noop()  key: event.customer }
+        subscriber b { on: Paid  run: noop()  key: event.n }
+        subscriber c { on: Paid  run: noop()  key: event.meta.account.id }
+        subscriber d { on: Paid  run: noop() }");
+    let key = |name: &str| app.subscribers[name].key.clone();
+    assert_eq!(key("a"), Some(vec!["customer".to_string()]));
+    assert_eq!(key("b"), Some(vec!["n".to_string()]));
+    assert_eq!(key("c"), Some(vec!["meta".into(), "account".into(), "id".into()]));
+    assert_eq!(key("d"), None);
+    let bad = "event Paid { rate: float }\naction noop() uses c\nconnection c { base_url: \"https://c\" }\n";
+    assert_eq!(
+        codes(&format!(
+            "{bad}subscriber a {{ on: Paid  run: noop()  key: event.rate }}"
+        )),
+        [Code::SubscriberKeyInvalid]
+    );
+    assert_eq!(
+        codes(&format!("{bad}subscriber a {{ on: Paid  run: noop()  key: \"c-1\" }}")),
+        [Code::SubscriberKeyInvalid]
+    );
+    assert_eq!(
+        codes(&format!(
+            "{bad}subscriber a {{ on: Paid  run: noop()  key: event.who }}"
+        )),
+        [Code::EventFieldUnknown]
+    );
+}

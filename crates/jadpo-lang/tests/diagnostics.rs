@@ -73,6 +73,11 @@ const CASES: &[(Code, &str, &str)] = &[
         "subscriber s {\n    on: PaymentReceived\n    run: record_payment(event.payment_id)\n    retry: { attempts: \"20\"  within: 3  attempts: 5 }\n}\n",
     ),
     (
+        Code::SubscriberKeyInvalid,
+        "subscriber_key_invalid",
+        "event Rated { id: string  score: float }\nsubscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  key: payment_id }\nsubscriber t { on: Rated  run: reconcile_all(event.id)  key: event.score }\nsubscriber u { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.customer }\n",
+    ),
+    (
         Code::ScheduleActionUnknown,
         "schedule_action_unknown",
         "schedule nightly { every: 1d  run: reconcile() }\n",

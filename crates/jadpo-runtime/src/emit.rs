@@ -4,8 +4,10 @@
 //! here, so a malformed event is refused the same way everywhere: with a
 //! stable code and the field at fault, before anything is written.
 
+use jadpo_core::key::{Key, KeyError, KeyValue};
 use jadpo_lang::{App, Type};
 use jadpo_store::NewEvent;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The largest payload accepted, in bytes of JSON.
@@ -13,7 +15,8 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventError {
-    /// `event.unknown`, `event.invalid` or `event.too_large`.
+    /// `event.unknown`, `event.invalid`, `event.too_large` or
+    /// `event.key_invalid`.
     pub code: &'static str,
     /// The field at fault, if one is.
     pub field: Option<String>,
@@ -34,6 +37,50 @@ fn invalid(field: &str, message: String) -> EventError {
         field: Some(field.to_owned()),
         message,
     }
+}
+
+/// The key a subscriber's `key:` (`path`, the fields after `event`)
+/// names in `payload`: a string, or an int as its decimal text.
+pub fn delivery_key(path: &[String], payload: &serde_json::Value) -> Result<Key, KeyError> {
+    let mut value = payload;
+    for field in path {
+        match value.get(field) {
+            Some(v) => value = v,
+            None => return Err(KeyError::Missing),
+        }
+    }
+    Key::new(match value {
+        serde_json::Value::String(s) => KeyValue::Str(s),
+        serde_json::Value::Number(n) if n.is_i64() => KeyValue::Int(n.as_i64().unwrap_or_default()),
+        serde_json::Value::Null => KeyValue::Missing,
+        other => KeyValue::Other(type_of(other)),
+    })
+}
+
+/// Each keyed subscriber's key for this event, or the first that cannot
+/// be one, as `event.key_invalid` naming the subscriber and the field.
+fn keys<'a>(
+    subscribers: impl Iterator<Item = &'a jadpo_lang::Subscriber>,
+    payload: &serde_json::Value,
+) -> Result<BTreeMap<String, Key>, EventError> {
+    let mut keys = BTreeMap::new();
+    for s in subscribers {
+        let Some(path) = &s.key else { continue };
+        match delivery_key(path, payload) {
+            Ok(k) => {
+                keys.insert(s.name.clone(), k);
+            }
+            Err(e) => {
+                let field = path.join(".");
+                return Err(EventError {
+                    code: "event.key_invalid",
+                    message: format!("subscriber `{}` keys its deliveries on `event.{field}`: {e}", s.name),
+                    field: Some(field),
+                });
+            }
+        }
+    }
+    Ok(keys)
 }
 
 fn type_of(v: &serde_json::Value) -> &'static str {
@@ -156,6 +203,7 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
         subscribers: app.subscribers_of(name).map(|s| s.name.clone()).collect(),
         idempotency_key: None,
         trace: None,
+        keys: keys(app.subscribers_of(name), payload)?,
     })
 }
 
@@ -191,6 +239,68 @@ mod tests {
             .unwrap()
             .subscribers
             .is_empty());
+    }
+
+    /// A keyed subscriber's delivery gets its key from the event: a string
+    /// as it is, an int as its decimal text, a field inside an object too;
+    /// a value that cannot be a key refuses the emit, naming the field and
+    /// the subscriber, never the value.
+    #[test]
+    fn a_keyed_subscribers_delivery_gets_its_key_from_the_event() {
+        let src = r#"
+            event Paid { id: string  cents: int  meta: object }
+            action noop() uses c
+            connection c { base_url: "http://localhost" }
+            subscriber by_id { on: Paid  run: noop()  key: event.id }
+            subscriber by_cents { on: Paid  run: noop()  key: event.cents }
+            subscriber by_account { on: Paid  run: noop()  key: event.meta.account }
+            subscriber plain { on: Paid  run: noop() }
+        "#;
+        let app = jadpo_lang::check("app.jadpo", src).app.unwrap();
+        let e = prepare(
+            &app,
+            "Paid",
+            &json!({"id": "c-42", "cents": 100, "meta": {"account": 7}}),
+        )
+        .unwrap();
+        let keys: Vec<(&str, &str)> = e.keys.iter().map(|(s, k)| (s.as_str(), k.as_str())).collect();
+        assert_eq!(keys, [("by_account", "7"), ("by_cents", "100"), ("by_id", "c-42")]);
+        for (payload, field, why) in [
+            (json!({"id": "", "cents": 1, "meta": {"account": "a"}}), "id", "empty"),
+            (
+                json!({"id": "x".repeat(257), "cents": 1, "meta": {"account": "a"}}),
+                "id",
+                "257 bytes",
+            ),
+            (json!({"id": "c", "cents": 1, "meta": {}}), "meta.account", "missing"),
+            (
+                json!({"id": "c", "cents": 1, "meta": {"account": null}}),
+                "meta.account",
+                "missing",
+            ),
+            (
+                json!({"id": "c", "cents": 1, "meta": {"account": 1.5}}),
+                "meta.account",
+                "not float",
+            ),
+            (
+                json!({"id": "c", "cents": 1, "meta": {"account": {"n": "secret"}}}),
+                "meta.account",
+                "not object",
+            ),
+        ] {
+            let err = prepare(&app, "Paid", &payload).unwrap_err();
+            assert_eq!(
+                (err.code, err.field.as_deref()),
+                ("event.key_invalid", Some(field)),
+                "{err}"
+            );
+            assert!(
+                err.message.contains(why) && err.message.contains("subscriber `by_"),
+                "{err}"
+            );
+            assert!(!err.message.contains("secret"), "no value in the message: {err}");
+        }
     }
 
     #[test]

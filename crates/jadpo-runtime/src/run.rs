@@ -208,6 +208,8 @@ pub struct Catalog {
     timeouts: BTreeMap<String, Duration>,
     /// Each event's subscribers, for the events actions emit.
     subscribers: BTreeMap<String, Vec<String>>,
+    /// Each keyed subscriber's `key:`, the fields after `event`.
+    key_paths: BTreeMap<String, Vec<String>>,
     pub schedules: Vec<ScheduleSpec>,
     /// Every connection a subscriber may call or the app declares: the
     /// labels of the per-connection histograms, made once.
@@ -241,6 +243,9 @@ impl Catalog {
             c.subscribers.insert(e.clone(), subscribers);
         }
         for s in app.subscribers.values() {
+            if let Some(path) = &s.key {
+                c.key_paths.insert(s.name.clone(), path.clone());
+            }
             // An action's or a capability's: the capabilities' fillers
             // included, so the breaker of any of them holds the delivery.
             let connections = app
@@ -272,6 +277,36 @@ impl Catalog {
         c
     }
 
+    /// The keys of an event an action emitted. The run has succeeded and
+    /// its emits are written with its end, so a value that cannot be a key
+    /// (the app file checked its type; an empty or over-long string is
+    /// left) leaves that delivery without one, logged, rather than losing
+    /// the run's work.
+    fn keys(
+        &self,
+        event: &str,
+        subscribers: &[String],
+        payload: &serde_json::Value,
+    ) -> BTreeMap<String, jadpo_core::key::Key> {
+        let mut keys = BTreeMap::new();
+        for s in subscribers {
+            let Some(path) = self.key_paths.get(s) else { continue };
+            match crate::emit::delivery_key(path, payload) {
+                Ok(k) => {
+                    keys.insert(s.clone(), k);
+                }
+                Err(e) => tracing::warn!(
+                    event,
+                    subscriber = %s,
+                    field = %path.join("."),
+                    reason = %e,
+                    "emit.key_invalid"
+                ),
+            }
+        }
+        keys
+    }
+
     /// A successful run's emitted events, each with one delivery per
     /// subscriber of it, at `depth`, in the trace of the event whose
     /// delivery emitted them.
@@ -285,12 +320,17 @@ impl Catalog {
             depth,
             events: events
                 .into_iter()
-                .map(|(name, payload)| jadpo_store::NewEvent {
-                    subscribers: self.subscribers.get(&name).cloned().unwrap_or_default(),
-                    name,
-                    payload: payload.to_string(),
-                    idempotency_key: None,
-                    trace: trace.cloned(),
+                .map(|(name, payload)| {
+                    let subscribers = self.subscribers.get(&name).cloned().unwrap_or_default();
+                    let keys = self.keys(&name, &subscribers, &payload);
+                    jadpo_store::NewEvent {
+                        subscribers,
+                        payload: payload.to_string(),
+                        name,
+                        idempotency_key: None,
+                        trace: trace.cloned(),
+                        keys,
+                    }
                 })
                 .collect(),
         }
@@ -335,6 +375,39 @@ pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: D
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An action's emit gets its keyed subscribers' keys; a value that
+    /// cannot be a key leaves that delivery without one (the run already
+    /// succeeded), never the emit lost.
+    #[test]
+    fn a_runs_emits_carry_their_keys() {
+        let src = r#"
+            event Paid { id: string }
+            action noop() uses c
+            connection c { base_url: "http://localhost" }
+            subscriber keyed { on: Paid  run: noop()  key: event.id }
+            subscriber plain { on: Paid  run: noop() }
+        "#;
+        let catalog = Catalog::from_app(&jadpo_lang::check("app.jadpo", src).app.unwrap());
+        let emits = catalog.emits(
+            vec![
+                ("Paid".into(), serde_json::json!({"id": "c-42"})),
+                ("Paid".into(), serde_json::json!({"id": ""})),
+            ],
+            1,
+            None,
+        );
+        let keys = |i: usize| -> Vec<(String, String)> {
+            emits.events[i]
+                .keys
+                .iter()
+                .map(|(s, k)| (s.clone(), k.as_str().to_owned()))
+                .collect()
+        };
+        assert_eq!(keys(0), [("keyed".to_string(), "c-42".to_string())]);
+        assert!(keys(1).is_empty());
+        assert_eq!(emits.events[1].subscribers, ["keyed", "plain"]);
+    }
 
     #[test]
     fn the_last_call_per_connection_counts_and_fakes_never() {

@@ -98,6 +98,7 @@ fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
             subscribers: vec!["record_payment".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect()
 }
@@ -278,6 +279,7 @@ async fn a_429_with_retry_after_is_not_retried_before_it<S: ScheduleStore>(store
         subscribers: vec!["noter".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     let other = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
     eventually("another delivery ran", || async {
@@ -358,6 +360,7 @@ async fn a_probe_whose_run_no_longer_calls_the_provider_gives_it_back<S: Schedul
         subscribers: vec!["skipper".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     let skip_id = w.engine.emit(&[ping]).await.unwrap()[0].deliveries[0];
     eventually("skip held", || async {
@@ -599,6 +602,7 @@ async fn an_emit_chain_deeper_than_the_limit_is_a_defect<S: ScheduleStore>(store
             subscribers: vec!["looper".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         }])
         .await
         .unwrap();
@@ -716,6 +720,7 @@ async fn an_events_emit_attempts_and_calls_are_spans_of_its_trace<S: ScheduleSto
         subscribers: vec!["record_payment".into()],
         idempotency_key: None,
         trace: Some(caller.clone()),
+        keys: Default::default(),
     };
     let running = w.engine.start();
     let id = w.engine.emit(&[event]).await.unwrap()[0].deliveries[0];

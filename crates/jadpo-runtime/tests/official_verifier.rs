@@ -319,6 +319,7 @@ subscriber second { on: Paid  run: record(event.id) }
             subscribers: vec!["first".into(), "second".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         }])
         .await
         .unwrap();

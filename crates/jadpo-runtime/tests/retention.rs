@@ -47,6 +47,7 @@ async fn a_backlog_is_pruned_within_a_few_ticks<S: ScheduleStore>(store: S) {
                 subscribers: vec!["sub".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         engine.emit(&events).await.unwrap();

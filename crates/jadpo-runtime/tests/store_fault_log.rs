@@ -47,6 +47,7 @@ async fn refused_emits_log_the_stores_reason_once_per_interval() {
         subscribers: vec!["sub".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     for _ in 0..50 {
         let e = engine.emit(std::slice::from_ref(&event)).await.unwrap_err();

@@ -67,6 +67,7 @@ async fn the_worker_reconnects_and_keeps_going_when_the_store_returns() {
             subscribers: vec!["sub".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     direct.emit(&events, T0).await.unwrap();

@@ -100,6 +100,7 @@ async fn retry_starts_at_its_due_time<S: ScheduleStore>(store: S) {
             subscribers: vec!["sub".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         }])
         .await
         .unwrap();

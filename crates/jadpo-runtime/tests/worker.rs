@@ -52,6 +52,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             subscribers: vec!["sub".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect()
 }
@@ -85,6 +86,7 @@ fn probe() -> Vec<NewEvent> {
         subscribers: vec!["sub".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     }]
 }
 

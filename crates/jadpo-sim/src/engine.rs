@@ -275,6 +275,7 @@ impl Sim {
                 subscribers: subscribers.clone(),
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         for e in self

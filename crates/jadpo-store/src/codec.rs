@@ -114,6 +114,7 @@ pub(crate) struct DeliveryRow {
     pub finished_at: Option<i64>,
     pub waiting_on: Option<String>,
     pub waiting_for: Option<String>,
+    pub delivery_key: Option<String>,
 }
 
 impl DeliveryRow {
@@ -163,6 +164,7 @@ impl DeliveryRow {
             created_at: Timestamp::from_millis(self.created_at),
             updated_at: Timestamp::from_millis(self.updated_at),
             finished_at: self.finished_at.map(Timestamp::from_millis),
+            key: self.delivery_key.map(jadpo_core::key::Key::stored),
         };
         Ok((d, self.lease_token))
     }
@@ -192,6 +194,7 @@ impl DeliveryRow {
             finished_at: d.finished_at.map(at_ms),
             waiting_on: d.waiting.as_ref().map(|w| w.connection.clone()),
             waiting_for: d.waiting.as_ref().map(|w| w.reason.as_str().to_owned()),
+            delivery_key: d.key.as_ref().map(|k| k.as_str().to_owned()),
         }
     }
 }
@@ -272,6 +275,7 @@ mod tests {
         });
         d.last_failure = Some(FailureRecord::new("http.503", FailureKind::Unavailable));
         d.updated_at = t(5);
+        d.key = Some(jadpo_core::key::Key::stored("c-42".into()));
         d
     }
 

@@ -29,6 +29,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         created_at,
         updated_at: _,
         finished_at: _,
+        key,
     } = a;
     *id == b.id
         && *event_id == b.event_id
@@ -40,6 +41,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         && *held == b.held
         && *waiting == b.waiting
         && *created_at == b.created_at
+        && *key == b.key
 }
 
 /// `after` is `before` made `running` under a new lease, nothing else.

@@ -95,6 +95,9 @@ pub struct NewEvent {
     /// The trace it was emitted in, kept with it so that each attempt, in
     /// whichever process and however late, joins that trace.
     pub trace: Option<jadpo_core::TraceContext>,
+    /// The key of each keyed subscriber's delivery, by subscriber: its
+    /// `key:` over this event. A subscriber not named has none.
+    pub keys: std::collections::BTreeMap<String, jadpo_core::key::Key>,
 }
 
 /// The longest idempotency key, in bytes.
@@ -455,6 +458,8 @@ pub struct DeliveryFilter {
     pub connection: Option<String>,
     /// Only the deliveries of this event.
     pub event: Option<EventId>,
+    /// Only the deliveries with this key (their subscriber's `key:`).
+    pub key: Option<String>,
     /// Only deliveries older than this one (smaller ids): the next page of
     /// a listing, newest first.
     pub before: Option<DeliveryId>,
@@ -470,6 +475,10 @@ impl DeliveryFilter {
             && self.before.is_none_or(|b| d.id < b)
             && self.subscriber.as_deref().is_none_or(|s| d.subscriber == s)
             && self.event.is_none_or(|e| d.event_id == e)
+            && self
+                .key
+                .as_deref()
+                .is_none_or(|k| d.key.as_ref().is_some_and(|dk| dk.as_str() == k))
             && self
                 .connection
                 .as_deref()

@@ -26,6 +26,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
             subscribers: vec!["pay".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     s.emit(&events, at(0)).unwrap();

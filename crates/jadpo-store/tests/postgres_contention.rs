@@ -35,6 +35,7 @@ async fn thirty_two_claimers_on_four_pools_claim_each_delivery_exactly_once() {
             subscribers: vec!["noop".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     let emitted: HashSet<DeliveryId> = stores[0]

@@ -17,6 +17,7 @@ fn event(n: u32) -> NewEvent {
         subscribers: vec!["log".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     }
 }
 

@@ -56,6 +56,7 @@ fn events(n: usize) -> Vec<NewEvent> {
             subscribers: vec!["log".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect()
 }

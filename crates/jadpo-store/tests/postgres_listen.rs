@@ -84,6 +84,7 @@ fn events(n: usize, subscribers: &[&str]) -> Vec<NewEvent> {
             subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect()
 }

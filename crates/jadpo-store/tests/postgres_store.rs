@@ -269,6 +269,7 @@ async fn emit_in_the_callers_transaction_exists_only_if_it_commits() {
                 subscribers: vec!["log".into(), "pay".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect()
     };
@@ -317,6 +318,7 @@ async fn a_large_emit_keeps_emit_order_across_statements() {
             subscribers: vec!["log".into(), "log2".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -566,6 +568,7 @@ async fn two_processes_pruning_one_events_deliveries_leave_no_event_behind() {
         subscribers: vec!["log".into(), "pay".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     let emitted = store.emit(&[two], at(0)).await.unwrap().remove(0);
     let r = claim(&store, "w", 0, 2).await;
@@ -656,6 +659,7 @@ async fn four_processes_pruning_at_once_delete_each_delivery_once() {
             subscribers: vec!["log".into(), "pay".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     stores[0].emit(&events, at(0)).await.unwrap();
@@ -1050,6 +1054,7 @@ async fn two_processes_racing_one_idempotency_key_make_one_event() {
             subscribers: vec!["log".into()],
             idempotency_key: Some(key.clone()),
             trace: None,
+            keys: Default::default(),
         };
         let barrier = Arc::new(Barrier::new(2));
         let (x, y) = tokio::join!(
@@ -1135,6 +1140,7 @@ async fn emit_in_racing_on_one_key_returns_the_winners_event() {
             subscribers: vec!["log".into()],
             idempotency_key: Some("order-1".into()),
             trace: None,
+            keys: Default::default(),
         }]
     };
     let mut first = store.connection().await.unwrap();

@@ -191,6 +191,7 @@ async fn the_listener_connects_through_tls_and_hears_an_emit() {
         subscribers: vec!["log".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     emitting
         .emit(&[event], jadpo_core::Timestamp::from_millis(1_000))

@@ -67,6 +67,7 @@ async fn thirty_two_claimers_claim_each_delivery_exactly_once() {
             subscribers: vec!["quiet".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     let emitted = seed.emit(&events, at(0)).await.unwrap();
@@ -188,6 +189,7 @@ async fn a_late_worker_racing_the_new_owner_is_refused() {
                     subscribers: vec!["log".into()],
                     idempotency_key: None,
                     trace: None,
+                    keys: Default::default(),
                 }],
                 at(t),
             )
@@ -237,6 +239,7 @@ async fn two_processes_share_one_breaker() {
             subscribers: vec!["pay".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     stores[0].emit(&events, at(0)).await.unwrap();

@@ -41,6 +41,7 @@ fn event(subscriber: &str) -> NewEvent {
         subscribers: vec![subscriber.into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     }
 }
 
@@ -325,6 +326,7 @@ async fn emit_writes_a_batch_in_one_transaction() {
             subscribers: vec!["log".into(), "pay".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     let emitted = store.emit(&events, at(0)).await.unwrap();
@@ -509,6 +511,8 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          ALTER TABLE jadpo_events DROP COLUMN depth;
          ALTER TABLE jadpo_events DROP COLUMN traceparent;
          ALTER TABLE jadpo_events DROP COLUMN tracestate;
+         DROP INDEX jadpo_deliveries_key;
+         ALTER TABLE jadpo_deliveries DROP COLUMN delivery_key;
          DROP TABLE jadpo_clock;
          DROP TABLE jadpo_console_sessions;
          CREATE TABLE jadpo_handled (subscriber TEXT NOT NULL, event_id BIGINT NOT NULL,

@@ -78,6 +78,7 @@ impl Served {
                 subscribers: vec![subscriber.into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         self.store.emit(&events, now).await.unwrap();

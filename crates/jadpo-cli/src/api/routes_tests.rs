@@ -381,6 +381,7 @@ impl Server {
             subscribers: vec!["ledger".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         };
         self.store.emit(&vec![event; 5], now).await.unwrap();
         for c in self.claim(5).await {

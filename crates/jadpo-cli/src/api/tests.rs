@@ -56,16 +56,16 @@ impl Server {
 
     /// As `start`, saying whether the server is bound to loopback only.
     pub(crate) async fn start_on(token: Option<&str>, loopback: bool) -> Server {
-        Server::start_with(token, loopback, None).await
+        Server::start_with(APP, token, loopback, None).await
     }
 
     /// As `start`, on a store that keeps a scaled clock at `scale`, as
     /// after a `jadpo dev --time-scale` on it.
     pub(crate) async fn start_scaled(token: Option<&str>, scale: u32) -> Server {
-        Server::start_with(token, true, Some(scale)).await
+        Server::start_with(APP, token, true, Some(scale)).await
     }
 
-    async fn start_with(token: Option<&str>, loopback: bool, scale: Option<u32>) -> Server {
+    async fn start_with(app: &str, token: Option<&str>, loopback: bool, scale: Option<u32>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
         let store = SqliteStore::open(&url).await.unwrap();
@@ -76,7 +76,7 @@ impl Server {
                 .await
                 .unwrap();
         }
-        let app = jadpo::check_app("app.jadpo", APP).unwrap();
+        let app = jadpo::check_app("app.jadpo", app).unwrap();
         let jadpo = crate::operator::jadpo(app, store.clone()).await.unwrap();
         Server::serve(jadpo, store, dir, token, loopback).await
     }
@@ -145,6 +145,7 @@ impl Server {
                     subscribers: vec!["audit".into()],
                     idempotency_key: None,
                     trace: None,
+                    keys: Default::default(),
                 }],
                 now,
             )
@@ -367,6 +368,38 @@ async fn without_a_token_everything_is_open() {
     let s = Server::start(None).await;
     let (status, _) = s.get("/breakers").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// A keyed subscriber's deliveries carry their key and are found by it;
+/// an emit whose key cannot be one is refused, naming the field.
+#[tokio::test]
+async fn deliveries_are_found_by_their_key() {
+    let app = APP.replace(
+        "run: notify(event.payment_id) }",
+        "run: notify(event.payment_id)  key: event.payment_id }",
+    );
+    let s = Server::start_with(&app, None, true, None).await;
+    for id in ["p-1", "p-2", "p-1"] {
+        let body = format!(r#"{{"payment_id": "{id}", "amount_cents": 5}}"#);
+        assert_eq!(s.post("/events/PaymentReceived", &body).await.0, StatusCode::ACCEPTED);
+    }
+    let (status, list) = s.get("/deliveries?key=p-1").await;
+    assert_eq!(status, StatusCode::OK);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2, "audit's two deliveries of p-1: {list:?}");
+    assert!(list.iter().all(|d| d["key"] == "p-1" && d["subscriber"] == "audit"));
+    assert!(list[0]["id"].as_i64() > list[1]["id"].as_i64(), "newest first");
+    let record = s.get("/deliveries?subscriber=record&limit=1").await.1;
+    assert_eq!(record[0]["key"], Value::Null, "an unkeyed subscriber's has none");
+    let (status, one) = s.get(&format!("/deliveries/{}", list[0]["id"])).await;
+    assert_eq!((status, &one["key"]), (StatusCode::OK, &json!("p-1")));
+    let (status, body) = s
+        .post("/events/PaymentReceived", r#"{"payment_id": "", "amount_cents": 5}"#)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&body), "event.key_invalid");
+    assert_eq!(body["error"]["field"], "payment_id");
+    assert_eq!(s.get("/deliveries?key=").await.1, json!([]));
 }
 
 #[tokio::test]
@@ -649,6 +682,7 @@ subscriber s { on: E  run: a(event.id) }
             subscribers: vec!["s".into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     store.emit(&events, now).await.unwrap();

@@ -61,6 +61,10 @@ pub(crate) struct ListArgs {
     /// Only the deliveries of this event.
     #[arg(long, value_name = "ID", global = true)]
     pub event: Option<i64>,
+    /// Only the deliveries with this key: their subscriber's `key:` over
+    /// their event, such as a customer's id.
+    #[arg(long, value_name = "KEY", global = true)]
+    pub key: Option<String>,
     /// Only deliveries older than this one: the next page after a listing
     /// whose last delivery was ID.
     #[arg(long, value_name = "ID", global = true)]
@@ -104,12 +108,13 @@ pub(crate) fn run(args: Args) -> ExitCode {
         || l.subscriber.is_some()
         || l.connection.is_some()
         || l.event.is_some()
+        || l.key.is_some()
         || l.before.is_some()
         || l.limit.is_some();
     if args.show.is_some() && filtered {
         return CliError::environment(
             "cli.usage",
-            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --before, --limit)",
+            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --key, --before, --limit)",
         )
         .report();
     }
@@ -136,6 +141,7 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
         subscriber: args.subscriber.clone(),
         connection: args.connection.clone(),
         event: args.event.map(EventId),
+        key: args.key.clone(),
         before: args.before.map(jadpo_core::DeliveryId),
         limit,
     };
@@ -255,6 +261,9 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
         format!("{} (event {})", event.as_deref().unwrap_or("?"), d.event_id),
     );
     field("subscriber", d.subscriber.clone());
+    if let Some(key) = &d.key {
+        field("key", key.to_string());
+    }
     field("state", d.state.to_string());
     field("attempts", d.attempts.to_string());
     field("last failure", failure_text(&d));

@@ -199,6 +199,7 @@ async fn emit_one<S: Store>(
                 subscribers: vec![subscriber.into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             }],
             now,
         )

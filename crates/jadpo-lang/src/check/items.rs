@@ -1,6 +1,6 @@
 //! `event`, `subscriber` and `schedule` blocks, and action parameters.
 
-use super::exprs::Scope;
+use super::exprs::{article, Scope};
 use super::values::describe;
 use super::{hint, Checker};
 use crate::app::{Event, Field, Run, Schedule, Subscriber, Trigger, Type, DEFAULT_TIMEOUT};
@@ -159,7 +159,7 @@ impl Checker<'_> {
     /// errors, so event fields used inside the action are still checked.
     pub(crate) fn subscriber(&mut self, item: &Item, entries: &[Entry]) -> (Option<Subscriber>, Option<Link>) {
         let what = format!("subscriber `{}`", item.name.name);
-        let allowed = ["on", "run", "retry", "timeout"];
+        let allowed = ["on", "run", "retry", "timeout", "key"];
         let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();
         let on = match keys.get("on") {
@@ -189,6 +189,12 @@ impl Checker<'_> {
             Some(e) => self.run_timeout(&e.value),
             None => Some(DEFAULT_TIMEOUT),
         };
+        let key = match keys.get("key") {
+            Some(e) => self
+                .delivery_key(&e.value, on.as_deref().filter(|_| event_known))
+                .map(Some),
+            None => Some(None),
+        };
         let link = match (&on, keys.get("run").and_then(|e| self.run_target(&e.value))) {
             (Some(event), Some((action, span))) if event_known => Some(Link {
                 source: Source::Event(event.clone()),
@@ -207,10 +213,50 @@ impl Checker<'_> {
                 run: run?,
                 budget: budget?,
                 timeout: timeout?,
+                key: key?,
                 span: item.span,
             })
         })();
         (sub, link)
+    }
+
+    /// `key: event.FIELD`: a field of the event, a string or an int (or a
+    /// field inside an object field, whose type is checked at the emit).
+    /// Every fault but an unknown field is `subscriber.key_invalid`.
+    fn delivery_key(&mut self, e: &Expr, event: Option<&str>) -> Option<Vec<String>> {
+        const TAKES: &str = "`key:` takes a field of the event, as in `key: event.customer_id`";
+        let path = match &e.kind {
+            ExprKind::Path(p) if p.len() >= 2 && p[0].name == "event" => p,
+            _ => {
+                self.err(
+                    Code::SubscriberKeyInvalid,
+                    e.span,
+                    format!("{TAKES}; found {}", describe(e)),
+                );
+                return None;
+            }
+        };
+        let fields: Vec<String> = path[1..].iter().map(|i| i.name.clone()).collect();
+        let Some(event) = event else {
+            return Some(fields);
+        };
+        match self.event_field(event, "event", &fields, e.span, None)? {
+            None | Some(Type::String | Type::Int) => Some(fields),
+            Some(ty) => {
+                self.err(
+                    Code::SubscriberKeyInvalid,
+                    e.span,
+                    format!(
+                        "a key is a string or an int; `event.{}` is {} {}: key on a field that names what \
+                         the deliveries share, such as a customer's id",
+                        fields.join("."),
+                        article(ty),
+                        ty.name()
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// The event name after `on:`, or `None` when it is not a name. A name

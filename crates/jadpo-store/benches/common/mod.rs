@@ -82,6 +82,7 @@ pub(crate) async fn fill<S: Store>(store: &S, backlog: usize, now: Timestamp) ->
                 subscribers: vec!["noop".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect();
         store.emit(&events, now).await.expect("emit");

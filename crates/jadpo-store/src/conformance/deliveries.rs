@@ -14,6 +14,7 @@ pub async fn emit_writes_events_and_due_deliveries<S: Store>(s: &S) {
         subscribers: vec!["pay".into(), "log".into()],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     }];
     let emitted = s.emit(&events, at(7)).await.unwrap();
     assert_eq!(emitted.len(), 1);
@@ -359,6 +360,7 @@ pub async fn list_filters_and_orders_newest_first<S: Store>(s: &S) {
         subscribers: subscribers.iter().map(|s| s.to_string()).collect(),
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     let emitted = s
         .emit(&[event(&["log"]), event(&["log", "pay"]), event(&["pay"])], at(2))
@@ -440,6 +442,7 @@ pub async fn prune_deletes_old_events_no_delivery_refers_to<S: Store>(s: &S) {
         subscribers: vec![],
         idempotency_key: None,
         trace: None,
+        keys: Default::default(),
     };
     let old = s.emit(&[none.clone(), none.clone()], at(0)).await.unwrap();
     let recent = s.emit(&[none], at(500)).await.unwrap();

@@ -15,6 +15,7 @@ fn emits(depth: u32, ids: &[&str]) -> Emits {
                 subscribers: vec!["log".into()],
                 idempotency_key: None,
                 trace: None,
+                keys: Default::default(),
             })
             .collect(),
     }

@@ -10,6 +10,7 @@ fn keyed(name: &str, payload: &str, key: &str) -> NewEvent {
         subscribers: vec!["log".into(), "pay".into()],
         idempotency_key: Some(key.into()),
         trace: None,
+        keys: Default::default(),
     }
 }
 
@@ -80,6 +81,70 @@ pub async fn a_key_is_pruned_with_its_event<S: Store>(s: &S) {
         .remove(0);
     assert!(!again.duplicate);
     assert_ne!(again.event_id, first.event_id);
+}
+
+/// A keyed subscriber's delivery keeps its key, through a claim and an
+/// end, in its own transaction and in a run's emits; a subscriber without
+/// one has none; the listing finds a key's deliveries, newest first.
+pub async fn a_delivery_keeps_its_key_and_is_found_by_it<S: Store>(s: &S) {
+    use jadpo_core::key::{Key, KeyValue};
+    let key = |v: &str| Key::new(KeyValue::Str(v)).unwrap();
+    let with_key = |n: u32, k: &str| NewEvent {
+        idempotency_key: None,
+        keys: [("pay".to_string(), key(k))].into(),
+        ..keyed("E", &format!(r#"{{"n":{n}}}"#), "")
+    };
+    let emitted = s
+        .emit(&[with_key(1, "c-42"), with_key(2, "c-7"), with_key(3, "c-42")], at(0))
+        .await
+        .unwrap();
+    let by_key = |k: &str| crate::DeliveryFilter {
+        key: Some(k.into()),
+        ..crate::DeliveryFilter::default()
+    };
+    let found = s.list(&by_key("c-42")).await.unwrap();
+    let ids: Vec<_> = found.iter().map(|d| d.id).collect();
+    assert_eq!(
+        ids,
+        [emitted[2].deliveries[1], emitted[0].deliveries[1]],
+        "the key's, newest first"
+    );
+    assert!(found
+        .iter()
+        .all(|d| d.subscriber == "pay" && d.key == Some(key("c-42"))));
+    let log = get(s, emitted[0].deliveries[0]).await;
+    assert_eq!(
+        (log.subscriber.as_str(), log.key),
+        ("log", None),
+        "an unkeyed subscriber's has none"
+    );
+    assert!(s.list(&by_key("c-1")).await.unwrap().is_empty());
+    // Claimed and finished, it keeps its key; a run's emits keep theirs.
+    let claimed = claim(s, 0, 10).await.claimed;
+    let c = claimed
+        .iter()
+        .find(|c| c.delivery.id == emitted[1].deliveries[1])
+        .unwrap();
+    assert_eq!(c.delivery.key, Some(key("c-7")));
+    s.finish(&crate::Finish {
+        emits: crate::Emits {
+            depth: 1,
+            events: vec![with_key(4, "c-7")],
+        },
+        ..c.finish(jadpo_core::Outcome::Succeeded, at(1), at(1))
+    })
+    .await
+    .unwrap();
+    let after = get(s, c.delivery.id).await;
+    assert_eq!(
+        (after.state, after.key),
+        (jadpo_core::DeliveryState::Succeeded, Some(key("c-7")))
+    );
+    assert_eq!(
+        s.list(&by_key("c-7")).await.unwrap().len(),
+        2,
+        "the run's emit has the key too"
+    );
 }
 
 /// An event keeps the trace it was emitted in: its read and every claim of

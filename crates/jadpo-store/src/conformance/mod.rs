@@ -64,6 +64,7 @@ pub async fn emit<S: Store>(s: &S, subscriber: &str, n: usize, now: i64) -> Vec<
             subscribers: vec![subscriber.into()],
             idempotency_key: None,
             trace: None,
+            keys: Default::default(),
         })
         .collect();
     s.emit(&events, at(now))
@@ -221,6 +222,7 @@ macro_rules! conformance_tests {
             the_same_key_twice_makes_one_event_and_another_payload_is_refused,
             a_key_is_pruned_with_its_event,
             an_event_keeps_the_trace_it_was_emitted_in,
+            a_delivery_keeps_its_key_and_is_found_by_it,
             a_runs_emits_are_written_with_its_success_and_carry_its_depth,
             a_failed_run_emits_nothing,
             a_lost_runs_emits_are_written_once_by_its_rerun,

@@ -155,7 +155,9 @@ impl MemoryStore {
             .map(|s| {
                 self.last_delivery += 1;
                 let id = DeliveryId(self.last_delivery);
-                self.deliveries.insert(id, Delivery::new(id, event_id, s.clone(), now));
+                let mut d = Delivery::new(id, event_id, s.clone(), now);
+                d.key = e.keys.get(s).cloned();
+                self.deliveries.insert(id, d);
                 self.index(id);
                 self.changed.insert(id);
                 id

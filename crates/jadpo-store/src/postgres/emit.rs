@@ -31,9 +31,9 @@ WITH events AS (
              tracestate)
 )
 INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
-    held_for_ms, lease_token, created_at, updated_at)
-SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4
-FROM unnest($5::bigint[], $6::bigint[], $7::text[]) AS u(id, event_id, subscriber)";
+    held_for_ms, lease_token, created_at, updated_at, delivery_key)
+SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4, u.delivery_key
+FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[]) AS u(id, event_id, subscriber, delivery_key)";
 
 /// Rows per statement: a bound on one statement's parameters.
 const EMIT_CHUNK: usize = 10_000;
@@ -300,6 +300,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
             .collect();
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
+        let mut delivery_keys: Vec<Option<&str>> = Vec::with_capacity(n_deliveries);
         let mut first = Vec::with_capacity(chunk.len());
         let mut public_ids = Vec::with_capacity(chunk.len());
         let mut last = Vec::with_capacity(chunk.len());
@@ -311,6 +312,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 deliveries.push(DeliveryId(id));
                 of_event.push(event_id);
                 subscribers.push(s.as_str());
+                delivery_keys.push(e.keys.get(s).map(jadpo_core::key::Key::as_str));
             }
             // The ids of one call increase: the range holds every delivery
             // of the event (and perhaps another emit's, told apart by
@@ -343,6 +345,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &keys,
                 &traceparents,
                 &tracestates,
+                &delivery_keys,
             ],
         )
         .await?;

@@ -21,7 +21,8 @@ pub(crate) async fn delivery(tx: &Transaction<'_>, id: DeliveryId) -> Result<Opt
 /// Newest first. Only the filters given become conditions, so each shape of
 /// filter gets a plan of its own: `jadpo_deliveries_held`, or the primary
 /// key (between the event's first and last delivery for an event; newest
-/// first, walked, for a subscriber alone: docs/system-tables.md).
+/// first, walked, for a subscriber alone: docs/system-tables.md), or
+/// `jadpo_deliveries_key` for a key.
 pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut sql = String::from(concat!(
         "SELECT ",
@@ -53,6 +54,10 @@ pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Resul
              (SELECT first_delivery FROM jadpo_events WHERE id = ${n}) AND \
              (SELECT last_delivery FROM jadpo_events WHERE id = ${n})"
         ));
+    }
+    if let Some(k) = &filter.key {
+        params.push(k);
+        sql.push_str(&format!(" AND delivery_key = ${}", params.len()));
     }
     if let Some(c) = &filter.connection {
         params.push(c);

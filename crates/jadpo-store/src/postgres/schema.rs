@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(10, V10),
     Migration::expand(11, V11),
     Migration::expand(12, V12),
+    Migration::expand(13, V13),
 ];
 
 /// The latest version this build knows.
@@ -319,6 +320,15 @@ ALTER TABLE jadpo_events ADD COLUMN traceparent TEXT, ADD COLUMN tracestate TEXT
 /// the other subscribers first.
 const V12: &str = "
 CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, due_at) WHERE state = 'due';
+";
+
+/// A delivery's key (its subscriber's `key:` over its event), and the
+/// deliveries of one key newest first, for `jadpo deliveries --key`. The
+/// index holds keyed rows only, so an unkeyed emit does not pay for it.
+/// Adding a nullable column without a default rewrites nothing.
+const V13: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN delivery_key TEXT;
+CREATE INDEX jadpo_deliveries_key ON jadpo_deliveries (delivery_key, id) WHERE delivery_key IS NOT NULL;
 ";
 
 /// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet

@@ -71,8 +71,8 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
     )?;
     let mut delivery = c.prepare_cached(
         "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
-         budget_from, held_for_ms, lease_token, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9)",
+         budget_from, held_for_ms, lease_token, created_at, updated_at, delivery_key) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10)",
     )?;
     let mut out = Vec::with_capacity(events.len());
     for e in events {
@@ -105,6 +105,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 span_ms(d.held_for),
                 at_ms(d.created_at),
                 at_ms(d.updated_at),
+                e.keys.get(s).map(jadpo_core::key::Key::as_str),
             ])?;
             ids.push(DeliveryId(c.last_insert_rowid()));
         }

@@ -13,7 +13,7 @@ pub(crate) fn delivery(c: &Connection, id: DeliveryId) -> Result<Option<Delivery
 }
 
 /// Newest first. Only the filters given become conditions, so each query can
-/// use the index its filter has (subscriber, event, held connection).
+/// use the index its filter has (subscriber, event, key, held connection).
 pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
     let mut conds: Vec<String> = Vec::new();
     let mut args: Vec<Value> = Vec::new();
@@ -32,6 +32,9 @@ pub(crate) fn list(c: &Connection, filter: &DeliveryFilter) -> Result<Vec<Delive
     }
     if let Some(e) = filter.event {
         add("d.event_id =", Value::Integer(e.0));
+    }
+    if let Some(k) = &filter.key {
+        add("d.delivery_key =", Value::Text(k.clone()));
     }
     if let Some(conn) = &filter.connection {
         add("d.state = 'held' AND d.held_connection =", Value::Text(conn.clone()));

@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(13, V13),
     Migration::expand(14, V14),
     Migration::expand(15, V15),
+    Migration::expand(16, V16),
 ];
 
 /// The newest schema this build knows.
@@ -352,6 +353,14 @@ ALTER TABLE jadpo_events ADD COLUMN tracestate TEXT;
 const V15: &str = "
 CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, due_at)
     WHERE state = 'due';
+";
+
+/// A delivery's key (its subscriber's `key:` over its event), and the
+/// deliveries of one key newest first, for `jadpo deliveries --key`. The
+/// index holds keyed rows only, so an unkeyed emit does not pay for it.
+const V16: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN delivery_key TEXT;
+CREATE INDEX jadpo_deliveries_key ON jadpo_deliveries (delivery_key, id) WHERE delivery_key IS NOT NULL;
 ";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN
