@@ -31,7 +31,7 @@ pub(crate) async fn with_payments(
     (jadpo, store)
 }
 
-const APP: &str = r#"
+pub(crate) const APP: &str = r#"
 event PaymentReceived { payment_id: string  amount_cents: int }
 connection payments { base_url: env("PAYMENTS_URL") }
 connection mailer { base_url: "http://127.0.0.1:9" }
@@ -65,7 +65,7 @@ impl Server {
         Server::start_with(APP, token, true, Some(scale)).await
     }
 
-    async fn start_with(app: &str, token: Option<&str>, loopback: bool, scale: Option<u32>) -> Server {
+    pub(crate) async fn start_with(app: &str, token: Option<&str>, loopback: bool, scale: Option<u32>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("jadpo.db").display());
         let store = SqliteStore::open(&url).await.unwrap();
@@ -110,7 +110,7 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, Value) {
         let r = self.client.get(self.url(path)).send().await.unwrap();
         let status = r.status();
         (status, r.json().await.unwrap_or(Value::Null))
@@ -136,6 +136,11 @@ impl Server {
 
     /// One `audit` delivery, claimed and finished as `outcome`.
     pub(crate) async fn finished(&self, outcome: Outcome) -> DeliveryId {
+        self.finished_with_key(outcome, None).await
+    }
+
+    /// As [`Server::finished`], the delivery keyed `key`.
+    pub(crate) async fn finished_with_key(&self, outcome: Outcome, key: Option<&str>) -> DeliveryId {
         let now = Timestamp::from_millis(jiff::Timestamp::now().as_millisecond());
         self.store
             .emit(
@@ -145,7 +150,12 @@ impl Server {
                     subscribers: vec!["audit".into()],
                     idempotency_key: None,
                     trace: None,
-                    keys: Default::default(),
+                    keys: key
+                        .map(|k| {
+                            let k = jadpo_core::key::Key::new(jadpo_core::key::KeyValue::Str(k)).unwrap();
+                            [("audit".to_string(), k)].into()
+                        })
+                        .unwrap_or_default(),
                 }],
                 now,
             )

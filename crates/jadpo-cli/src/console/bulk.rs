@@ -45,11 +45,11 @@ pub(crate) struct Progress {
 }
 
 /// The filter of a bulk retry: `state` (failed or parked), `subscriber`,
-/// `connection`.
+/// `connection`, `key`.
 fn bulk_query(params: &BTreeMap<String, String>) -> Result<DeliveryQuery, Refusal> {
     let mut keep: BTreeMap<String, String> = params
         .iter()
-        .filter(|(k, v)| matches!(k.as_str(), "state" | "subscriber" | "connection") && !v.is_empty())
+        .filter(|(k, v)| matches!(k.as_str(), "state" | "subscriber" | "connection" | "key") && !v.is_empty())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     keep.entry("state".into()).or_insert_with(|| "failed".into());

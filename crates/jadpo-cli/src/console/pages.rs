@@ -23,6 +23,7 @@ pub(crate) struct Filter {
     pub subscriber: String,
     pub connection: String,
     pub event: String,
+    pub key: String,
 }
 
 impl Filter {
@@ -33,6 +34,7 @@ impl Filter {
             subscriber: get("subscriber"),
             connection: get("connection"),
             event: get("event"),
+            key: get("key"),
         }
     }
 
@@ -42,6 +44,7 @@ impl Filter {
             ("state", &self.state),
             ("subscriber", &self.subscriber),
             ("connection", &self.connection),
+            ("key", &self.key),
         ]
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
@@ -332,7 +335,7 @@ fn encode(s: &str) -> String {
 }
 
 /// The list with the command line's filters (`state`, `subscriber`,
-/// `connection`, `event`), newest first, [`PAGE`] at a time (`before`), and
+/// `connection`, `event`, `key`), newest first, [`PAGE`] at a time (`before`), and
 /// a search by delivery id (`id`) that opens it.
 pub(crate) async fn deliveries<S: ScheduleStore>(
     State(c): State<ConsoleState<S>>,
@@ -403,6 +406,8 @@ struct DeliveryPage {
     history: Vec<AttemptRow>,
     retryable: bool,
     notice: Option<String>,
+    /// Its key, and the query of the list of the key's deliveries.
+    key: Option<(String, String)>,
 }
 
 /// Why a page was refused, before it is rendered.
@@ -462,8 +467,14 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
         fields: delivery_fields(&d, budget),
         history: attempts.iter().map(attempt_row).collect(),
         notice,
+        key: d.key.as_ref().map(|k| (k.to_string(), key_query(k.as_str()))),
     };
     render(StatusCode::OK, &page)
+}
+
+/// `key=K`, percent-encoded: a key is any text.
+fn key_query(key: &str) -> String {
+    url_encoded(&BTreeMap::from([("key".to_owned(), key.to_owned())]))
 }
 
 /// The delivery's facts, what it waits for first: held, then due, then its

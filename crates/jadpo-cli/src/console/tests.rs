@@ -286,6 +286,80 @@ async fn the_list_filters_and_pages_newest_first() {
     assert!(due.body.contains(r#"<option value="due" selected>"#));
 }
 
+/// The list filters by key, and a delivery's page links its key's list,
+/// the key percent-encoded in the link and escaped on the page.
+#[tokio::test]
+async fn the_list_filters_by_key_and_a_delivery_links_its_keys_list() {
+    let app = crate::api::tests::APP.replace(
+        "run: notify(event.payment_id) }",
+        "run: notify(event.payment_id)  key: event.payment_id }",
+    );
+    let s = Server::start_with(&app, None, true, None).await;
+    for id in ["a&b <c>", "other", "a&b <c>"] {
+        let body = serde_json::json!({"payment_id": id, "amount_cents": 1}).to_string();
+        assert_eq!(s.post("/events/PaymentReceived", &body).await.0, StatusCode::ACCEPTED);
+    }
+    let list = get(&s, "/ui/deliveries?key=a%26b+%3Cc%3E", None).await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.body.matches("data-id=\"").count(), 2, "{}", list.body);
+    assert!(
+        list.body.contains(r#"value="a&#38;b &#60;c&#62;""#),
+        "the form keeps the key: {}",
+        list.body
+    );
+    let keyed = s.get("/deliveries?key=other").await.1;
+    let page = get(&s, &format!("/ui/deliveries/{}", keyed[0]["id"]), None).await;
+    assert!(
+        page.body
+            .contains(r#"<dd id="key"><a href="/ui/deliveries?key=other">other</a></dd>"#),
+        "{}",
+        page.body
+    );
+    let first = s.get("/deliveries?key=a%26b%20%3Cc%3E&limit=1").await.1;
+    let page = get(&s, &format!("/ui/deliveries/{}", first[0]["id"]), None).await;
+    assert!(page.body.contains("key=a%26b%20%3Cc%3E"), "{}", page.body);
+    assert!(page.body.contains(">a&#38;b &#60;c&#62;</a>"), "{}", page.body);
+}
+
+/// A bulk retry by key counts and retries that key's deliveries only.
+#[tokio::test]
+async fn bulk_retry_by_key_takes_that_keys_deliveries_only() {
+    let s = Server::start(None).await;
+    let failed = || Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected));
+    let mine = [
+        s.finished_with_key(failed(), Some("c-42")).await,
+        s.finished_with_key(failed(), Some("c-42")).await,
+    ];
+    let other = s.finished_with_key(failed(), Some("c-7")).await;
+    let p = get(&s, "/ui/retry?preview=1&state=failed&key=c-42", None).await;
+    assert!(p.body.contains("<strong>2</strong> deliveries match"), "{}", p.body);
+    assert!(
+        p.body.contains(r#"<input type="hidden" name="key" value="c-42">"#),
+        "{}",
+        p.body
+    );
+    assert!(
+        p.body.contains(r#"<input name="key" value="c-42">"#),
+        "the form keeps the key"
+    );
+    let csrf = csrf_of(&p.body);
+    let done = post_form(
+        &s,
+        "/ui/retry",
+        &[("csrf", &csrf), ("state", "failed"), ("key", "c-42")],
+        None,
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    for id in mine {
+        assert_eq!(s.store.delivery(id).await.unwrap().unwrap().state, DeliveryState::Due);
+    }
+    assert_eq!(
+        s.store.delivery(other).await.unwrap().unwrap().state,
+        DeliveryState::Failed
+    );
+}
+
 #[tokio::test]
 async fn bulk_retry_counts_first_then_retries_what_matched() {
     let s = Server::start(None).await;
