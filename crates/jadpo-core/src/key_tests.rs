@@ -1,4 +1,5 @@
 use super::*;
+use crate::key::*;
 use proptest::prelude::*;
 use DeliveryState::*;
 

@@ -11,8 +11,9 @@
 //! - [`claim`]: the decisions taken when a due delivery is claimed.
 //! - [`attempt`]: the decision after an attempt ends.
 //! - [`breaker`]: a connection's circuit breaker.
-//! - [`key`]: per-key order and caps: which deliveries sharing a key may
-//!   be due at once.
+//! - [`key`]: a delivery's key, from its event's value.
+//! - [`key_rule`]: per-key order and caps: which deliveries sharing a key
+//!   may be due at once.
 //! - [`limit`]: a connection's rate and concurrency limits.
 //! - [`call`]: how an outside call ended, for the action and the breaker.
 //! - [`clock`]: which clock a start runs on: real time or the store's
@@ -33,6 +34,7 @@ pub mod delivery;
 pub mod failure;
 pub mod ids;
 pub mod key;
+pub mod key_rule;
 pub mod limit;
 pub mod path;
 pub mod schedule;
