@@ -258,6 +258,15 @@ async fn the_claim_reads_the_partial_due_index() {
          AND finished_at < 5 ORDER BY finished_at LIMIT 10",
     );
     assert!(old.contains("jadpo_deliveries_finished"), "{old}");
+    // `deliveries --key`: the key's entries, newest first, without a sort.
+    let by_key = plan(
+        "SELECT d.id FROM jadpo_deliveries d WHERE 1 = 1 AND d.delivery_key = 'c-42' \
+         ORDER BY d.id DESC LIMIT 10",
+    );
+    assert!(
+        by_key.contains("jadpo_deliveries_key") && !by_key.contains("TEMP B-TREE"),
+        "{by_key}"
+    );
 }
 
 #[tokio::test]
