@@ -1005,3 +1005,23 @@ fn deliveries_are_found_by_their_key() {
     run.expect(1, Some("event.key_invalid"));
     assert!(run.stderr().contains("`event.id`"), "{}", run.stderr());
 }
+
+/// `retry --state failed --key K` retries that key's deliveries only.
+#[test]
+fn a_bulk_retry_takes_one_keys_deliveries() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let ids = common::seed_failed_keyed_sqlite(&url, &["c-42", "c-7", "c-42"]);
+    let run = f.run(&["retry", "--state", "failed", "--key", "c-42", "--store", &url, "--json"]);
+    run.expect(0, None);
+    let state = |id: &jadpo_core::DeliveryId| {
+        let shown = f.run(&["deliveries", "show", &id.0.to_string(), "--store", &url, "--json"]);
+        shown.json()["state"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(state(&ids[0]), "due");
+    assert_eq!(state(&ids[2]), "due");
+    assert_eq!(state(&ids[1]), "failed", "another key's is left");
+    let without_state = f.run(&["retry", "--key", "c-7", "--store", &url]);
+    assert_eq!(without_state.code(), 2, "{}", without_state.stderr());
+    assert_eq!(state(&ids[1]), "failed");
+}

@@ -44,7 +44,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ("jadpo deliveries show ID [--json]", SYNOPSIS),
     ("jadpo retry ID... [--spread D] [--dry-run] [--json]", SYNOPSIS),
     (
-        "jadpo retry --state failed|parked [--subscriber S] [--connection C] [--limit N] [--spread D] [--dry-run] [--json]",
+        "jadpo retry --state failed|parked [--subscriber S] [--connection C] [--key K] [--limit N] [--spread D] [--dry-run] [--json]",
         SYNOPSIS,
     ),
     ("jadpo breakers [--json]", SYNOPSIS),

@@ -1,5 +1,5 @@
 //! `jadpo retry ID...` and `jadpo retry --state failed|parked
-//! [--subscriber S] [--connection C] [--limit N] [--spread D] [--dry-run]`
+//! [--subscriber S] [--connection C] [--key K] [--limit N] [--spread D] [--dry-run]`
 //!
 //! An operator's retry (docs/retries.md): each failed or parked
 //! delivery gets a fresh budget from now, due at a time drawn at random
@@ -39,7 +39,7 @@ const CHUNK: usize = 500;
 #[command(group(clap::ArgGroup::new("which").required(true).args(["ids", "state"])))]
 pub(crate) struct Args {
     /// The deliveries to retry, by id.
-    #[arg(value_name = "ID", conflicts_with_all = ["state", "subscriber", "connection"])]
+    #[arg(value_name = "ID", conflicts_with_all = ["state", "subscriber", "connection", "key"])]
     pub ids: Vec<i64>,
     /// Retry the deliveries in this state.
     #[arg(long, value_enum)]
@@ -51,6 +51,10 @@ pub(crate) struct Args {
     /// call this connection (needs the app file).
     #[arg(long, value_name = "NAME", requires = "state")]
     pub connection: Option<String>,
+    /// With --state: only the deliveries with this key (their subscriber's
+    /// `key:` over their event).
+    #[arg(long, value_name = "KEY", requires = "state")]
+    pub key: Option<String>,
     /// With --state: the most deliveries retried by this run, newest first;
     /// run it again for more.
     #[arg(long, value_name = "N", default_value_t = views::MAX_LIMIT, value_parser = views::parse_limit)]
@@ -158,6 +162,7 @@ async fn matching<S: Store>(
     let base = DeliveryFilter {
         state: Some(state),
         subscriber: args.subscriber.clone(),
+        key: args.key.clone(),
         limit: Some(args.limit + 1),
         ..DeliveryFilter::default()
     };

@@ -361,6 +361,35 @@ pub(crate) fn by_id(list: &Value, id: DeliveryId) -> &Value {
 }
 
 /// `n` deliveries of `audit` failed with `http.400`, newest last.
+/// One failed `audit` delivery per key, keyed so.
+pub(crate) fn seed_failed_keyed_sqlite(url: &str, keys: &[&str]) -> Vec<DeliveryId> {
+    block_on(async {
+        let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
+        let (routes, now) = (routes(), now());
+        let mut ids = Vec::new();
+        for key in keys {
+            let key = jadpo_core::key::Key::new(jadpo_core::key::KeyValue::Str(key)).unwrap();
+            s.emit(
+                &[NewEvent {
+                    name: "PaymentReceived".into(),
+                    payload: r#"{"payment_id":"p1","amount_cents":1}"#.into(),
+                    subscribers: vec!["audit".into()],
+                    idempotency_key: None,
+                    trace: None,
+                    keys: [("audit".to_string(), key)].into(),
+                }],
+                now,
+            )
+            .await
+            .unwrap();
+            let failed = Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected));
+            let calls = vec![("mailer".into(), CallVerdict::Answered)];
+            ids.push(finish_one(&s, &routes, now, failed, calls).await);
+        }
+        ids
+    })
+}
+
 pub(crate) fn seed_failed_sqlite(url: &str, n: usize) -> Vec<DeliveryId> {
     block_on(async {
         let s = jadpo_store::sqlite::SqliteStore::open(url).await.unwrap();
