@@ -87,6 +87,26 @@ fn bench_drains_a_backlog_on_postgres_in_a_schema_it_drops() {
     assert!(!exists, "the bench's schema {schema} is dropped");
 }
 
+/// `--keys N`: every delivery keyed, event `i` with key `i mod N`.
+#[test]
+fn bench_keys_its_deliveries_over_n_keys() {
+    let f = Folder::empty();
+    let url = format!("sqlite:{}", f.path().join("jadpo.db").display());
+    let run = f.run(&[
+        "bench", "--store", &url, "--events", "30", "--keys", "7", "--json", "--keep",
+    ]);
+    run.expect(0, None);
+    let v = last_json(&run);
+    assert_eq!(
+        (v["keys"].as_u64(), v["counts"]["succeeded"].as_u64()),
+        (Some(7), Some(30))
+    );
+    let kept = v["store_url"].as_str().unwrap();
+    let of_key = f.run(&["deliveries", "--store", kept, "--key", "3", "--json"]).json();
+    // Events 3, 10, 17, 24.
+    assert_eq!(of_key.as_array().unwrap().len(), 4, "{of_key:#}");
+}
+
 #[test]
 fn bench_over_http_compares_with_a_plain_http_loop() {
     let f = Folder::empty();
@@ -127,6 +147,8 @@ fn bad_bench_arguments_exit_2_with_their_code() {
             "bench.report_every_invalid",
         ),
         (vec!["bench", "--retention", "soon"], "bench.retention_invalid"),
+        (vec!["bench", "--keys", "0"], "bench.keys_invalid"),
+        (vec!["bench", "--keys", "1000001"], "bench.keys_invalid"),
     ] {
         let run = f.run(&args);
         run.expect(2, Some(code));

@@ -65,6 +65,16 @@ action deliver(n: int) { call sink.post("/deliver/{n}", body: event) }
 subscriber bench { on: BenchEvent  run: deliver(event.n)  timeout: 1m }
 "#;
 
+/// An app with `key: event.k` on its subscriber and `k` on its event, for
+/// `--keys`.
+fn keyed(app: &str) -> String {
+    app.replace("event BenchEvent { n: int }", "event BenchEvent { n: int  k: int }")
+        .replace(
+            "subscriber bench { on: BenchEvent ",
+            "subscriber bench { on: BenchEvent  key: event.k ",
+        )
+}
+
 /// The HTTP app, its sink's connection limited to `rate` calls a second.
 fn http_app(rate: Option<u64>) -> String {
     HTTP_APP.replace("LIMITS", &rate.map(|r| format!("rate: {r}/s")).unwrap_or_default())
@@ -224,6 +234,7 @@ async fn measure<S: ScheduleStore>(
         subscriber: if s.latency.is_some() { "http" } else { "noop" },
         http_latency: s.latency,
         connection_rate: s.connection_rate,
+        keys: s.keys,
         emit,
         drain,
         p50_ms: p.as_ref().map(|p| p[0]),
@@ -254,11 +265,12 @@ async fn build_engine<S: ScheduleStore>(
         })
         .spans(s.spans.clone())
         .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
+    let key = |app: String| if s.keys.is_some() { keyed(&app) } else { app };
     let builder = if s.latency.is_some() {
-        builder.app_source("bench.jadpo", &http_app(s.connection_rate))
+        builder.app_source("bench.jadpo", &key(http_app(s.connection_rate)))
     } else {
         builder
-            .app_source("bench.jadpo", NOOP_APP)
+            .app_source("bench.jadpo", &key(NOOP_APP.to_owned()))
             .map(|b| b.action("noop", noop()))
     };
     builder
@@ -286,7 +298,7 @@ async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishe
     while sent < n {
         interrupted()?;
         let k = CHUNK.min(n - sent);
-        emit_chunk(jadpo, finishes, sent, k).await?;
+        emit_chunk(jadpo, finishes, sent, k, s.keys).await?;
         sent += k;
         emit_bar.inc(k);
     }
@@ -326,7 +338,7 @@ async fn deliver_at_rate<S: ScheduleStore>(
     let done = AtomicBool::new(false);
     let draining = async {
         let result = tokio::try_join!(
-            emit_at(jadpo, finishes, n, rate),
+            emit_at(jadpo, finishes, n, rate, s.keys),
             wait(jadpo.store().as_ref(), finishes, n, &finish_bar)
         );
         done.store(true, Ordering::Release);
@@ -357,8 +369,14 @@ async fn emit_chunk<S: ScheduleStore>(
     finishes: &Finishes,
     first: u64,
     k: u64,
+    keys: Option<u64>,
 ) -> Result<(), CliError> {
-    let payloads: Vec<(&str, serde_json::Value)> = (first..first + k).map(|i| (EVENT, json!({ "n": i }))).collect();
+    let payloads: Vec<(&str, serde_json::Value)> = (first..first + k)
+        .map(|i| match keys {
+            Some(n) => (EVENT, json!({ "n": i, "k": i % n })),
+            None => (EVENT, json!({ "n": i })),
+        })
+        .collect();
     let out = jadpo.emit_many(&payloads).await.map_err(|e| match e {
         jadpo::EmitError::Store(e) => CliError::store(e),
         jadpo::EmitError::Event(e) => CliError::environment("bench.failed", e.to_string()),
@@ -377,6 +395,7 @@ async fn emit_at<S: ScheduleStore>(
     finishes: &Finishes,
     n: u64,
     rate: u64,
+    keys: Option<u64>,
 ) -> Result<Duration, CliError> {
     let t = Instant::now();
     let mut sent = 0;
@@ -386,7 +405,7 @@ async fn emit_at<S: ScheduleStore>(
         let due = ((t.elapsed().as_secs_f64() * rate as f64) as u64 + 1).min(n);
         if due > sent {
             let k = (due - sent).min(CHUNK);
-            emit_chunk(jadpo, finishes, sent, k).await?;
+            emit_chunk(jadpo, finishes, sent, k, keys).await?;
             sent += k;
         } else {
             let next = t + Duration::from_secs_f64(sent as f64 / rate as f64);
@@ -469,6 +488,9 @@ mod tests {
         assert!(!http_app(None).contains("rate:"));
         for app in [NOOP_APP.to_owned(), http_app(None), http_app(Some(100))] {
             jadpo::check_app("bench.jadpo", &app).unwrap_or_else(|e| panic!("{e}"));
+            let keyed = keyed(&app);
+            let checked = jadpo::check_app("bench.jadpo", &keyed).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(checked.subscribers["bench"].key, Some(vec!["k".to_string()]), "{keyed}");
         }
     }
 }

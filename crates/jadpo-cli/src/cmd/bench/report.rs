@@ -18,6 +18,8 @@ pub(super) struct Report {
     pub http_latency: Option<Duration>,
     /// `--connection-rate`: the sink connection's `rate:`.
     pub connection_rate: Option<u64>,
+    /// `--keys`: the deliveries were keyed over this many keys.
+    pub keys: Option<u64>,
     pub store: &'static str,
     pub schema: Option<String>,
     pub store_url: String,
@@ -110,6 +112,7 @@ impl Report {
             "subscriber": self.subscriber,
             "http_latency_ms": self.http_latency.map(|d| d.as_secs_f64() * 1000.0),
             "connection_rate_per_s": self.connection_rate,
+            "keys": self.keys,
             "store": self.store,
             "schema": self.schema,
             "store_url": self.store_url,

@@ -52,6 +52,10 @@ pub(crate) struct Args {
     /// engine keeps to it and what the limit costs.
     #[arg(long, value_name = "R/s", requires = "http")]
     pub connection_rate: Option<String>,
+    /// The bench's subscriber keys its deliveries (`key: event.k`), event
+    /// `i` getting key `i mod N` (1 to 1,000,000): what a key costs.
+    #[arg(long, value_name = "N")]
+    pub keys: Option<u64>,
     /// Print one JSON object on the last line of stdout instead of the
     /// summary, and no progress bar.
     #[arg(long)]
@@ -75,6 +79,7 @@ const SOAK_MAX: Duration = Duration::from_secs(24 * 3600);
 const REPORT_MIN: Duration = Duration::from_secs(1);
 const REPORT_MAX: Duration = Duration::from_secs(3600);
 const SOAK_MAX_EVENTS: u64 = 1_000_000_000;
+const MAX_KEYS: u64 = 1_000_000;
 
 /// What the flags ask for, checked.
 #[derive(Debug, Clone)]
@@ -86,6 +91,8 @@ pub(super) struct Settings {
     pub latency: Option<Duration>,
     /// The sink connection's `rate:`, calls a second.
     pub connection_rate: Option<u64>,
+    /// `--keys N`: deliveries keyed over N keys.
+    pub keys: Option<u64>,
     /// `--duration`: a soak of this length (`events` is rate × it).
     pub duration: Option<Duration>,
     pub report_every: Duration,
@@ -221,6 +228,9 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
             format!("--concurrency {}: from 1 to {MAX_CONCURRENCY}", args.concurrency),
         ));
     }
+    if let Some(k) = args.keys.filter(|k| !(1..=MAX_KEYS).contains(k)) {
+        return Err(usage("bench.keys_invalid", format!("--keys {k}: from 1 to {MAX_KEYS}")));
+    }
     let latency = match (&args.latency, args.http) {
         (Some(l), _) => Some(parse_latency(l)?),
         (None, true) => Some(Duration::ZERO),
@@ -232,6 +242,7 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         rate,
         latency,
         connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
+        keys: args.keys,
         duration,
         report_every: args
             .report_every
