@@ -358,6 +358,7 @@ pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, A
     let applied = applied(tx).await?;
     let plan = upgrade::plan(MIGRATIONS, &applied, force).map_err(|r| Abort::Store(crate::StoreError::Schema(r)))?;
     if let Plan::Apply(steps) = &plan {
+        lock_tables(tx).await?;
         for (version, oldest_reader) in steps {
             let sql = MIGRATIONS
                 .iter()
@@ -373,6 +374,55 @@ pub(crate) async fn migrate(tx: &Transaction<'_>, force: bool) -> Result<Plan, A
         }
     }
     Ok(plan)
+}
+
+/// How long one try to lock the tables may wait, and how many tries.
+const LOCK_WAIT_MS: u64 = 50;
+const LOCK_TRIES: u64 = 400;
+
+/// Takes every table's lock before the first migration runs, all in one
+/// statement, each try waiting at most [`LOCK_WAIT_MS`]. A migration run
+/// that took its locks one statement at a time could hold one table (an
+/// `ALTER TABLE` of the events) while waiting for another (the deliveries)
+/// that a running claim holds, the claim waiting in turn for the first: a
+/// deadlock, which PostgreSQL may break by aborting the claim. Here the
+/// migration waits only briefly and gives its locks back between tries, so
+/// the engine's transactions wait at most that long behind it and are never
+/// the ones aborted; once it holds every lock, its statements wait for
+/// nothing.
+async fn lock_tables(tx: &Transaction<'_>) -> Result<(), Abort> {
+    let tables: Vec<String> = tx
+        .query(
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema() \
+             AND tablename LIKE 'jadpo\\_%' AND tablename <> 'jadpo_migrations' ORDER BY tablename",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if tables.is_empty() {
+        return Ok(());
+    }
+    let lock = format!(
+        "SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE; \
+         SET LOCAL lock_timeout = 0",
+        tables.join(", ")
+    );
+    for attempt in 1..=LOCK_TRIES {
+        tx.batch_execute("SAVEPOINT jadpo_migrate_lock").await?;
+        match tx.batch_execute(&lock).await {
+            Ok(()) => return Ok(tx.batch_execute("RELEASE SAVEPOINT jadpo_migrate_lock").await?),
+            Err(e)
+                if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) && attempt < LOCK_TRIES =>
+            {
+                tx.batch_execute("ROLLBACK TO SAVEPOINT jadpo_migrate_lock").await?;
+                tokio::time::sleep(std::time::Duration::from_millis(LOCK_WAIT_MS + 5 * attempt.min(30))).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// The store's migrations table, as `crate::upgrade` reads it.
