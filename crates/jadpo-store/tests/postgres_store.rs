@@ -1210,3 +1210,74 @@ async fn emit_in_racing_on_one_key_returns_the_winners_event() {
         .get(0);
     assert_eq!(events, 2, "one event per key");
 }
+
+/// A key's deliveries are found through `jadpo_delivery_keys`, walked
+/// newest first to the limit, never by reading every delivery; each key
+/// row goes with its delivery when retention deletes it.
+#[tokio::test]
+async fn a_key_is_looked_up_in_its_table_and_pruned_with_its_delivery() {
+    use jadpo_core::key::{Key, KeyValue};
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let events: Vec<NewEvent> = (0..4_000)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"n\":{i}}}"),
+            subscribers: vec!["log".into()],
+            idempotency_key: None,
+            trace: None,
+            // Half keyed, over 100 keys, and one key of its own.
+            keys: match i {
+                7 => [("log".to_string(), Key::new(KeyValue::Str("rare")).unwrap())].into(),
+                i if i % 2 == 0 => [("log".to_string(), Key::new(KeyValue::Int(i % 100)).unwrap())].into(),
+                _ => Default::default(),
+            },
+        })
+        .collect();
+    store.emit(&events, at(0)).await.unwrap();
+    let client = schema.client().await;
+    client.batch_execute("ANALYZE").await.unwrap();
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(count("SELECT count(*) FROM jadpo_delivery_keys").await, 2_001);
+    for key in ["rare", "42"] {
+        let filter = DeliveryFilter {
+            key: Some(key.into()),
+            limit: Some(5),
+            ..DeliveryFilter::default()
+        };
+        let plan = store.explain_list(&filter).await.unwrap();
+        for mode in plan.split("-- ").filter(|m| !m.is_empty()) {
+            assert!(
+                mode.contains("Index Only Scan Backward using jadpo_delivery_keys_pkey"),
+                "{mode}"
+            );
+            assert!(
+                mode.contains("Nested Loop") && mode.contains("rows=1 loops=5") || key == "rare",
+                "{mode}"
+            );
+            assert!(!mode.contains("Seq Scan") && !mode.contains("Sort"), "{mode}");
+        }
+        let found = store.list(&filter).await.unwrap();
+        assert!(!found.is_empty() && found.iter().all(|d| d.key.as_ref().unwrap().as_str() == key));
+    }
+    let r = claim(&store, "w", 1, 10_000).await;
+    let finishes: Vec<Finish> = r.claimed.iter().map(|c| finish_of(c, Outcome::Succeeded, 2)).collect();
+    for r in store.finish_batch(&finishes).await.unwrap() {
+        r.unwrap();
+    }
+    let mut pruned = 0;
+    loop {
+        let n = store.prune(at(100), 1_000).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        pruned += n;
+    }
+    assert_eq!(pruned, 4_000);
+    assert_eq!(count("SELECT count(*) FROM jadpo_delivery_keys").await, 0);
+}

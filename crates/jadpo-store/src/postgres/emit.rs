@@ -16,8 +16,8 @@ const NEXT_IDS: &str = "
 SELECT ARRAY(SELECT nextval('jadpo_events_id_seq') FROM generate_series(1, $1::int)),
        ARRAY(SELECT nextval('jadpo_deliveries_id_seq') FROM generate_series(1, $2::int))";
 
-/// Events and their deliveries in one statement: a delivery never names an
-/// event that is not there (the store keeps this rule itself since migration
+/// Events, their deliveries and the keyed ones' keys in one statement: a
+/// delivery never names an event that is not there (the store keeps this rule itself since migration
 /// 4 dropped the foreign key, which cost every delivery a lookup and a lock).
 const INSERT: &str = "
 WITH events AS (
@@ -29,11 +29,15 @@ WITH events AS (
                 $12::text[], $13::text[])
         AS u(id, name, payload, first_delivery, last_delivery, public_id, idempotency_key, traceparent,
              tracestate)
+), deliveries AS (
+    INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
+        held_for_ms, lease_token, created_at, updated_at, delivery_key)
+    SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4, u.delivery_key
+    FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[]) AS u(id, event_id, subscriber, delivery_key)
 )
-INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
-    held_for_ms, lease_token, created_at, updated_at, delivery_key)
-SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4, u.delivery_key
-FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[]) AS u(id, event_id, subscriber, delivery_key)";
+INSERT INTO jadpo_delivery_keys (delivery_key, delivery_id)
+SELECT u.delivery_key, u.id FROM unnest($5::bigint[], $14::text[]) AS u(id, delivery_key)
+WHERE u.delivery_key IS NOT NULL";
 
 /// Rows per statement: a bound on one statement's parameters.
 const EMIT_CHUNK: usize = 10_000;

@@ -30,6 +30,20 @@ impl PgStore {
         tx.rollback().await.map_err(db_failed)?;
         Ok(plan)
     }
+
+    /// The plan of listing deliveries by `filter`, as it runs now, both
+    /// as planned for these values and generic: to check that a filter
+    /// reads its index and stops at its limit.
+    pub async fn explain_list(&self, filter: &crate::types::DeliveryFilter) -> Result<String, StoreError> {
+        let (sql, params) = super::read::list_query(filter);
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+        let sql = format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}");
+        let mut client = self.connection().await?;
+        let tx = client.transaction().await.map_err(db_failed)?;
+        let plan = explain_both(&tx, &sql, &params).await.map_err(explain_failed)?;
+        tx.rollback().await.map_err(db_failed)?;
+        Ok(plan)
+    }
 }
 
 fn explain_failed(e: Abort) -> StoreError {

@@ -7,7 +7,7 @@ use deadpool_postgres::Transaction;
 use jadpo_core::Timestamp;
 
 /// Old finished deliveries, oldest first, with their attempts (the handled
-/// record is a column of the row); `jadpo_deliveries_finished` finds them. Rows an operator is
+/// record is a column of the row) and keys; `jadpo_deliveries_finished` finds them. Rows an operator is
 /// retrying right now are skipped, not waited for.
 const PRUNE: &str = "
 WITH old AS (
@@ -17,9 +17,12 @@ WITH old AS (
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM jadpo_deliveries AS d USING old WHERE d.id = old.id
-    RETURNING d.id, d.event_id
+    RETURNING d.id, d.event_id, d.delivery_key
 ), attempts AS (
     DELETE FROM jadpo_attempts WHERE delivery_id IN (SELECT id FROM gone)
+), keys AS (
+    DELETE FROM jadpo_delivery_keys AS k USING gone
+    WHERE k.delivery_key = gone.delivery_key AND k.delivery_id = gone.id
 )
 SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}') FROM gone";
 

@@ -22,32 +22,44 @@ pub(crate) async fn delivery(tx: &Transaction<'_>, id: DeliveryId) -> Result<Opt
 /// filter gets a plan of its own: `jadpo_deliveries_held`, or the primary
 /// key (between the event's first and last delivery for an event; newest
 /// first, walked, for a subscriber alone: docs/system-tables.md), or
-/// `jadpo_deliveries_key` for a key.
+/// `jadpo_delivery_keys` for a key.
 pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Result<Vec<Delivery>, Abort> {
-    let mut sql = String::from(concat!(
-        "SELECT ",
-        delivery_columns!(),
-        " FROM jadpo_deliveries WHERE true"
-    ));
-    let state = filter.state.map(|s| s.as_str());
-    let event = filter.event.map(|e| e.0);
-    let limit = filter.limit.map(|n| n as i64);
-    let before = filter.before.map(|d| d.0);
-    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
-    if let Some(b) = &before {
-        params.push(b);
+    let (sql, params) = list_query(filter);
+    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+    let stmt = tx.prepare_cached(&sql).await?;
+    let found = tx.query(&stmt, &params).await?;
+    found.iter().map(|r| Ok(rows::delivery(r)?.0)).collect()
+}
+
+/// The statement `list` runs for `filter`, and its parameters.
+pub(super) fn list_query(filter: &DeliveryFilter) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut sql = String::from(concat!("SELECT ", delivery_columns!(), " FROM jadpo_deliveries"));
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    // A key's deliveries drive the join, walked newest first down the key
+    // table's primary key: the deliveries' `id` equals theirs, so the
+    // order by `id` is that walk's, and it stops at the limit.
+    if let Some(k) = &filter.key {
+        params.push(Box::new(k.clone()));
+        sql.push_str(
+            " JOIN (SELECT delivery_id AS keyed FROM jadpo_delivery_keys WHERE delivery_key = $1) AS k \
+             ON id = k.keyed",
+        );
+    }
+    sql.push_str(" WHERE true");
+    if let Some(b) = filter.before {
+        params.push(Box::new(b.0));
         sql.push_str(&format!(" AND id < ${}", params.len()));
     }
-    if let Some(s) = &state {
-        params.push(s);
+    if let Some(s) = filter.state {
+        params.push(Box::new(s.as_str()));
         sql.push_str(&format!(" AND state = ${}", params.len()));
     }
     if let Some(s) = &filter.subscriber {
-        params.push(s);
+        params.push(Box::new(s.clone()));
         sql.push_str(&format!(" AND subscriber = ${}", params.len()));
     }
-    if let Some(e) = &event {
-        params.push(e);
+    if let Some(e) = filter.event {
+        params.push(Box::new(e.0));
         let n = params.len();
         sql.push_str(&format!(
             " AND event_id = ${n} AND id BETWEEN \
@@ -55,22 +67,16 @@ pub(crate) async fn list(tx: &Transaction<'_>, filter: &DeliveryFilter) -> Resul
              (SELECT last_delivery FROM jadpo_events WHERE id = ${n})"
         ));
     }
-    if let Some(k) = &filter.key {
-        params.push(k);
-        sql.push_str(&format!(" AND delivery_key = ${}", params.len()));
-    }
     if let Some(c) = &filter.connection {
-        params.push(c);
+        params.push(Box::new(c.clone()));
         sql.push_str(&format!(" AND state = 'held' AND held_connection = ${}", params.len()));
     }
     sql.push_str(" ORDER BY id DESC");
-    if let Some(n) = &limit {
-        params.push(n);
+    if let Some(n) = filter.limit {
+        params.push(Box::new(n as i64));
         sql.push_str(&format!(" LIMIT ${}", params.len()));
     }
-    let stmt = tx.prepare_cached(&sql).await?;
-    let found = tx.query(&stmt, &params).await?;
-    found.iter().map(|r| Ok(rows::delivery(r)?.0)).collect()
+    (sql, params)
 }
 
 /// The attempts' rows, then the attempt that succeeded, kept on the
