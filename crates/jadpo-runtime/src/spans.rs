@@ -17,15 +17,63 @@ use opentelemetry::trace::{
     Tracer as _,
 };
 use opentelemetry::{Context, KeyValue};
+use std::borrow::Cow;
 use std::str::FromStr as _;
 use std::sync::Arc;
 
 /// The value of `messaging.system` on every messaging span.
 const SYSTEM: &str = "jadpo";
 
+/// The most attributes an attempt's span has: the four it starts with,
+/// five or six it gets once recording, and the outcome's three or four.
+const ATTEMPT_ATTRIBUTES: usize = 16;
+
 /// Where the engine's spans go: nowhere, or to a tracer.
 #[derive(Clone, Default)]
-pub struct Spans(Option<Arc<BoxedTracer>>);
+pub struct Spans(Option<Arc<Tracer>>);
+
+struct Tracer {
+    tracer: BoxedTracer,
+    /// Event, subscriber, worker and connection names, which every span
+    /// repeats.
+    names: Interned,
+    /// `process EVENT`, an attempt's span name, by event.
+    process: Interned,
+    /// `send EVENT`, an emit's, by event.
+    send: Interned,
+}
+
+/// Most distinct strings a process keeps for good: beyond them (an app
+/// with that many names), a span allocates its own, as it would without.
+const MAX_INTERNED: usize = 10_000;
+
+/// Strings kept for the process's life, so that each span that repeats
+/// one shares it rather than allocating a copy (and its export dropping
+/// it): a fifth of what tracing cost an attempt was such allocations.
+/// They are the app's names, a bounded set.
+#[derive(Default)]
+struct Interned(std::sync::RwLock<std::collections::HashMap<Box<str>, &'static str>>);
+
+impl Interned {
+    fn get(&self, key: &str, make: impl FnOnce() -> String) -> Cow<'static, str> {
+        if let Some(s) = self.0.read().unwrap_or_else(|e| e.into_inner()).get(key) {
+            return Cow::Borrowed(s);
+        }
+        let value = make();
+        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_INTERNED {
+            return Cow::Owned(value);
+        }
+        let kept: &'static str = map
+            .entry(key.into())
+            .or_insert_with(|| Box::leak(value.into_boxed_str()));
+        Cow::Borrowed(kept)
+    }
+
+    fn name(&self, name: &str) -> Cow<'static, str> {
+        self.get(name, || name.to_owned())
+    }
+}
 
 impl std::fmt::Debug for Spans {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,7 +89,12 @@ impl Spans {
 
     /// Spans recorded by `tracer`.
     pub fn to(tracer: BoxedTracer) -> Spans {
-        Spans(Some(Arc::new(tracer)))
+        Spans(Some(Arc::new(Tracer {
+            tracer,
+            names: Interned::default(),
+            process: Interned::default(),
+            send: Interned::default(),
+        })))
     }
 
     /// Spans recorded by the process's global tracer provider, under the
@@ -56,7 +109,7 @@ impl Spans {
 
     fn start(
         &self,
-        name: String,
+        name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
         parent: Option<&TraceContext>,
         build: impl FnOnce(Builder) -> Builder,
@@ -69,29 +122,41 @@ impl Spans {
 
     fn start_under(
         &self,
-        name: String,
+        name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
         parent: Option<SpanContext>,
         build: impl FnOnce(Builder) -> Builder,
     ) -> Recording {
-        let Some(tracer) = &self.0 else {
+        let Some(t) = &self.0 else {
             return Recording(None);
         };
         let cx = parent.map_or_else(Context::new, |sc| Context::new().with_remote_span_context(sc));
-        let builder = build(tracer.span_builder(name).with_kind(kind));
-        Recording(Some(tracer.build_with_context(builder, &cx)))
+        let builder = build(t.tracer.span_builder(name).with_kind(kind));
+        Recording(Some(t.tracer.build_with_context(builder, &cx)))
+    }
+
+    /// `name`, shared by every span that says it.
+    fn name(&self, name: &str) -> Cow<'static, str> {
+        match &self.0 {
+            Some(t) => t.names.name(name),
+            None => Cow::Owned(name.to_owned()),
+        }
     }
 
     /// An emit of `event`, a producer span in the caller's trace (`parent`),
     /// or the first of a new one. The event keeps the emit span's context,
     /// so its attempts link to the emit; with spans off, the caller's.
     pub fn emit(&self, event: &str, parent: Option<&TraceContext>) -> (Recording, Option<TraceContext>) {
-        let span = self.start(format!("send {event}"), SpanKind::Producer, parent, |b| {
+        let name = match &self.0 {
+            Some(t) => t.send.get(event, || format!("send {event}")),
+            None => Cow::Borrowed(""),
+        };
+        let span = self.start(name, SpanKind::Producer, parent, |b| {
             b.with_attributes([
                 KeyValue::new("messaging.system", SYSTEM),
                 KeyValue::new("messaging.operation.name", "send"),
                 KeyValue::new("messaging.operation.type", "send"),
-                KeyValue::new("messaging.destination.name", event.to_owned()),
+                KeyValue::new("messaging.destination.name", self.name(event)),
             ])
         });
         let kept = span.context().or_else(|| parent.cloned());
@@ -103,28 +168,30 @@ impl Spans {
     /// message processed long after it was sent; every attempt of a
     /// delivery is a sibling, none the parent of the next.
     pub fn attempt(&self, a: &Attempt<'_>) -> Recording {
-        if self.0.is_none() {
+        let Some(t) = &self.0 else {
             return Recording(None);
-        }
+        };
         let emit = a.event_trace.and_then(remote);
         let link = emit.clone().map(Link::with_context);
+        let name = t.process.get(a.event, || format!("process {}", a.event));
         // What a sampler may decide by goes in at the start; the rest only
-        // into a span that records.
-        let mut span = self.start_under(format!("process {}", a.event), SpanKind::Consumer, emit, |b| {
-            b.with_attributes([
-                KeyValue::new("messaging.system", SYSTEM),
-                KeyValue::new("messaging.operation.name", "process"),
-                KeyValue::new("messaging.operation.type", "process"),
-                KeyValue::new("messaging.destination.name", a.event.to_owned()),
-            ])
-            .with_links(link.into_iter().collect())
+        // into a span that records, in the same vector, sized for all.
+        let mut attributes = Vec::with_capacity(ATTEMPT_ATTRIBUTES);
+        attributes.extend([
+            KeyValue::new("messaging.system", SYSTEM),
+            KeyValue::new("messaging.operation.name", "process"),
+            KeyValue::new("messaging.operation.type", "process"),
+            KeyValue::new("messaging.destination.name", t.names.name(a.event)),
+        ]);
+        let mut span = self.start_under(name, SpanKind::Consumer, emit, |b| {
+            b.with_attributes(attributes).with_links(link.into_iter().collect())
         });
         if !span.is_recording() {
             return span;
         }
-        span.set("messaging.consumer.group.name", a.subscriber.to_owned());
+        span.set("messaging.consumer.group.name", t.names.name(a.subscriber));
         span.set("messaging.message.id", a.event_id.to_owned());
-        span.set("messaging.client.id", a.worker.to_owned());
+        span.set("messaging.client.id", t.names.name(a.worker));
         span.set("jadpo.delivery.id", a.delivery);
         span.set("jadpo.attempt", i64::from(a.attempt));
         if a.held_for_ms > 0 {
@@ -133,7 +200,7 @@ impl Spans {
         for connection in a.probe_for {
             span.event(
                 "jadpo.probe",
-                vec![KeyValue::new("jadpo.connection", connection.clone())],
+                vec![KeyValue::new("jadpo.connection", t.names.name(connection))],
             );
         }
         if a.lease_expired {
@@ -154,7 +221,7 @@ impl Spans {
         self.start(format!("hold {event}"), SpanKind::Internal, event_trace, |b| {
             b.with_attributes([
                 KeyValue::new("jadpo.delivery.id", delivery),
-                KeyValue::new("jadpo.connection", connection.to_owned()),
+                KeyValue::new("jadpo.connection", self.name(connection)),
             ])
         })
     }
@@ -166,12 +233,12 @@ impl Spans {
     pub fn call(&self, run: Option<&TraceContext>, c: &Call<'_>) -> Recording {
         self.start(format!("{} {}", c.method, c.template), SpanKind::Client, run, |b| {
             let mut attributes = vec![
-                KeyValue::new("http.request.method", c.method.to_owned()),
-                KeyValue::new("url.template", c.template.to_owned()),
-                KeyValue::new("jadpo.connection", c.connection.to_owned()),
+                KeyValue::new("http.request.method", self.name(c.method)),
+                KeyValue::new("url.template", self.name(c.template)),
+                KeyValue::new("jadpo.connection", self.name(c.connection)),
             ];
             if let Some(host) = c.host {
-                attributes.push(KeyValue::new("server.address", host.to_owned()));
+                attributes.push(KeyValue::new("server.address", self.name(host)));
             }
             if let Some(port) = c.port {
                 attributes.push(KeyValue::new("server.port", i64::from(port)));
