@@ -55,7 +55,7 @@ pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQ
         match key.as_str() {
             "state" => {
                 q.state = Some(DeliveryState::parse(value).ok_or_else(|| {
-                    format!("`state` is one of due, running, held, succeeded, failed, parked; not {value:?}")
+                    format!("`state` is one of queued, due, running, held, succeeded, failed, parked; not {value:?}")
                 })?)
             }
             "subscriber" => q.subscriber = Some(value.clone()),
@@ -210,6 +210,7 @@ pub(crate) fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
         "event": event,
         "subscriber": d.subscriber,
         "key": d.key.as_ref().map(|k| k.as_str()),
+        "key_rule": d.key_rule.map(jadpo_core::key_rule::KeyRule::stored),
         "state": d.state.as_str(),
         "attempts": d.attempts,
         "last_failure_code": failure.map(|f| f.code.as_str()),
@@ -242,10 +243,27 @@ pub(crate) fn attempt_json(a: &AttemptRecord) -> Value {
     })
 }
 
+/// What a queued delivery waits for, as the CLI and the console say it.
+pub(crate) fn queued_text(d: &Delivery, waits_for: Option<jadpo_core::DeliveryId>) -> String {
+    let key = d.key.as_ref().map_or("", |k| k.as_str());
+    match waits_for {
+        Some(id) => format!("waits for delivery {id}, earlier for key {key}"),
+        None => format!("waits for an earlier delivery of key {key}"),
+    }
+}
+
 /// A delivery with its attempt history (`jadpo deliveries show --json`,
-/// `GET /deliveries/ID`): [`delivery_json`] plus `history`, oldest first.
-pub(crate) fn delivery_detail_json(d: &Delivery, event: Option<&EventRecord>, attempts: &[AttemptRecord]) -> Value {
+/// `GET /deliveries/ID`): [`delivery_json`] plus `history`, oldest first,
+/// and for a queued one `waits_for_delivery`, the delivery of its key it
+/// waits for.
+pub(crate) fn delivery_detail_json(
+    d: &Delivery,
+    event: Option<&EventRecord>,
+    attempts: &[AttemptRecord],
+    waits_for: Option<jadpo_core::DeliveryId>,
+) -> Value {
     let mut v = delivery_json(d, event.map(|e| e.name.as_str()));
+    v["waits_for_delivery"] = json!(waits_for.map(|id| id.0));
     v["history"] = Value::Array(attempts.iter().map(attempt_json).collect());
     // The trace its event was emitted in, to find it in the tracing tool.
     v["trace_id"] = json!(event.and_then(|e| e.trace.as_ref()).map(|t| t.trace_id()));

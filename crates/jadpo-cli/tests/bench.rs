@@ -107,6 +107,25 @@ fn bench_keys_its_deliveries_over_n_keys() {
     assert_eq!(of_key.as_array().unwrap().len(), 4, "{of_key:#}");
 }
 
+/// `--order fifo`: the keys' deliveries run one at a time each, and all
+/// of them run; the JSON says the rule.
+#[test]
+fn bench_orders_each_keys_deliveries() {
+    let f = Folder::empty();
+    let url = format!("sqlite:{}", f.path().join("jadpo.db").display());
+    for (flag, value, order) in [("--order", "fifo", "fifo"), ("--concurrency-per-key", "2", "cap:2")] {
+        let run = f.run(&[
+            "bench", "--store", &url, "--events", "40", "--keys", "3", flag, value, "--json",
+        ]);
+        run.expect(0, None);
+        let v = last_json(&run);
+        assert_eq!(
+            (v["order"].as_str(), v["counts"]["succeeded"].as_u64()),
+            (Some(order), Some(40))
+        );
+    }
+}
+
 #[test]
 fn bench_over_http_compares_with_a_plain_http_loop() {
     let f = Folder::empty();
@@ -149,6 +168,11 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         (vec!["bench", "--retention", "soon"], "bench.retention_invalid"),
         (vec!["bench", "--keys", "0"], "bench.keys_invalid"),
         (vec!["bench", "--keys", "1000001"], "bench.keys_invalid"),
+        (vec!["bench", "--keys", "5", "--order", "lifo"], "bench.order_invalid"),
+        (
+            vec!["bench", "--keys", "5", "--concurrency-per-key", "0"],
+            "bench.order_invalid",
+        ),
     ] {
         let run = f.run(&args);
         run.expect(2, Some(code));
@@ -161,6 +185,8 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         vec!["bench", "--duration", "1m"],
         vec!["bench", "--rate", "5/s", "--duration", "1m", "--events", "10"],
         vec!["bench", "--report-every", "1s"],
+        vec!["bench", "--order", "fifo"],
+        vec!["bench", "--keys", "5", "--order", "fifo", "--concurrency-per-key", "2"],
     ] {
         assert_eq!(f.run(&args).code(), 2, "{args:?}");
     }

@@ -1025,3 +1025,33 @@ fn a_bulk_retry_takes_one_keys_deliveries() {
     assert_eq!(without_state.code(), 2, "{}", without_state.stderr());
     assert_eq!(state(&ids[1]), "failed");
 }
+
+/// `order: fifo`: the second delivery of a key is `queued`, listed as
+/// such, and `deliveries show` says which delivery it waits for.
+#[test]
+fn a_queued_delivery_shows_what_it_waits_for() {
+    let f = Folder::empty();
+    let app = common::APP.replace(
+        "subscriber pinged { on: Ping  run: notify(event.id) }",
+        "subscriber pinged { on: Ping  run: notify(event.id)  key: event.id  order: fifo }",
+    );
+    f.write("app.jadpo", &app);
+    let url = f.store_url();
+    let ids: Vec<i64> = (0..2)
+        .map(|_| {
+            let run = f.run(&["emit", "Ping", r#"{"id": "c-42"}"#, "--store", &url, "--json"]);
+            run.expect(0, None).json()["delivery_ids"][0].as_i64().unwrap()
+        })
+        .collect();
+    let queued = f
+        .run(&["deliveries", "--state", "queued", "--store", &url, "--json"])
+        .expect(0, None)
+        .json();
+    assert_eq!(queued.as_array().map(|a| a.len()), Some(1), "{queued:#}");
+    assert_eq!(queued[0]["id"], ids[1]);
+    let shown = f.run(&["deliveries", "show", &ids[1].to_string(), "--store", &url]);
+    let text = shown.expect(0, None).stdout();
+    let says = format!("waits for delivery {}, earlier for key c-42", ids[0]);
+    assert!(text.contains(&says), "{text}");
+    assert!(text.contains("queued"), "{text}");
+}

@@ -1,63 +1,10 @@
 //! A delivery: one subscriber's durable job for one event.
 
+pub use crate::delivery_state::DeliveryState;
 use crate::failure::FailureRecord;
 pub use crate::ids::{DeliveryId, EventId, LeaseToken};
 use crate::time::Timestamp;
-use std::fmt;
 use std::time::Duration;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DeliveryState {
-    /// Waiting for `due_at`.
-    Due,
-    /// Claimed by a worker under a lease.
-    Running,
-    /// Behind an open circuit breaker; not due until it closes.
-    Held,
-    Succeeded,
-    Failed,
-    Parked,
-}
-
-impl DeliveryState {
-    pub const ALL: [DeliveryState; 6] = [
-        DeliveryState::Due,
-        DeliveryState::Running,
-        DeliveryState::Held,
-        DeliveryState::Succeeded,
-        DeliveryState::Failed,
-        DeliveryState::Parked,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Due => "due",
-            DeliveryState::Running => "running",
-            DeliveryState::Held => "held",
-            DeliveryState::Succeeded => "succeeded",
-            DeliveryState::Failed => "failed",
-            DeliveryState::Parked => "parked",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<DeliveryState> {
-        DeliveryState::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
-    /// Nothing happens to a finished delivery until an operator retries it.
-    pub const fn is_finished(self) -> bool {
-        matches!(
-            self,
-            DeliveryState::Succeeded | DeliveryState::Failed | DeliveryState::Parked
-        )
-    }
-}
-
-impl fmt::Display for DeliveryState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -109,6 +56,10 @@ pub struct Delivery {
     /// Its subscriber's `key:` over its event, set at the emit and never
     /// changed (`crate::key`).
     pub key: Option<crate::key::Key>,
+    /// What its subscriber asked of deliveries sharing its key when it was
+    /// emitted (`order:` or `concurrency_per_key:`), kept with it so that
+    /// its end frees its slot by the rule it took it under.
+    pub key_rule: Option<crate::key_rule::KeyRule>,
 }
 
 impl Delivery {
@@ -131,6 +82,7 @@ impl Delivery {
             updated_at: now,
             finished_at: None,
             key: None,
+            key_rule: None,
         }
     }
 
@@ -187,6 +139,28 @@ impl Delivery {
         self.lease = None;
         self.due_at = due_at;
         self.finished_at = None;
+        self.updated_at = now;
+    }
+
+    /// Becomes due at once with the slot of its key an earlier delivery
+    /// freed. Its budget is untouched: waiting spent none, and `within:`
+    /// still counts from the event.
+    pub fn promote(&mut self, now: Timestamp) {
+        assert_eq!(self.state, DeliveryState::Queued, "only a queued delivery is promoted");
+        self.state = DeliveryState::Due;
+        self.due_at = self.due_at.max(now);
+        self.updated_at = now;
+    }
+
+    /// Waits for a slot of its key rather than being due: its emit or an
+    /// operator's retry found the key's slots taken.
+    pub fn queue(&mut self, now: Timestamp) {
+        assert_eq!(
+            self.state,
+            DeliveryState::Due,
+            "only a delivery about to be due is queued"
+        );
+        self.state = DeliveryState::Queued;
         self.updated_at = now;
     }
 

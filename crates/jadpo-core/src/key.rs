@@ -82,3 +82,19 @@ impl fmt::Display for Key {
         f.write_str(&self.0)
     }
 }
+
+/// A delivery's key, and what its subscriber asks of the deliveries that
+/// share it: `None` when its key only names them (for lookups), else its
+/// `order:` or `concurrency_per_key:` (`crate::key_rule`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keyed {
+    pub key: Key,
+    pub rule: Option<crate::key_rule::KeyRule>,
+}
+
+impl From<Key> for Keyed {
+    /// A key that only names its deliveries.
+    fn from(key: Key) -> Keyed {
+        Keyed { key, rule: None }
+    }
+}

@@ -12,7 +12,7 @@
 //! to the queued delivery with the lowest id; these functions are the
 //! rules they apply, and the model the conformance tests check them by.
 
-use crate::delivery::DeliveryState;
+use crate::delivery_state::DeliveryState;
 use std::fmt;
 
 /// The largest `concurrency_per_key:`.
@@ -54,6 +54,29 @@ impl KeyRule {
         }
     }
 
+    /// The rule as a store keeps it on a delivery: `fifo`, `strict`,
+    /// `cap:N`.
+    pub fn stored(self) -> String {
+        match self {
+            KeyRule::Fifo => "fifo".into(),
+            KeyRule::Strict => "strict".into(),
+            KeyRule::Cap(n) => format!("cap:{n}"),
+        }
+    }
+
+    /// A rule as [`KeyRule::stored`] wrote it; `None` for anything else.
+    pub fn from_stored(s: &str) -> Option<KeyRule> {
+        match s {
+            "fifo" => Some(KeyRule::Fifo),
+            "strict" => Some(KeyRule::Strict),
+            _ => s
+                .strip_prefix("cap:")?
+                .parse::<i128>()
+                .ok()
+                .and_then(|n| KeyRule::cap(n).ok()),
+        }
+    }
+
     /// How many deliveries of one key may hold a slot at once.
     pub fn slots(self) -> u32 {
         match self {
@@ -81,6 +104,7 @@ impl KeyRule {
     pub fn holds_slot(self, state: DeliveryState) -> bool {
         match state {
             DeliveryState::Due | DeliveryState::Running | DeliveryState::Held => true,
+            DeliveryState::Queued => false,
             DeliveryState::Succeeded => false,
             DeliveryState::Failed | DeliveryState::Parked => self == KeyRule::Strict,
         }

@@ -64,6 +64,7 @@ fn concurrency_per_key_takes_1_to_1000() {
 fn who_holds_a_slot() {
     let table: &[(DeliveryState, bool, bool, bool)] = &[
         // state       fifo   strict  cap
+        (Queued, false, false, false),
         (Due, true, true, true),
         (Running, true, true, true),
         (Held, true, true, true),
@@ -103,6 +104,19 @@ fn a_retry_or_a_hold_keeps_the_slot_an_end_frees_it() {
     assert_eq!(KeyRule::Strict.slots(), 1);
     assert!(KeyRule::Strict.in_order() && KeyRule::Fifo.in_order() && !KeyRule::Cap(5).in_order());
     assert!(KeyRule::Cap(2).starts_due(1) && !KeyRule::Cap(2).starts_due(2));
+    // A promotion takes the slot an end freed.
+    assert!(KeyRule::Fifo.takes_slot(Queued, Due));
+}
+
+#[test]
+fn a_rule_is_stored_as_text_and_read_back() {
+    for rule in [KeyRule::Fifo, KeyRule::Strict, KeyRule::Cap(1), KeyRule::Cap(1000)] {
+        assert_eq!(KeyRule::from_stored(&rule.stored()), Some(rule), "{rule:?}");
+    }
+    assert_eq!(KeyRule::Cap(7).stored(), "cap:7");
+    for bad in ["", "FIFO", "cap:", "cap:0", "cap:1001", "cap:x", "cap:-1"] {
+        assert_eq!(KeyRule::from_stored(bad), None, "{bad}");
+    }
 }
 
 /// One key's deliveries as a store keeps them: a count of slots taken,

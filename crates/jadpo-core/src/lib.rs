@@ -31,6 +31,7 @@ pub mod call;
 pub mod claim;
 pub mod clock;
 pub mod delivery;
+pub mod delivery_state;
 pub mod failure;
 pub mod ids;
 pub mod key;

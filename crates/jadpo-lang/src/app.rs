@@ -475,6 +475,10 @@ pub struct Subscriber {
     /// keeps as its key, to be found by (`jadpo deliveries --key`); the
     /// path of field names after `event`.
     pub key: Option<Vec<String>>,
+    /// `order: fifo | strict` or `concurrency_per_key: N`: what the
+    /// deliveries sharing a key wait for (`jadpo_core::key_rule`). Only
+    /// with `key:`.
+    pub key_rule: Option<jadpo_core::key_rule::KeyRule>,
     pub span: Span,
 }
 

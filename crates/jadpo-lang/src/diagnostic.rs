@@ -40,6 +40,9 @@ pub enum Code {
     SubscriberActionUnknown,
     SubscriberRetryInvalid,
     SubscriberKeyInvalid,
+    SubscriberOrderInvalid,
+    SubscriberOrderWithoutKey,
+    SubscriberConcurrencyPerKeyInvalid,
     ScheduleActionUnknown,
     ScheduleRetryNotAllowed,
     ScheduleTriggerInvalid,
@@ -77,7 +80,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 45] = [
+    pub const ALL: [Code; 48] = [
         Code::ParseSyntax,
         Code::NameDuplicate,
         Code::KeyUnknown,
@@ -89,6 +92,9 @@ impl Code {
         Code::SubscriberActionUnknown,
         Code::SubscriberRetryInvalid,
         Code::SubscriberKeyInvalid,
+        Code::SubscriberOrderInvalid,
+        Code::SubscriberOrderWithoutKey,
+        Code::SubscriberConcurrencyPerKeyInvalid,
         Code::ScheduleActionUnknown,
         Code::ScheduleRetryNotAllowed,
         Code::ScheduleTriggerInvalid,
@@ -138,6 +144,9 @@ impl Code {
             Code::SubscriberActionUnknown => "subscriber.action_unknown",
             Code::SubscriberRetryInvalid => "subscriber.retry_invalid",
             Code::SubscriberKeyInvalid => "subscriber.key_invalid",
+            Code::SubscriberOrderInvalid => "subscriber.order_invalid",
+            Code::SubscriberOrderWithoutKey => "subscriber.order_without_key",
+            Code::SubscriberConcurrencyPerKeyInvalid => "subscriber.concurrency_per_key_invalid",
             Code::ScheduleActionUnknown => "schedule.action_unknown",
             Code::ScheduleRetryNotAllowed => "schedule.retry_not_allowed",
             Code::ScheduleTriggerInvalid => "schedule.trigger_invalid",

@@ -78,6 +78,21 @@ const CASES: &[(Code, &str, &str)] = &[
         "event Rated { id: string  score: float }\nsubscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  key: payment_id }\nsubscriber t { on: Rated  run: reconcile_all(event.id)  key: event.score }\nsubscriber u { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.customer }\n",
     ),
     (
+        Code::SubscriberOrderInvalid,
+        "subscriber_order_invalid",
+        "subscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.payment_id  order: lifo }\nsubscriber t { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.payment_id  order: fifo  concurrency_per_key: 2 }\n",
+    ),
+    (
+        Code::SubscriberOrderWithoutKey,
+        "subscriber_order_without_key",
+        "subscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  order: fifo }\nsubscriber t { on: PaymentReceived  run: record_payment(event.payment_id)  concurrency_per_key: 2 }\n",
+    ),
+    (
+        Code::SubscriberConcurrencyPerKeyInvalid,
+        "subscriber_concurrency_per_key_invalid",
+        "subscriber s { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.payment_id  concurrency_per_key: 0 }\nsubscriber t { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.payment_id  concurrency_per_key: 1001 }\nsubscriber u { on: PaymentReceived  run: record_payment(event.payment_id)  key: event.payment_id  concurrency_per_key: \"2\" }\n",
+    ),
+    (
         Code::ScheduleActionUnknown,
         "schedule_action_unknown",
         "schedule nightly { every: 1d  run: reconcile() }\n",

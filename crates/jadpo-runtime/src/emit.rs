@@ -4,7 +4,7 @@
 //! here, so a malformed event is refused the same way everywhere: with a
 //! stable code and the field at fault, before anything is written.
 
-use jadpo_core::key::{Key, KeyError, KeyValue};
+use jadpo_core::key::{Key, KeyError, KeyValue, Keyed};
 use jadpo_lang::{App, Type};
 use jadpo_store::NewEvent;
 use std::collections::BTreeMap;
@@ -62,13 +62,13 @@ pub fn delivery_key(path: &[String], payload: &serde_json::Value) -> Result<Key,
 fn keys<'a>(
     subscribers: impl Iterator<Item = &'a jadpo_lang::Subscriber>,
     payload: &serde_json::Value,
-) -> Result<BTreeMap<String, Key>, EventError> {
+) -> Result<BTreeMap<String, Keyed>, EventError> {
     let mut keys = BTreeMap::new();
     for s in subscribers {
         let Some(path) = &s.key else { continue };
         match delivery_key(path, payload) {
-            Ok(k) => {
-                keys.insert(s.name.clone(), k);
+            Ok(key) => {
+                keys.insert(s.name.clone(), Keyed { key, rule: s.key_rule });
             }
             Err(e) => {
                 let field = path.join(".");
@@ -251,8 +251,8 @@ mod tests {
             event Paid { id: string  cents: int  meta: object }
             action noop() uses c
             connection c { base_url: "http://localhost" }
-            subscriber by_id { on: Paid  run: noop()  key: event.id }
-            subscriber by_cents { on: Paid  run: noop()  key: event.cents }
+            subscriber by_id { on: Paid  run: noop()  key: event.id  order: fifo }
+            subscriber by_cents { on: Paid  run: noop()  key: event.cents  concurrency_per_key: 3 }
             subscriber by_account { on: Paid  run: noop()  key: event.meta.account }
             subscriber plain { on: Paid  run: noop() }
         "#;
@@ -263,8 +263,12 @@ mod tests {
             &json!({"id": "c-42", "cents": 100, "meta": {"account": 7}}),
         )
         .unwrap();
-        let keys: Vec<(&str, &str)> = e.keys.iter().map(|(s, k)| (s.as_str(), k.as_str())).collect();
+        let keys: Vec<(&str, &str)> = e.keys.iter().map(|(s, k)| (s.as_str(), k.key.as_str())).collect();
         assert_eq!(keys, [("by_account", "7"), ("by_cents", "100"), ("by_id", "c-42")]);
+        // Each with its subscriber's order or cap, kept with the delivery.
+        use jadpo_core::key_rule::KeyRule;
+        let rules: Vec<Option<KeyRule>> = e.keys.values().map(|k| k.rule).collect();
+        assert_eq!(rules, [None, Some(KeyRule::Cap(3)), Some(KeyRule::Fifo)]);
         for (payload, field, why) in [
             (json!({"id": "", "cents": 1, "meta": {"account": "a"}}), "id", "empty"),
             (

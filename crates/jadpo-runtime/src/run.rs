@@ -208,8 +208,9 @@ pub struct Catalog {
     timeouts: BTreeMap<String, Duration>,
     /// Each event's subscribers, for the events actions emit.
     subscribers: BTreeMap<String, Vec<String>>,
-    /// Each keyed subscriber's `key:`, the fields after `event`.
-    key_paths: BTreeMap<String, Vec<String>>,
+    /// Each keyed subscriber's `key:`, the fields after `event`, and its
+    /// `order:` or `concurrency_per_key:`.
+    key_paths: BTreeMap<String, (Vec<String>, Option<jadpo_core::key_rule::KeyRule>)>,
     pub schedules: Vec<ScheduleSpec>,
     /// Every connection a subscriber may call or the app declares: the
     /// labels of the per-connection histograms, made once.
@@ -244,7 +245,7 @@ impl Catalog {
         }
         for s in app.subscribers.values() {
             if let Some(path) = &s.key {
-                c.key_paths.insert(s.name.clone(), path.clone());
+                c.key_paths.insert(s.name.clone(), (path.clone(), s.key_rule));
             }
             // An action's or a capability's: the capabilities' fillers
             // included, so the breaker of any of them holds the delivery.
@@ -287,13 +288,15 @@ impl Catalog {
         event: &str,
         subscribers: &[String],
         payload: &serde_json::Value,
-    ) -> BTreeMap<String, jadpo_core::key::Key> {
+    ) -> BTreeMap<String, jadpo_core::key::Keyed> {
         let mut keys = BTreeMap::new();
         for s in subscribers {
-            let Some(path) = self.key_paths.get(s) else { continue };
+            let Some((path, rule)) = self.key_paths.get(s) else {
+                continue;
+            };
             match crate::emit::delivery_key(path, payload) {
-                Ok(k) => {
-                    keys.insert(s.clone(), k);
+                Ok(key) => {
+                    keys.insert(s.clone(), jadpo_core::key::Keyed { key, rule: *rule });
                 }
                 Err(e) => tracing::warn!(
                     event,
@@ -401,7 +404,7 @@ mod tests {
             emits.events[i]
                 .keys
                 .iter()
-                .map(|(s, k)| (s.clone(), k.as_str().to_owned()))
+                .map(|(s, k)| (s.clone(), k.key.as_str().to_owned()))
                 .collect()
         };
         assert_eq!(keys(0), [("keyed".to_string(), "c-42".to_string())]);

@@ -820,6 +820,76 @@ async fn an_events_emit_attempts_and_calls_are_spans_of_its_trace<S: ScheduleSto
     assert_eq!(statuses, ["503", "503", "200"]);
 }
 
+/// `order: fifo` end to end, from the app file to the provider: a key's
+/// deliveries reach it one at a time, in emit order, the second waiting
+/// `queued` through the first's 503 and backoff, while another key's
+/// delivery goes ahead.
+async fn a_fifo_keys_deliveries_reach_the_provider_in_emit_order<S: ScheduleStore>(store: S) {
+    let app_text = format!(
+        "{APP}\nevent Charged {{ id: string  customer: string }}\n\
+         subscriber charge {{ on: Charged  run: record(event.id)  key: event.customer  order: fifo }}\n"
+    );
+    let app = jadpo_lang::check("app.jadpo", &app_text).app.unwrap();
+    let w = world(store, &app_text).await;
+    // Its Retry-After keeps the retry off the clock the test holds still.
+    w.provider.script([Behaviour::Unavailable { retry_after_s: 10 }]);
+    let events: Vec<_> = [("a1", "c-1"), ("a2", "c-1"), ("a3", "c-1"), ("b1", "c-2")]
+        .iter()
+        .map(|(id, customer)| {
+            let payload = serde_json::json!({"id": id, "customer": customer});
+            jadpo_runtime::emit::prepare(&app, "Charged", &payload).unwrap()
+        })
+        .collect();
+    let ids: Vec<_> = w
+        .engine
+        .emit(&events)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.deliveries[0])
+        .collect();
+    let state = |i: usize| {
+        let store = w.store.clone();
+        let id = ids[i];
+        async move { store.delivery(id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state(1).await, DeliveryState::Queued);
+    let running = w.engine.start();
+    eventually("the other key's delivery went ahead", || async {
+        state(3).await == DeliveryState::Succeeded && state(0).await == DeliveryState::Due
+    })
+    .await;
+    assert_eq!(
+        (state(1).await, state(2).await),
+        (DeliveryState::Queued, DeliveryState::Queued),
+        "waiting for a1's retry"
+    );
+    w.clock.advance(Duration::from_secs(3600));
+    eventually("all delivered", || async {
+        count(&*w.store, DeliveryState::Succeeded).await == 4
+    })
+    .await;
+    running.stop().await;
+    let paths: Vec<String> = w
+        .provider
+        .requests()
+        .into_iter()
+        .filter(|r| r.path != "/payments/b1")
+        .map(|r| format!("{} {}", r.path, r.status))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/payments/a1 503",
+            "/payments/a1 200",
+            "/payments/a2 200",
+            "/payments/a3 200"
+        ]
+    );
+    let waited = w.store.delivery(ids[2]).await.unwrap().unwrap();
+    assert_eq!(waited.attempts, 1, "waiting was no attempt");
+}
+
 fn executor(provider: &TestProvider, app_text: &str) -> AppExecutor {
     let app = Arc::new(jadpo_lang::check("app.jadpo", app_text).app.unwrap());
     let url = provider.url();
@@ -874,4 +944,5 @@ on_every_store!(
     a_schedules_emits_are_delivered,
     a_runs_calls_carry_its_events_trace_on,
     an_events_emit_attempts_and_calls_are_spans_of_its_trace,
+    a_fifo_keys_deliveries_reach_the_provider_in_emit_order,
 );

@@ -397,7 +397,10 @@ fn check_state(
 ) -> Result<(), String> {
     let id = d.id;
     match d.state {
-        DeliveryState::Due => {}
+        DeliveryState::Queued if d.key_rule.is_none() => {
+            return err(format!("delivery {id} queued without a key's order or cap"))
+        }
+        DeliveryState::Queued | DeliveryState::Due => {}
         DeliveryState::Running if d.lease.is_none() => return err(format!("delivery {id} running without a lease")),
         DeliveryState::Running => {}
         DeliveryState::Held if d.held.is_none() => return err(format!("delivery {id} held without a connection")),

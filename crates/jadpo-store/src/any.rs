@@ -184,6 +184,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.delivery(id))
     }
 
+    async fn waits_for(&self, id: DeliveryId) -> Result<Option<DeliveryId>, StoreError> {
+        delegate!(self, s => s.waits_for(id))
+    }
+
     async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
         delegate!(self, s => s.list(filter))
     }

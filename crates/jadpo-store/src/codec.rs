@@ -12,6 +12,7 @@
 //! holds a duration in milliseconds ([`span_ms`]).
 
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
+use jadpo_core::key_rule::KeyRule;
 use jadpo_core::{
     Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
     WaitFor, Waiting,
@@ -115,6 +116,7 @@ pub(crate) struct DeliveryRow {
     pub waiting_on: Option<String>,
     pub waiting_for: Option<String>,
     pub delivery_key: Option<String>,
+    pub key_rule: Option<String>,
 }
 
 impl DeliveryRow {
@@ -165,6 +167,10 @@ impl DeliveryRow {
             updated_at: Timestamp::from_millis(self.updated_at),
             finished_at: self.finished_at.map(Timestamp::from_millis),
             key: self.delivery_key.map(jadpo_core::key::Key::stored),
+            key_rule: match self.key_rule {
+                Some(r) => Some(KeyRule::from_stored(&r).ok_or_else(|| corrupt("key_rule", &r))?),
+                None => None,
+            },
         };
         Ok((d, self.lease_token))
     }
@@ -195,6 +201,7 @@ impl DeliveryRow {
             waiting_on: d.waiting.as_ref().map(|w| w.connection.clone()),
             waiting_for: d.waiting.as_ref().map(|w| w.reason.as_str().to_owned()),
             delivery_key: d.key.as_ref().map(|k| k.as_str().to_owned()),
+            key_rule: d.key_rule.map(KeyRule::stored),
         }
     }
 }

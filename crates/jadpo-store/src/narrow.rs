@@ -30,6 +30,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         updated_at: _,
         finished_at: _,
         key,
+        key_rule,
     } = a;
     *id == b.id
         && *event_id == b.event_id
@@ -42,6 +43,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         && *waiting == b.waiting
         && *created_at == b.created_at
         && *key == b.key
+        && *key_rule == b.key_rule
 }
 
 /// `after` is `before` made `running` under a new lease, nothing else.

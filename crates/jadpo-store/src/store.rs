@@ -147,6 +147,11 @@ pub trait Store: Send + Sync + 'static {
     /// pruned).
     fn delivery(&self, id: DeliveryId) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;
 
+    /// What the `queued` delivery `id` waits for: the delivery of its key
+    /// that took a slot last (under `order:`, the one holding the key).
+    /// `None` for a delivery that is not queued.
+    fn waits_for(&self, id: DeliveryId) -> impl Future<Output = Result<Option<DeliveryId>, StoreError>> + Send;
+
     /// Newest first.
     fn list(&self, filter: &DeliveryFilter) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
 

@@ -96,8 +96,9 @@ pub struct NewEvent {
     /// whichever process and however late, joins that trace.
     pub trace: Option<jadpo_core::TraceContext>,
     /// The key of each keyed subscriber's delivery, by subscriber: its
-    /// `key:` over this event. A subscriber not named has none.
-    pub keys: std::collections::BTreeMap<String, jadpo_core::key::Key>,
+    /// `key:` over this event, with its `order:` or
+    /// `concurrency_per_key:`. A subscriber not named has none.
+    pub keys: std::collections::BTreeMap<String, jadpo_core::key::Keyed>,
 }
 
 /// The longest idempotency key, in bytes.

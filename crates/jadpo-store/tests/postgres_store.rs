@@ -1230,8 +1230,8 @@ async fn a_key_is_looked_up_in_its_table_and_pruned_with_its_delivery() {
             trace: None,
             // Half keyed, over 100 keys, and one key of its own.
             keys: match i {
-                7 => [("log".to_string(), Key::new(KeyValue::Str("rare")).unwrap())].into(),
-                i if i % 2 == 0 => [("log".to_string(), Key::new(KeyValue::Int(i % 100)).unwrap())].into(),
+                7 => [("log".to_string(), Key::new(KeyValue::Str("rare")).unwrap().into())].into(),
+                i if i % 2 == 0 => [("log".to_string(), Key::new(KeyValue::Int(i % 100)).unwrap().into())].into(),
                 _ => Default::default(),
             },
         })

@@ -520,6 +520,9 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
          ALTER TABLE jadpo_events DROP COLUMN depth;
          ALTER TABLE jadpo_events DROP COLUMN traceparent;
          ALTER TABLE jadpo_events DROP COLUMN tracestate;
+         DROP INDEX jadpo_deliveries_queued;
+         DROP TABLE jadpo_keys;
+         ALTER TABLE jadpo_deliveries DROP COLUMN key_rule;
          DROP INDEX jadpo_deliveries_key;
          ALTER TABLE jadpo_deliveries DROP COLUMN delivery_key;
          DROP TABLE jadpo_clock;

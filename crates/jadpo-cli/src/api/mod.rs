@@ -281,7 +281,8 @@ async fn detail<S: Store>(store: &S, id: DeliveryId) -> Result<Value, ApiError> 
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}")))?;
     let attempts = store.attempts(id).await.map_err(ApiError::store)?;
     let event = store.event(d.event_id).await.map_err(ApiError::store)?;
-    Ok(views::delivery_detail_json(&d, event.as_ref(), &attempts))
+    let waits_for = store.waits_for(id).await.map_err(ApiError::store)?;
+    Ok(views::delivery_detail_json(&d, event.as_ref(), &attempts, waits_for))
 }
 
 async fn delivery<S: ScheduleStore>(

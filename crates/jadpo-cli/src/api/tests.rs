@@ -153,7 +153,7 @@ impl Server {
                     keys: key
                         .map(|k| {
                             let k = jadpo_core::key::Key::new(jadpo_core::key::KeyValue::Str(k)).unwrap();
-                            [("audit".to_string(), k)].into()
+                            [("audit".to_string(), k.into())].into()
                         })
                         .unwrap_or_default(),
                 }],

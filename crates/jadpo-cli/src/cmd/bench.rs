@@ -66,12 +66,19 @@ subscriber bench { on: BenchEvent  run: deliver(event.n)  timeout: 1m }
 "#;
 
 /// An app with `key: event.k` on its subscriber and `k` on its event, for
-/// `--keys`.
-fn keyed(app: &str) -> String {
+/// `--keys`, with `rule` (`--order`, `--concurrency-per-key`).
+fn keyed(app: &str, rule: Option<jadpo_core::key_rule::KeyRule>) -> String {
+    use jadpo_core::key_rule::KeyRule;
+    let rule = match rule {
+        None => String::new(),
+        Some(KeyRule::Fifo) => "order: fifo ".into(),
+        Some(KeyRule::Strict) => "order: strict ".into(),
+        Some(KeyRule::Cap(n)) => format!("concurrency_per_key: {n} "),
+    };
     app.replace("event BenchEvent { n: int }", "event BenchEvent { n: int  k: int }")
         .replace(
             "subscriber bench { on: BenchEvent ",
-            "subscriber bench { on: BenchEvent  key: event.k ",
+            &format!("subscriber bench {{ on: BenchEvent  key: event.k  {rule}"),
         )
 }
 
@@ -235,6 +242,7 @@ async fn measure<S: ScheduleStore>(
         http_latency: s.latency,
         connection_rate: s.connection_rate,
         keys: s.keys,
+        order: s.key_rule.map(jadpo_core::key_rule::KeyRule::stored),
         emit,
         drain,
         p50_ms: p.as_ref().map(|p| p[0]),
@@ -265,7 +273,7 @@ async fn build_engine<S: ScheduleStore>(
         })
         .spans(s.spans.clone())
         .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
-    let key = |app: String| if s.keys.is_some() { keyed(&app) } else { app };
+    let key = |app: String| if s.keys.is_some() { keyed(&app, s.key_rule) } else { app };
     let builder = if s.latency.is_some() {
         builder.app_source("bench.jadpo", &key(http_app(s.connection_rate)))
     } else {
@@ -488,9 +496,14 @@ mod tests {
         assert!(!http_app(None).contains("rate:"));
         for app in [NOOP_APP.to_owned(), http_app(None), http_app(Some(100))] {
             jadpo::check_app("bench.jadpo", &app).unwrap_or_else(|e| panic!("{e}"));
-            let keyed = keyed(&app);
-            let checked = jadpo::check_app("bench.jadpo", &keyed).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(checked.subscribers["bench"].key, Some(vec!["k".to_string()]), "{keyed}");
+            use jadpo_core::key_rule::KeyRule;
+            for rule in [None, Some(KeyRule::Fifo), Some(KeyRule::Strict), Some(KeyRule::Cap(3))] {
+                let keyed = keyed(&app, rule);
+                let checked = jadpo::check_app("bench.jadpo", &keyed).unwrap_or_else(|e| panic!("{e}"));
+                let bench = &checked.subscribers["bench"];
+                assert_eq!(bench.key, Some(vec!["k".to_string()]), "{keyed}");
+                assert_eq!(bench.key_rule, rule, "{keyed}");
+            }
         }
     }
 }

@@ -81,6 +81,7 @@ pub(crate) struct ListArgs {
 /// A delivery's state, for `--state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StateArg {
+    Queued,
     Due,
     Running,
     Held,
@@ -92,6 +93,7 @@ pub enum StateArg {
 impl From<StateArg> for DeliveryState {
     fn from(s: StateArg) -> DeliveryState {
         match s {
+            StateArg::Queued => DeliveryState::Queued,
             StateArg::Due => DeliveryState::Due,
             StateArg::Running => DeliveryState::Running,
             StateArg::Held => DeliveryState::Held,
@@ -196,6 +198,7 @@ fn when_text(d: &Delivery) -> String {
             .held
             .as_ref()
             .map_or_else(|| "held".into(), |h| format!("held since {}", time_short(h.since))),
+        DeliveryState::Queued => format!("queued behind key {}", d.key.as_ref().map_or("", |k| k.as_str())),
         _ => d
             .finished_at
             .map_or_else(|| "-".into(), |t| format!("finished {}", time_short(t))),
@@ -244,8 +247,9 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
     };
     let attempts = store.attempts(id).await.map_err(CliError::store)?;
     let record = store.event(d.event_id).await.map_err(CliError::store)?;
+    let waits_for = store.waits_for(id).await.map_err(CliError::store)?;
     if json {
-        output::print_json(&views::delivery_detail_json(&d, record.as_ref(), &attempts));
+        output::print_json(&views::delivery_detail_json(&d, record.as_ref(), &attempts, waits_for));
         return Ok(ExitCode::SUCCESS);
     }
     let trace_id = record
@@ -273,6 +277,9 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
     field("when", when_text(&d));
     if let Some(w) = d.waiting.as_ref().filter(|_| d.state == DeliveryState::Due) {
         field("waiting", views::waiting_text(w));
+    }
+    if d.state == DeliveryState::Queued {
+        field("waiting", views::queued_text(&d, waits_for));
     }
     field("budget from", time_short(d.budget_from));
     if !d.held_for.is_zero() {

@@ -136,6 +136,7 @@ fn row(d: &Delivery, names: &BTreeMap<jadpo_core::EventId, String>) -> Row {
         },
         DeliveryState::Held => format!("held since {}", time_of(d.held.as_ref().map(|h| h.since))),
         DeliveryState::Running => format!("running until {}", time_of(d.lease.as_ref().map(|l| l.until))),
+        DeliveryState::Queued => format!("queued behind key {}", d.key.as_ref().map_or("", |k| k.as_str())),
         _ => format!("finished {}", time_of(d.finished_at)),
     };
     Row {
@@ -408,6 +409,8 @@ struct DeliveryPage {
     notice: Option<String>,
     /// Its key, and the query of the list of the key's deliveries.
     key: Option<(String, String)>,
+    /// Queued: what it waits for, said, and the delivery, linked.
+    waits_for: Option<(String, Option<i64>)>,
 }
 
 /// Why a page was refused, before it is rendered.
@@ -454,10 +457,11 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
         }
         Err(e) => return api_error(ApiError::store(e)),
     };
-    let (attempts, event) = match tokio::try_join!(store.attempts(id), store.event(d.event_id)) {
-        Ok(r) => r,
-        Err(e) => return api_error(ApiError::store(e)),
-    };
+    let (attempts, event, waits_for) =
+        match tokio::try_join!(store.attempts(id), store.event(d.event_id), store.waits_for(id)) {
+            Ok(r) => r,
+            Err(e) => return api_error(ApiError::store(e)),
+        };
     let names: BTreeMap<_, _> = event.iter().map(|e| (e.id, e.name.clone())).collect();
     let budget = c.jadpo.app().subscribers.get(&d.subscriber).map(|s| s.budget);
     let page = DeliveryPage {
@@ -468,6 +472,8 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
         history: attempts.iter().map(attempt_row).collect(),
         notice,
         key: d.key.as_ref().map(|k| (k.to_string(), key_query(k.as_str()))),
+        waits_for: (d.state == DeliveryState::Queued)
+            .then(|| (crate::views::queued_text(&d, waits_for), waits_for.map(|w| w.0))),
     };
     render(StatusCode::OK, &page)
 }

@@ -494,3 +494,49 @@ async fn a_new_token_ends_the_old_tokens_sessions() {
         "not alive under the new token"
     );
 }
+
+/// A queued delivery says what it waits for, over the API and on its
+/// page, which links to that delivery.
+#[tokio::test]
+async fn a_queued_delivery_says_and_links_what_it_waits_for() {
+    let app = format!(
+        "{}\nevent Order {{ id: string  customer: string }}\n\
+         subscriber charge {{ on: Order  run: record_payment(event.id)  key: event.customer  order: fifo }}\n",
+        crate::api::tests::APP
+    );
+    let s = Server::start_with(&app, Some(TOKEN), true, None).await;
+    let mut ids = Vec::new();
+    for id in ["o1", "o2"] {
+        let body = format!(r#"{{"id":"{id}","customer":"c-42"}}"#);
+        let (status, v) = s
+            .post_with("/events/Order", &body, &[("authorization", &format!("Bearer {TOKEN}"))])
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+        ids.push(v["delivery_ids"][0].as_i64().unwrap());
+    }
+    let (status, v) = s
+        .client
+        .get(format!("{}/deliveries/{}", s.base, ids[1]))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .map(|r| (r.status(), r))
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = v.json().await.unwrap();
+    assert_eq!(
+        (&v["state"], &v["key_rule"], &v["waits_for_delivery"]),
+        (
+            &serde_json::json!("queued"),
+            &serde_json::json!("fifo"),
+            &serde_json::json!(ids[0])
+        )
+    );
+    let cookie = sign_in(&s).await;
+    let page = get(&s, &format!("/ui/deliveries/{}", ids[1]), Some(&cookie)).await;
+    let link = format!(
+        r#"<a href="/ui/deliveries/{}">waits for delivery {}, earlier for key c-42</a>"#,
+        ids[0], ids[0]
+    );
+    assert!(page.body.contains(&link), "{}", page.body);
+}

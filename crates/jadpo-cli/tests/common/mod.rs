@@ -376,7 +376,7 @@ pub(crate) fn seed_failed_keyed_sqlite(url: &str, keys: &[&str]) -> Vec<Delivery
                     subscribers: vec!["audit".into()],
                     idempotency_key: None,
                     trace: None,
-                    keys: [("audit".to_string(), key)].into(),
+                    keys: [("audit".to_string(), key.into())].into(),
                 }],
                 now,
             )

@@ -1,12 +1,13 @@
 //! `event`, `subscriber` and `schedule` blocks, and action parameters.
 
 use super::exprs::{article, Scope};
-use super::values::describe;
+use super::values::{describe, number_text};
 use super::{hint, Checker};
 use crate::app::{Event, Field, Run, Schedule, Subscriber, Trigger, Type, DEFAULT_TIMEOUT};
 use crate::diagnostic::Code;
 use crate::diagnostic::Span;
 use crate::syntax::{Arg, Entry, Expr, ExprKind, Ident, Item, Param};
+use jadpo_core::key_rule::KeyRule;
 use jadpo_core::Budget;
 use std::collections::{HashMap, HashSet};
 
@@ -159,7 +160,7 @@ impl Checker<'_> {
     /// errors, so event fields used inside the action are still checked.
     pub(crate) fn subscriber(&mut self, item: &Item, entries: &[Entry]) -> (Option<Subscriber>, Option<Link>) {
         let what = format!("subscriber `{}`", item.name.name);
-        let allowed = ["on", "run", "retry", "timeout", "key"];
+        let allowed = ["on", "run", "retry", "timeout", "key", "order", "concurrency_per_key"];
         let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
         let ok = keys.len() == entries.len();
         let on = match keys.get("on") {
@@ -195,6 +196,11 @@ impl Checker<'_> {
                 .map(Some),
             None => Some(None),
         };
+        let key_rule = self.key_rule(
+            keys.contains_key("key"),
+            keys.get("order"),
+            keys.get("concurrency_per_key"),
+        );
         let link = match (&on, keys.get("run").and_then(|e| self.run_target(&e.value))) {
             (Some(event), Some((action, span))) if event_known => Some(Link {
                 source: Source::Event(event.clone()),
@@ -214,10 +220,96 @@ impl Checker<'_> {
                 budget: budget?,
                 timeout: timeout?,
                 key: key?,
+                key_rule: key_rule?,
                 span: item.span,
             })
         })();
         (sub, link)
+    }
+
+    /// `order: fifo | strict` or `concurrency_per_key: N`, one of them,
+    /// and only beside `key:` (they order or cap deliveries by their key).
+    /// `Some(None)` when neither is given; `None` after an error.
+    fn key_rule(&mut self, keyed: bool, order: Option<&&Entry>, cap: Option<&&Entry>) -> Option<Option<KeyRule>> {
+        let (given, span) = match (order, cap) {
+            (None, None) => return Some(None),
+            (Some(_), Some(c)) => {
+                self.err(
+                    Code::SubscriberOrderInvalid,
+                    c.key.span,
+                    "`order:` and `concurrency_per_key:` do not go together: `order:` already runs one \
+                     delivery of a key at a time; keep one of them"
+                        .to_string(),
+                );
+                return None;
+            }
+            (Some(o), None) => (self.order(&o.value)?, o.key.span),
+            (None, Some(c)) => (self.concurrency_per_key(&c.value)?, c.key.span),
+        };
+        if !keyed {
+            let what = if matches!(given, KeyRule::Cap(_)) {
+                "`concurrency_per_key:`"
+            } else {
+                "`order:`"
+            };
+            self.err(
+                Code::SubscriberOrderWithoutKey,
+                span,
+                format!(
+                    "{what} applies to deliveries that share a key, and this subscriber has no `key:`; \
+                     add one, as in `key: event.customer_id`"
+                ),
+            );
+            return None;
+        }
+        Some(Some(given))
+    }
+
+    /// `order: fifo` or `order: strict`.
+    fn order(&mut self, e: &Expr) -> Option<KeyRule> {
+        match &e.kind {
+            ExprKind::Path(p) if p.len() == 1 && p[0].name == "fifo" => return Some(KeyRule::Fifo),
+            ExprKind::Path(p) if p.len() == 1 && p[0].name == "strict" => return Some(KeyRule::Strict),
+            _ => {}
+        }
+        self.err(
+            Code::SubscriberOrderInvalid,
+            e.span,
+            format!(
+                "`order:` takes `fifo` (a failed delivery lets the next of its key go on) or `strict` (it \
+                 stops its key until an operator retries or skips it); found {}",
+                describe(e)
+            ),
+        );
+        None
+    }
+
+    /// `concurrency_per_key: N`, 1 to 1,000.
+    fn concurrency_per_key(&mut self, e: &Expr) -> Option<KeyRule> {
+        let found = match &e.kind {
+            ExprKind::Number(n) => match n.as_int().map(KeyRule::cap) {
+                Some(Ok(rule)) => return Some(rule),
+                Some(Err(out_of_range)) => {
+                    self.err(
+                        Code::SubscriberConcurrencyPerKeyInvalid,
+                        e.span,
+                        out_of_range.to_string(),
+                    );
+                    return None;
+                }
+                None => format!("`{}`", number_text(n)),
+            },
+            _ => describe(e),
+        };
+        self.err(
+            Code::SubscriberConcurrencyPerKeyInvalid,
+            e.span,
+            format!(
+                "`concurrency_per_key:` takes a whole number from 1 to {}, not {found}",
+                jadpo_core::key_rule::MAX_CONCURRENCY_PER_KEY
+            ),
+        );
+        None
     }
 
     /// `key: event.FIELD`: a field of the event, a string or an int (or a

@@ -91,7 +91,7 @@ pub async fn a_delivery_keeps_its_key_and_is_found_by_it<S: Store>(s: &S) {
     let key = |v: &str| Key::new(KeyValue::Str(v)).unwrap();
     let with_key = |n: u32, k: &str| NewEvent {
         idempotency_key: None,
-        keys: [("pay".to_string(), key(k))].into(),
+        keys: [("pay".to_string(), key(k).into())].into(),
         ..keyed("E", &format!(r#"{{"n":{n}}}"#), "")
     };
     let emitted = s

@@ -157,6 +157,7 @@ mod deliveries;
 mod emits;
 mod gauges;
 mod intake;
+mod keys;
 mod limits;
 mod schedules;
 mod wake;
@@ -167,6 +168,7 @@ pub use deliveries::*;
 pub use emits::*;
 pub use gauges::*;
 pub use intake::*;
+pub use keys::*;
 pub use limits::*;
 pub use schedules::*;
 pub use wake::*;
@@ -223,6 +225,12 @@ macro_rules! conformance_tests {
             a_key_is_pruned_with_its_event,
             an_event_keeps_the_trace_it_was_emitted_in,
             a_delivery_keeps_its_key_and_is_found_by_it,
+            fifo_runs_a_keys_deliveries_one_at_a_time_in_emit_order,
+            a_cap_lets_that_many_of_a_key_run_at_once,
+            strict_blocks_a_key_behind_a_failure_until_an_operator_retries,
+            an_operator_retry_waits_for_its_key_first_in_line,
+            a_lost_lease_keeps_the_key,
+            a_pruned_strict_failure_frees_its_key,
             a_runs_emits_are_written_with_its_success_and_carry_its_depth,
             a_failed_run_emits_nothing,
             a_lost_runs_emits_are_written_once_by_its_rerun,

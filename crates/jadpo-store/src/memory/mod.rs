@@ -18,6 +18,7 @@ use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
+use jadpo_core::key::Key;
 use jadpo_core::limit::LimitState;
 use jadpo_core::schedule::ScheduleState;
 use jadpo_core::{claim, Delivery, DeliveryId, DeliveryState, EventId, LeaseToken, Timestamp};
@@ -25,6 +26,16 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 type Index = BTreeSet<(Timestamp, DeliveryId)>;
+
+/// One key's slots (`jadpo_core::key_rule`): how many of its deliveries
+/// hold one, and the ones waiting for one, lowest id (emit order) first.
+#[derive(Debug, Default)]
+struct Slots {
+    taken: u32,
+    /// The delivery that took a slot last: what the queued wait for.
+    holder: Option<DeliveryId>,
+    queued: BTreeSet<DeliveryId>,
+}
 
 /// The in-memory store with one owner: every rule of the durable stores,
 /// through `&mut self` methods the simulation drives directly.
@@ -58,6 +69,9 @@ pub struct MemoryStore {
     pub(crate) sessions: BTreeMap<String, Timestamp>,
     /// The scaled clock a process kept, if any.
     pub(crate) clock_anchor: Option<jadpo_core::clock::Anchor>,
+    /// The slots of each key whose subscriber has `order:` or
+    /// `concurrency_per_key:`, by subscriber and key, while any is taken.
+    slots: BTreeMap<(String, Key), Slots>,
     /// Deliveries changed since the last `take_changed`, for a checker
     /// that looks only at what a step touched. A set of kept deliveries: a
     /// store nobody asks (behind the traits) must not grow without bound.
@@ -89,6 +103,7 @@ impl MemoryStore {
             schedules: BTreeMap::new(),
             clock_anchor: None,
             sessions: BTreeMap::new(),
+            slots: BTreeMap::new(),
         }
     }
 
@@ -156,7 +171,11 @@ impl MemoryStore {
                 self.last_delivery += 1;
                 let id = DeliveryId(self.last_delivery);
                 let mut d = Delivery::new(id, event_id, s.clone(), now);
-                d.key = e.keys.get(s).cloned();
+                if let Some(k) = e.keys.get(s) {
+                    d.key = Some(k.key.clone());
+                    d.key_rule = k.rule;
+                }
+                self.take_slot(&mut d, now);
                 self.deliveries.insert(id, d);
                 self.index(id);
                 self.changed.insert(id);
@@ -375,12 +394,23 @@ impl MemoryStore {
         for &(id, due_at) in due {
             if let Some(d) = self.delivery(id).filter(|d| d.retryable_by_operator()) {
                 let mut d = d.clone();
+                let from = d.state;
                 d.operator_retry(due_at, now);
+                if d.key_rule.is_some_and(|r| r.takes_slot(from, d.state)) {
+                    self.take_slot(&mut d, now);
+                }
                 self.put(d);
                 retried.push(id);
             }
         }
         retried
+    }
+
+    /// What a queued delivery waits for: the delivery of its key that took
+    /// a slot last (with one slot, the one holding it).
+    pub fn waits_for(&self, id: DeliveryId) -> Option<DeliveryId> {
+        let d = self.delivery(id).filter(|d| d.state == DeliveryState::Queued)?;
+        self.slots.get(&(d.subscriber.clone(), d.key.clone()?))?.holder
     }
 
     /// The deliveries changed since the last call, each once.
@@ -409,6 +439,11 @@ impl MemoryStore {
             .collect();
         for id in &old {
             let d = self.deliveries.remove(id).expect("listed above");
+            // A `strict` key's failed delivery, gone unretried, no longer
+            // blocks its key.
+            if d.key_rule.is_some_and(|r| r.holds_slot(d.state)) {
+                self.free_slot(&d, before);
+            }
             self.handled.remove(&(d.subscriber, d.event_id));
         }
         let gone: HashSet<DeliveryId> = old.iter().copied().collect();
@@ -469,6 +504,47 @@ impl MemoryStore {
         ids.len()
     }
 
+    /// A delivery about to be due takes a slot of its key, or, when its
+    /// key has none free, waits queued for one.
+    fn take_slot(&mut self, d: &mut Delivery, now: Timestamp) {
+        let (Some(rule), Some(key)) = (d.key_rule, &d.key) else {
+            return;
+        };
+        let slots = self.slots.entry((d.subscriber.clone(), key.clone())).or_default();
+        if rule.starts_due(slots.taken) {
+            slots.taken += 1;
+            slots.holder = Some(d.id);
+        } else {
+            d.queue(now);
+            slots.queued.insert(d.id);
+        }
+    }
+
+    /// `d` gave its key's slot up: the queued delivery with the lowest id
+    /// takes it, else the key has one more free.
+    fn free_slot(&mut self, d: &Delivery, now: Timestamp) {
+        let Some(key) = &d.key else { return };
+        let k = (d.subscriber.clone(), key.clone());
+        let slots = self
+            .slots
+            .get_mut(&k)
+            .expect("a delivery that holds a slot has its key's");
+        match slots.queued.pop_first() {
+            Some(next) => {
+                slots.holder = Some(next);
+                let mut n = self.get(next).clone();
+                n.promote(now);
+                self.put(n);
+            }
+            None => {
+                slots.taken = slots.taken.checked_sub(1).expect("a freed slot was taken");
+                if slots.taken == 0 {
+                    self.slots.remove(&k);
+                }
+            }
+        }
+    }
+
     fn get(&self, id: DeliveryId) -> &Delivery {
         self.delivery(id).expect("delivery ids come from this store")
     }
@@ -480,9 +556,17 @@ impl MemoryStore {
         debug_assert!(d.state != DeliveryState::Held || d.held.is_some());
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
         self.unindex(id);
-        self.deliveries.insert(id, d);
+        let now = d.updated_at;
+        let before = self.deliveries.insert(id, d).map(|b| b.state);
         self.changed.insert(id);
         self.index(id);
+        let d = &self.deliveries[&id];
+        if let (Some(rule), Some(from)) = (d.key_rule, before) {
+            if rule.frees_slot(from, d.state) {
+                let d = d.clone();
+                self.free_slot(&d, now);
+            }
+        }
     }
 
     fn index(&mut self, id: DeliveryId) {

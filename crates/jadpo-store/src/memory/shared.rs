@@ -90,6 +90,10 @@ impl Store for SharedMemoryStore {
         Ok(self.with(|s| s.delivery(id).cloned()))
     }
 
+    async fn waits_for(&self, id: DeliveryId) -> Result<Option<DeliveryId>, StoreError> {
+        Ok(self.with(|s| s.waits_for(id)))
+    }
+
     async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
         Ok(self.with(|s| s.list(filter)))
     }

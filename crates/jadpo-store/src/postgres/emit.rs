@@ -31,9 +31,14 @@ WITH events AS (
              tracestate)
 ), deliveries AS (
     INSERT INTO jadpo_deliveries (id, event_id, subscriber, state, attempts, due_at, budget_from,
-        held_for_ms, lease_token, created_at, updated_at, delivery_key)
-    SELECT u.id, u.event_id, u.subscriber, 'due', 0, $4, $4, 0, 0, $4, $4, u.delivery_key
-    FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[]) AS u(id, event_id, subscriber, delivery_key)
+        held_for_ms, lease_token, created_at, updated_at, delivery_key, key_rule)
+    SELECT u.id, u.event_id, u.subscriber, u.state, 0, $4, $4, 0, 0, $4, $4, u.delivery_key, u.key_rule
+    FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[], $15::text[], $16::text[])
+        AS u(id, event_id, subscriber, delivery_key, state, key_rule)
+), slots AS (
+    UPDATE jadpo_keys AS k SET taken = u.taken, holder = coalesce(u.holder, k.holder)
+    FROM unnest($17::text[], $18::text[], $19::int[], $20::bigint[]) AS u(subscriber, delivery_key, taken, holder)
+    WHERE k.subscriber = u.subscriber AND k.delivery_key = u.delivery_key
 )
 INSERT INTO jadpo_delivery_keys (delivery_key, delivery_id)
 SELECT u.delivery_key, u.id FROM unnest($5::bigint[], $14::text[]) AS u(id, delivery_key)
@@ -305,6 +310,21 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let mut of_event = Vec::with_capacity(n_deliveries);
         let mut subscribers = Vec::with_capacity(n_deliveries);
         let mut delivery_keys: Vec<Option<&str>> = Vec::with_capacity(n_deliveries);
+        let mut states: Vec<&str> = Vec::with_capacity(n_deliveries);
+        let mut rules: Vec<Option<String>> = Vec::with_capacity(n_deliveries);
+        // Each ordered key's row, locked, and its slots taken so far: each
+        // delivery of it in emit order takes one, or waits queued.
+        let ordered: std::collections::BTreeSet<(&str, &str)> = chunk
+            .iter()
+            .flat_map(|e| e.keys.iter())
+            .filter(|(_, k)| k.rule.is_some())
+            .map(|(s, k)| (s.as_str(), k.key.as_str()))
+            .collect();
+        let mut taken = if ordered.is_empty() {
+            Default::default()
+        } else {
+            super::keys::lock(tx, &ordered).await?
+        };
         let mut first = Vec::with_capacity(chunk.len());
         let mut public_ids = Vec::with_capacity(chunk.len());
         let mut last = Vec::with_capacity(chunk.len());
@@ -316,7 +336,22 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 deliveries.push(DeliveryId(id));
                 of_event.push(event_id);
                 subscribers.push(s.as_str());
-                delivery_keys.push(e.keys.get(s).map(jadpo_core::key::Key::as_str));
+                let keyed = e.keys.get(s);
+                delivery_keys.push(keyed.map(|k| k.key.as_str()));
+                rules.push(keyed.and_then(|k| k.rule).map(jadpo_core::key_rule::KeyRule::stored));
+                states.push(match keyed.and_then(|k| k.rule.map(|r| (r, &k.key))) {
+                    Some((rule, key)) => {
+                        let slots = taken
+                            .get_mut(&(s.clone(), key.as_str().to_owned()))
+                            .expect("every ordered key was locked");
+                        if slots.take(rule, id) {
+                            "due"
+                        } else {
+                            "queued"
+                        }
+                    }
+                    None => "due",
+                });
             }
             // The ids of one call increase: the range holds every delivery
             // of the event (and perhaps another emit's, told apart by
@@ -333,6 +368,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 deliveries,
             });
         }
+        let (slot_subscribers, slot_keys, slot_taken, slot_holders) = super::keys::columns(&taken);
         tx.execute(
             insert,
             &[
@@ -350,6 +386,12 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &traceparents,
                 &tracestates,
                 &delivery_keys,
+                &states,
+                &rules,
+                &slot_subscribers,
+                &slot_keys,
+                &slot_taken,
+                &slot_holders,
             ],
         )
         .await?;

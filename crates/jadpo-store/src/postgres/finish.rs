@@ -111,8 +111,16 @@ pub(crate) async fn finish_batch(
         closed,
         resolved,
         emits,
+        freed,
         ..
     } = planned;
+    // After the fenced writes: each freed slot goes to the next queued.
+    // Idle workers everywhere are woken for the ones promoted.
+    if let Some(now) = batch.iter().map(|f| f.ended_at).max() {
+        if super::keys::free(tx, &freed, now).await? > 0 {
+            super::listen::notify(tx).await?;
+        }
+    }
     // After the fenced writes went through: a finish whose lease moved
     // aborts the whole method before any of its emits is written.
     for (i, f) in emits {
@@ -208,6 +216,9 @@ struct Planned<'a> {
     resolved: Vec<(String, Timestamp, Timestamp)>,
     /// The finishes whose runs committed with emits, by index.
     emits: Vec<(usize, &'a Finish)>,
+    /// The ordered keys whose slot an end freed, by (subscriber, key), a
+    /// key once per slot.
+    freed: Vec<(String, String)>,
 }
 
 /// Plans each finish in order with the core's rules (`plan::finish`).
@@ -227,6 +238,7 @@ fn plan_batch<'a>(
         closed: Vec::new(),
         resolved: Vec::new(),
         emits: Vec::new(),
+        freed: Vec::new(),
     };
     for (i, f) in batch.iter().enumerate() {
         let d = match plan::check_lease(p.current.get(&f.id), f.id, f.token) {
@@ -250,6 +262,11 @@ fn plan_batch<'a>(
         }
         p.resolved
             .extend(one.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
+        if let (Some(rule), Some(key)) = (d.key_rule, &d.key) {
+            if rule.frees_slot(d.state, one.delivery.state) {
+                p.freed.push((d.subscriber.clone(), key.as_str().to_owned()));
+            }
+        }
         p.attempts.push(one.attempt);
         p.changed.insert(f.id);
         *p.current.get_mut(&f.id).expect("checked above") = one.delivery;

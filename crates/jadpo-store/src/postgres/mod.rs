@@ -59,6 +59,7 @@ mod emit;
 mod explain;
 mod finish;
 mod footprint;
+mod keys;
 mod limits;
 mod listen;
 mod minutes;
@@ -453,6 +454,10 @@ impl Store for PgStore {
 
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         in_transaction!(self, |tx| read::delivery(&tx, id).await)
+    }
+
+    async fn waits_for(&self, id: DeliveryId) -> Result<Option<DeliveryId>, StoreError> {
+        in_transaction!(self, |tx| Ok::<_, Abort>(keys::waits_for(&tx, id).await?))
     }
 
     async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {

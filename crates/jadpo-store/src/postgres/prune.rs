@@ -17,14 +17,19 @@ WITH old AS (
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM jadpo_deliveries AS d USING old WHERE d.id = old.id
-    RETURNING d.id, d.event_id, d.delivery_key
+    RETURNING d.id, d.event_id, d.delivery_key, d.subscriber, d.state, d.key_rule
 ), attempts AS (
     DELETE FROM jadpo_attempts WHERE delivery_id IN (SELECT id FROM gone)
 ), keys AS (
     DELETE FROM jadpo_delivery_keys AS k USING gone
     WHERE k.delivery_key = gone.delivery_key AND k.delivery_id = gone.id
 )
-SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}') FROM gone";
+SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}'),
+    coalesce(array_agg(subscriber) FILTER (WHERE key_rule IS NOT NULL), '{}'),
+    coalesce(array_agg(delivery_key) FILTER (WHERE key_rule IS NOT NULL), '{}'),
+    coalesce(array_agg(state) FILTER (WHERE key_rule IS NOT NULL), '{}'),
+    coalesce(array_agg(key_rule) FILTER (WHERE key_rule IS NOT NULL), '{}')
+FROM gone";
 
 /// The events of pruned deliveries, locked in id order before
 /// `PRUNE_EVENTS` looks at them. Two processes pruning two deliveries of
@@ -90,6 +95,21 @@ pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize)
     let row = tx.query_one(&stmt, &[&before_ms, &limit]).await?;
     let deleted: i64 = row.try_get(0)?;
     let events: Vec<i64> = row.try_get(1)?;
+    // A `strict` key's failed or parked delivery, gone unretried, no longer
+    // blocks its key: its slot is handed on.
+    let (subscribers, keys): (Vec<String>, Vec<String>) = (row.try_get(2)?, row.try_get(3)?);
+    let (states, rules): (Vec<String>, Vec<String>) = (row.try_get(4)?, row.try_get(5)?);
+    let mut freed = Vec::new();
+    for (((s, k), state), rule) in subscribers.into_iter().zip(keys).zip(states).zip(rules) {
+        let rule = jadpo_core::key_rule::KeyRule::from_stored(&rule);
+        let state = jadpo_core::DeliveryState::parse(&state);
+        if let (Some(rule), Some(state)) = (rule, state) {
+            if rule.holds_slot(state) {
+                freed.push((s, k));
+            }
+        }
+    }
+    super::keys::free(tx, &freed, before).await?;
     if !events.is_empty() {
         let stmt = tx.prepare_cached(LOCK_EVENTS).await?;
         tx.execute(&stmt, &[&events]).await?;

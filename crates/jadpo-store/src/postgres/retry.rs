@@ -19,11 +19,42 @@ pub(crate) async fn retry(
     ids.dedup();
     let mut current = lock(tx, &ids).await?;
     let mut retried = Vec::new();
+    let mut taking = Vec::new();
     for &(id, due_at) in due {
         if let Some((d, _)) = current.get_mut(&id).filter(|(d, _)| d.retryable_by_operator()) {
+            let from = d.state;
             d.operator_retry(due_at, now);
             retried.push(id);
+            // Ended under `fifo` or a cap, it gave its key's slot up: it
+            // takes one again, or waits first in line for one.
+            if d.key_rule.is_some_and(|r| r.takes_slot(from, d.state)) {
+                taking.push(id);
+            }
         }
+    }
+    if !taking.is_empty() {
+        taking.sort_unstable();
+        let keys: std::collections::BTreeSet<(&str, &str)> = taking
+            .iter()
+            .filter_map(|id| {
+                let d = &current[id].0;
+                Some((d.subscriber.as_str(), d.key.as_ref()?.as_str()))
+            })
+            .collect();
+        let mut taken = super::keys::lock(tx, &keys).await?;
+        for id in &taking {
+            let d = &mut current.get_mut(id).expect("retried above").0;
+            let (Some(rule), Some(key)) = (d.key_rule, &d.key) else {
+                continue;
+            };
+            let slots = taken
+                .get_mut(&(d.subscriber.clone(), key.as_str().to_owned()))
+                .expect("every key was locked");
+            if !slots.take(rule, id.0) {
+                d.queue(now);
+            }
+        }
+        super::keys::set_taken(tx, &taken).await?;
     }
     let mut writes = DeliveryWrites::default();
     // Each id is retried once at most: the second time it is due already.

@@ -14,13 +14,13 @@ macro_rules! delivery_columns {
         "id, event_id, subscriber, state, attempts, due_at, budget_from, held_for_ms, \
          lease_owner, lease_token, lease_until, last_failure_code, last_failure_kind, \
          held_connection, held_since, created_at, updated_at, finished_at, waiting_on, \
-         waiting_for, delivery_key"
+         waiting_for, delivery_key, key_rule"
     };
 }
 pub(crate) use delivery_columns;
 
 /// How many columns [`delivery_columns`] lists: what follows them in a row.
-pub(crate) const DELIVERY_COLUMNS: usize = 21;
+pub(crate) const DELIVERY_COLUMNS: usize = 22;
 
 /// The breaker columns, in the order [`breaker`] reads them.
 macro_rules! breaker_columns {
@@ -73,6 +73,7 @@ pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
         waiting_on: row.try_get(18)?,
         waiting_for: row.try_get(19)?,
         delivery_key: row.try_get(20)?,
+        key_rule: row.try_get(21)?,
     };
     r.decode().map_err(unreadable)
 }

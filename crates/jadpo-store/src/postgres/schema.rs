@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(11, V11),
     Migration::expand(12, V12),
     Migration::expand(13, V13),
+    Migration::expand(14, V14),
 ];
 
 /// The latest version this build knows.
@@ -337,6 +338,35 @@ CREATE TABLE jadpo_delivery_keys (
     delivery_id  BIGINT NOT NULL,
     PRIMARY KEY (delivery_key, delivery_id)
 );
+";
+
+/// Per-key order and caps (docs/decisions.md, "Per-key order"):
+/// - the state `queued`, for a delivery waiting for a slot of its key. The
+///   state's CHECK is replaced `NOT VALID`: every row already satisfies
+///   it, and validating would read the whole table under the migration's
+///   lock;
+/// - `key_rule`, the `order:` or `concurrency_per_key:` a delivery was
+///   emitted under (`fifo`, `strict`, `cap:N`), NULL without one;
+/// - `jadpo_keys`, each ordered key's slots taken and the delivery that
+///   took one last (what a queued delivery waits for): the row its emits
+///   and the ends that free a slot lock, so that two of them take turns.
+///   Only the primary key indexes it, so a change is a HOT update;
+/// - `jadpo_deliveries_queued`, each key's queued deliveries in emit
+///   order, for the end that hands a freed slot on. A row has an entry
+///   only while queued.
+const V14: &str = "
+ALTER TABLE jadpo_deliveries DROP CONSTRAINT jadpo_deliveries_state_check;
+ALTER TABLE jadpo_deliveries ADD CONSTRAINT jadpo_deliveries_state_check
+    CHECK (state IN ('queued', 'due', 'running', 'held', 'succeeded', 'failed', 'parked')) NOT VALID;
+ALTER TABLE jadpo_deliveries ADD COLUMN key_rule TEXT;
+CREATE TABLE jadpo_keys (
+    subscriber   TEXT NOT NULL,
+    delivery_key TEXT NOT NULL,
+    taken        INT  NOT NULL CHECK (taken >= 0),
+    holder       BIGINT,
+    PRIMARY KEY (subscriber, delivery_key)
+);
+CREATE INDEX jadpo_deliveries_queued ON jadpo_deliveries (subscriber, delivery_key, id) WHERE state = 'queued';
 ";
 
 /// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet

@@ -59,7 +59,8 @@ fn emitted_before(c: &Connection, e: &NewEvent) -> Result<Option<Emitted>, Abort
     }))
 }
 
-/// Writes the events and one due delivery per subscriber, on `c`, which is
+/// Writes the events and one delivery per subscriber, due (or queued
+/// behind its key: `keys::take`), on `c`, which is
 /// inside a transaction (the store's or the caller's). An idempotency key
 /// used before returns that event; used with another payload, it refuses
 /// the whole call before anything is written.
@@ -71,8 +72,8 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
     )?;
     let mut delivery = c.prepare_cached(
         "INSERT INTO jadpo_deliveries (event_id, subscriber, state, attempts, due_at, \
-         budget_from, held_for_ms, lease_token, created_at, updated_at, delivery_key) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10)",
+         budget_from, held_for_ms, lease_token, created_at, updated_at, delivery_key, key_rule) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?10, ?11)",
     )?;
     let mut out = Vec::with_capacity(events.len());
     for e in events {
@@ -94,7 +95,12 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
         let mut ids = Vec::with_capacity(e.subscribers.len());
         for s in &e.subscribers {
             // The core says what a new delivery is; this only writes it down.
-            let d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
+            let mut d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
+            if let Some(k) = e.keys.get(s) {
+                d.key = Some(k.key.clone());
+                d.key_rule = k.rule;
+            }
+            let took = super::keys::take(c, &mut d, now)?;
             delivery.execute(params![
                 event_id.0,
                 d.subscriber,
@@ -105,9 +111,14 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 span_ms(d.held_for),
                 at_ms(d.created_at),
                 at_ms(d.updated_at),
-                e.keys.get(s).map(jadpo_core::key::Key::as_str),
+                d.key.as_ref().map(jadpo_core::key::Key::as_str),
+                d.key_rule.map(jadpo_core::key_rule::KeyRule::stored),
             ])?;
-            ids.push(DeliveryId(c.last_insert_rowid()));
+            d.id = DeliveryId(c.last_insert_rowid());
+            if took {
+                super::keys::held_by(c, &d)?;
+            }
+            ids.push(d.id);
         }
         out.push(Emitted {
             event_id,

@@ -131,6 +131,7 @@ fn finish_from(
     if writes.finished(d, &plan.delivery, f.token, handled, succeeded_from)? != 1 {
         return Ok(None);
     }
+    super::keys::settle(c, d, &plan.delivery)?;
     let (releases, answers) = crate::limits::of_finish(f);
     super::limits::settle(c, &releases, &answers)?;
     let emitted = if plan.handled && !f.emits.events.is_empty() {

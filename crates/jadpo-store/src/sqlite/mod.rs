@@ -30,6 +30,7 @@ mod clock;
 mod emit;
 mod finish;
 mod footprint;
+mod keys;
 mod limits;
 mod minutes;
 mod pool;
@@ -327,6 +328,10 @@ impl Store for SqliteStore {
 
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         self.pool.read(move |c| read::delivery(c, id)).await
+    }
+
+    async fn waits_for(&self, id: DeliveryId) -> Result<Option<DeliveryId>, StoreError> {
+        self.pool.read(move |c| keys::waits_for(c, id)).await
     }
 
     async fn list(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {

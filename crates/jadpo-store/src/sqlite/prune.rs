@@ -10,16 +10,30 @@ use rusqlite::{params, Connection};
 /// checked too, so a row is pruned only if finished) and their attempts,
 /// then their events if no delivery is left on them.
 pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<usize, Abort> {
-    let old: Vec<(i64, i64)> = c
+    let old: Vec<(i64, i64, bool)> = c
         .prepare_cached(
-            "SELECT id, event_id FROM jadpo_deliveries \
+            "SELECT id, event_id, key_rule IS NOT NULL FROM jadpo_deliveries \
              WHERE state IN ('succeeded', 'failed', 'parked') AND finished_at < ?1 \
              ORDER BY finished_at LIMIT ?2",
         )?
         .query_map(params![before.as_millis(), batch as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
+    // A `strict` key's failed or parked delivery, gone unretried, no longer
+    // blocks its key.
+    for &(id, _, ordered) in &old {
+        if !ordered {
+            continue;
+        }
+        let d = super::rows::get(c, jadpo_core::DeliveryId(id))?
+            .expect("listed above")
+            .delivery;
+        if d.key_rule.is_some_and(|r| r.holds_slot(d.state)) {
+            super::keys::free(c, &d, before)?;
+        }
+    }
+    let old: Vec<(i64, i64)> = old.into_iter().map(|(id, event, _)| (id, event)).collect();
     let mut attempts = c.prepare_cached("DELETE FROM jadpo_attempts WHERE delivery_id = ?1")?;
     let mut delivery = c.prepare_cached("DELETE FROM jadpo_deliveries WHERE id = ?1")?;
     let mut event = c.prepare_cached(

@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(14, V14),
     Migration::expand(15, V15),
     Migration::expand(16, V16),
+    Migration::expand(17, V17),
 ];
 
 /// The newest schema this build knows.
@@ -361,6 +362,80 @@ CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, du
 const V16: &str = "
 ALTER TABLE jadpo_deliveries ADD COLUMN delivery_key TEXT;
 CREATE INDEX jadpo_deliveries_key ON jadpo_deliveries (delivery_key, id) WHERE delivery_key IS NOT NULL;
+";
+
+/// Per-key order and caps (docs/decisions.md, "Per-key order"): the
+/// state `queued`, `key_rule`, `jadpo_keys` and `jadpo_deliveries_queued`,
+/// as PostgreSQL's migration 14 says. SQLite cannot alter a CHECK, so the
+/// table is rebuilt as migration 4 did (new table, copy, drop, rename,
+/// every index again), keeping the AUTOINCREMENT high-water mark.
+const V17: &str = "
+CREATE TABLE jadpo_deliveries_v17 (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id           BIGINT  NOT NULL REFERENCES jadpo_events (id),
+    subscriber         TEXT    NOT NULL,
+    state              TEXT    NOT NULL
+        CHECK (state = 'due' OR state = 'running' OR state = 'held' OR state = 'queued'
+               OR state = 'succeeded' OR state = 'failed' OR state = 'parked'),
+    attempts           INT     NOT NULL,
+    due_at             BIGINT  NOT NULL,
+    budget_from        BIGINT  NOT NULL,
+    held_for_ms        BIGINT  NOT NULL,
+    lease_owner        TEXT,
+    lease_token        BIGINT  NOT NULL DEFAULT 0,
+    lease_until        BIGINT,
+    last_failure_code  TEXT,
+    last_failure_kind  TEXT,
+    held_connection    TEXT,
+    held_since         BIGINT,
+    created_at         BIGINT  NOT NULL,
+    updated_at         BIGINT  NOT NULL,
+    finished_at        BIGINT,
+    handled_at         BIGINT,
+    waiting_on         TEXT,
+    waiting_for        TEXT,
+    success_started_at BIGINT,
+    delivery_key       TEXT,
+    key_rule           TEXT
+);
+INSERT INTO jadpo_deliveries_v17 (id, event_id, subscriber, state, attempts, due_at, budget_from,
+    held_for_ms, lease_owner, lease_token, lease_until, last_failure_code, last_failure_kind,
+    held_connection, held_since, created_at, updated_at, finished_at, handled_at, waiting_on,
+    waiting_for, success_started_at, delivery_key)
+SELECT id, event_id, subscriber, state, attempts, due_at, budget_from,
+    held_for_ms, lease_owner, lease_token, lease_until, last_failure_code, last_failure_kind,
+    held_connection, held_since, created_at, updated_at, finished_at, handled_at, waiting_on,
+    waiting_for, success_started_at, delivery_key
+FROM jadpo_deliveries;
+DELETE FROM sqlite_sequence WHERE name = 'jadpo_deliveries_v17';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'jadpo_deliveries_v17', seq FROM sqlite_sequence WHERE name = 'jadpo_deliveries';
+DROP TABLE jadpo_deliveries;
+ALTER TABLE jadpo_deliveries_v17 RENAME TO jadpo_deliveries;
+CREATE INDEX jadpo_deliveries_due ON jadpo_deliveries (due_at, id)
+    WHERE state = 'due';
+CREATE INDEX jadpo_deliveries_lost ON jadpo_deliveries (lease_until, id)
+    WHERE state = 'running';
+CREATE INDEX jadpo_deliveries_held ON jadpo_deliveries (held_connection, held_since, id)
+    WHERE state = 'held';
+CREATE INDEX jadpo_deliveries_event ON jadpo_deliveries (event_id);
+CREATE INDEX jadpo_deliveries_subscriber ON jadpo_deliveries (subscriber, id);
+CREATE INDEX jadpo_deliveries_finished ON jadpo_deliveries (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX jadpo_deliveries_failed ON jadpo_deliveries (id) WHERE state = 'failed';
+CREATE INDEX jadpo_deliveries_parked ON jadpo_deliveries (id) WHERE state = 'parked';
+CREATE INDEX jadpo_deliveries_waiting ON jadpo_deliveries (waiting_on) WHERE waiting_on IS NOT NULL;
+CREATE INDEX jadpo_deliveries_due_subscriber ON jadpo_deliveries (subscriber, due_at)
+    WHERE state = 'due';
+CREATE INDEX jadpo_deliveries_key ON jadpo_deliveries (delivery_key, id) WHERE delivery_key IS NOT NULL;
+CREATE INDEX jadpo_deliveries_queued ON jadpo_deliveries (subscriber, delivery_key, id)
+    WHERE state = 'queued';
+CREATE TABLE jadpo_keys (
+    subscriber   TEXT    NOT NULL,
+    delivery_key TEXT    NOT NULL,
+    taken        INTEGER NOT NULL CHECK (taken >= 0),
+    holder       BIGINT,
+    PRIMARY KEY (subscriber, delivery_key)
+) WITHOUT ROWID;
 ";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN

@@ -20,6 +20,9 @@ pub(super) struct Report {
     pub connection_rate: Option<u64>,
     /// `--keys`: the deliveries were keyed over this many keys.
     pub keys: Option<u64>,
+    /// `--order` or `--concurrency-per-key`: the keys' rule, as a
+    /// delivery keeps it (`fifo`, `strict`, `cap:N`).
+    pub order: Option<String>,
     pub store: &'static str,
     pub schema: Option<String>,
     pub store_url: String,
@@ -113,6 +116,7 @@ impl Report {
             "http_latency_ms": self.http_latency.map(|d| d.as_secs_f64() * 1000.0),
             "connection_rate_per_s": self.connection_rate,
             "keys": self.keys,
+            "order": self.order,
             "store": self.store,
             "schema": self.schema,
             "store_url": self.store_url,

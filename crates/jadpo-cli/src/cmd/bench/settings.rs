@@ -56,6 +56,18 @@ pub(crate) struct Args {
     /// `i` getting key `i mod N` (1 to 1,000,000): what a key costs.
     #[arg(long, value_name = "N")]
     pub keys: Option<u64>,
+    /// With --keys: the subscriber's `order:`, `fifo` or `strict`: what
+    /// order per key costs.
+    #[arg(
+        long,
+        value_name = "ORDER",
+        requires = "keys",
+        conflicts_with = "concurrency_per_key"
+    )]
+    pub order: Option<String>,
+    /// With --keys: the subscriber's `concurrency_per_key:` (1 to 1,000).
+    #[arg(long, value_name = "N", requires = "keys")]
+    pub concurrency_per_key: Option<i64>,
     /// Print one JSON object on the last line of stdout instead of the
     /// summary, and no progress bar.
     #[arg(long)]
@@ -93,6 +105,8 @@ pub(super) struct Settings {
     pub connection_rate: Option<u64>,
     /// `--keys N`: deliveries keyed over N keys.
     pub keys: Option<u64>,
+    /// `--order` or `--concurrency-per-key`: the keys' rule.
+    pub key_rule: Option<jadpo_core::key_rule::KeyRule>,
     /// `--duration`: a soak of this length (`events` is rate × it).
     pub duration: Option<Duration>,
     pub report_every: Duration,
@@ -231,6 +245,21 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
     if let Some(k) = args.keys.filter(|k| !(1..=MAX_KEYS).contains(k)) {
         return Err(usage("bench.keys_invalid", format!("--keys {k}: from 1 to {MAX_KEYS}")));
     }
+    let key_rule = match (args.order.as_deref(), args.concurrency_per_key) {
+        (Some("fifo"), _) => Some(jadpo_core::key_rule::KeyRule::Fifo),
+        (Some("strict"), _) => Some(jadpo_core::key_rule::KeyRule::Strict),
+        (Some(other), _) => {
+            return Err(usage(
+                "bench.order_invalid",
+                format!("--order {other}: `fifo` or `strict`"),
+            ))
+        }
+        (None, Some(n)) => Some(
+            jadpo_core::key_rule::KeyRule::cap(i128::from(n))
+                .map_err(|e| usage("bench.order_invalid", format!("--concurrency-per-key {n}: {e}")))?,
+        ),
+        (None, None) => None,
+    };
     let latency = match (&args.latency, args.http) {
         (Some(l), _) => Some(parse_latency(l)?),
         (None, true) => Some(Duration::ZERO),
@@ -243,6 +272,7 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         latency,
         connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
         keys: args.keys,
+        key_rule,
         duration,
         report_every: args
             .report_every

@@ -1,0 +1,186 @@
+//! Per-key order and caps (docs/retries.md, "Order per key"): deliveries
+//! of one key wait, `queued`, for a slot, and take them in emit order.
+
+use super::*;
+use crate::{DeliveryFilter, NewEvent, Store};
+use jadpo_core::key::{Key, KeyValue, Keyed};
+use jadpo_core::key_rule::KeyRule;
+use jadpo_core::DeliveryState;
+
+/// An event `E` whose `log` delivery has key `key` under `rule`.
+fn of_key(n: usize, key: &str, rule: KeyRule) -> NewEvent {
+    NewEvent {
+        name: "E".into(),
+        payload: format!("{{\"n\":{n}}}"),
+        subscribers: vec!["log".into()],
+        idempotency_key: None,
+        trace: None,
+        keys: [(
+            "log".to_string(),
+            Keyed {
+                key: Key::new(KeyValue::Str(key)).unwrap(),
+                rule: Some(rule),
+            },
+        )]
+        .into(),
+    }
+}
+
+/// Emits one event per key of `keys`, in one call, at `now` seconds: the
+/// deliveries' ids in that order.
+async fn emit_keys<S: Store>(s: &S, keys: &[&str], rule: KeyRule, now: i64) -> Vec<DeliveryId> {
+    let events: Vec<NewEvent> = keys.iter().enumerate().map(|(i, k)| of_key(i, k, rule)).collect();
+    s.emit(&events, at(now))
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| e.deliveries)
+        .collect()
+}
+
+async fn state<S: Store>(s: &S, id: DeliveryId) -> DeliveryState {
+    s.delivery(id).await.unwrap().unwrap().state
+}
+
+async fn states<S: Store>(s: &S, ids: &[DeliveryId]) -> Vec<DeliveryState> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(state(s, *id).await);
+    }
+    out
+}
+
+fn ids(r: &ClaimReport) -> Vec<DeliveryId> {
+    let mut ids: Vec<DeliveryId> = r.claimed.iter().map(|c| c.delivery.id).collect();
+    ids.sort();
+    ids
+}
+
+fn failed() -> Outcome {
+    Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected))
+}
+
+/// `fifo`: one delivery of a key at a time, in emit order; the rest are
+/// queued, never claimed. A retry keeps the key (the next waits for its
+/// backoff too), a success or a failure for good hands it to the next.
+/// Another key is not held up.
+pub async fn fifo_runs_a_keys_deliveries_one_at_a_time_in_emit_order<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "j", "k", "k"], KeyRule::Fifo, 0).await;
+    let (k1, j1, k2, k3) = (d[0], d[1], d[2], d[3]);
+    assert_eq!(states(s, &d).await, [Due, Due, Queued, Queued]);
+    let queued = s
+        .list(&DeliveryFilter {
+            state: Some(Queued),
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(queued.iter().map(|d| d.id).collect::<Vec<_>>(), [k3, k2]);
+    assert_eq!(s.waits_for(k2).await.unwrap(), Some(k1), "the key's holder");
+    assert_eq!(s.waits_for(k1).await.unwrap(), None, "not queued");
+    assert_eq!(s.waits_for(j1).await.unwrap(), None);
+    let r = claim(s, 0, 10).await;
+    assert_eq!(ids(&r), [k1, j1], "only each key's first");
+    let first = r.claimed.iter().find(|c| c.delivery.id == k1).unwrap();
+    finish(s, first, retry_at("http.503", 30), &[], 1).await.unwrap();
+    assert_eq!(claim(s, 2, 10).await.claimed.len(), 0, "k2 waits for k1's retry");
+    assert_eq!(states(s, &[k2, k3]).await, [Queued, Queued]);
+    let r = claim(s, 30, 10).await;
+    assert_eq!(ids(&r), [k1]);
+    finish(s, &r.claimed[0], failed(), &[], 31).await.unwrap();
+    assert_eq!(
+        states(s, &[k1, k2, k3]).await,
+        [Failed, Due, Queued],
+        "a failure frees the key"
+    );
+    assert_eq!(s.waits_for(k3).await.unwrap(), Some(k2), "the next holds it now");
+    let k2_row = s.delivery(k2).await.unwrap().unwrap();
+    assert_eq!(
+        (k2_row.attempts, k2_row.budget_from, k2_row.due_at),
+        (0, at(0), at(31)),
+        "waiting spent nothing; within counts from the event"
+    );
+    let r = claim(s, 31, 10).await;
+    assert_eq!(ids(&r), [k2]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 32).await.unwrap();
+    let r = claim(s, 32, 10).await;
+    assert_eq!(ids(&r), [k3]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 33).await.unwrap();
+    assert_eq!(claim(s, 34, 10).await.claimed.len(), 0);
+}
+
+/// A cap lets that many of a key run at once, in no order promised.
+pub async fn a_cap_lets_that_many_of_a_key_run_at_once<S: Store>(s: &S) {
+    let d = emit_keys(s, &["k", "k", "k", "k"], KeyRule::Cap(2), 0).await;
+    assert_eq!(s.waits_for(d[2]).await.unwrap(), Some(d[1]), "the last to take a slot");
+    let r = claim(s, 0, 10).await;
+    assert_eq!(ids(&r), [d[0], d[1]]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 1).await.unwrap();
+    let r2 = claim(s, 1, 10).await;
+    assert_eq!(ids(&r2), [d[2]]);
+    assert_eq!(s.waits_for(d[3]).await.unwrap(), Some(d[2]));
+    assert_eq!(state(s, d[3]).await, DeliveryState::Queued);
+}
+
+/// `strict`: a delivery that fails for good keeps its key until an
+/// operator retries it and it ends; `fifo` would have gone on.
+pub async fn strict_blocks_a_key_behind_a_failure_until_an_operator_retries<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "k"], KeyRule::Strict, 0).await;
+    let r = claim(s, 0, 10).await;
+    assert_eq!(ids(&r), [d[0]]);
+    finish(s, &r.claimed[0], failed(), &[], 1).await.unwrap();
+    assert_eq!(states(s, &d).await, [Failed, Queued]);
+    assert_eq!(claim(s, 100, 10).await.claimed.len(), 0);
+    assert_eq!(s.retry(&[(d[0], at(200))], at(200)).await.unwrap(), [d[0]]);
+    assert_eq!(states(s, &d).await, [Due, Queued], "it held the key all along");
+    let r = claim(s, 200, 10).await;
+    assert_eq!(ids(&r), [d[0]]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 201).await.unwrap();
+    assert_eq!(states(s, &d).await, [Succeeded, Due]);
+}
+
+/// An operator's retry of a `fifo` delivery that ended takes the key again
+/// if it is free, else waits queued, first in line: its place is its id.
+pub async fn an_operator_retry_waits_for_its_key_first_in_line<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "k", "k"], KeyRule::Fifo, 0).await;
+    let r = claim(s, 0, 10).await;
+    finish(s, &r.claimed[0], failed(), &[], 1).await.unwrap();
+    let r = claim(s, 1, 10).await;
+    assert_eq!(ids(&r), [d[1]]);
+    assert_eq!(s.retry(&[(d[0], at(2))], at(2)).await.unwrap(), [d[0]]);
+    assert_eq!(states(s, &d).await, [Queued, Running, Queued]);
+    assert_eq!(s.waits_for(d[0]).await.unwrap(), Some(d[1]));
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 3).await.unwrap();
+    assert_eq!(states(s, &d).await, [Due, Succeeded, Queued], "the retried one first");
+    let r = claim(s, 3, 10).await;
+    assert_eq!(ids(&r), [d[0]]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 4).await.unwrap();
+    assert_eq!(states(s, &d).await, [Succeeded, Succeeded, Due]);
+}
+
+/// A worker lost mid-run keeps its key: the delivery is claimed again when
+/// its lease ends, and the next still waits.
+pub async fn a_lost_lease_keeps_the_key<S: Store>(s: &S) {
+    let d = emit_keys(s, &["k", "k"], KeyRule::Fifo, 0).await;
+    assert_eq!(ids(&claim(s, 0, 10).await), [d[0]]);
+    let later = LEASE.as_secs() as i64 + 1;
+    assert_eq!(
+        ids(&claim_as(s, "w2", later, 10).await),
+        [d[0]],
+        "taken over, not passed"
+    );
+    assert_eq!(state(s, d[1]).await, DeliveryState::Queued);
+}
+
+/// Retention deletes a `strict` key's failed delivery nobody retried:
+/// the key goes on with the next.
+pub async fn a_pruned_strict_failure_frees_its_key<S: Store>(s: &S) {
+    let d = emit_keys(s, &["k", "k"], KeyRule::Strict, 0).await;
+    let r = claim(s, 0, 10).await;
+    finish(s, &r.claimed[0], failed(), &[], 1).await.unwrap();
+    assert_eq!(s.prune(at(100), 10).await.unwrap(), 1);
+    assert_eq!(state(s, d[1]).await, DeliveryState::Due);
+}

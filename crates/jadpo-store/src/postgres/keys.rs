@@ -1,0 +1,175 @@
+//! Each ordered key's slots (docs/decisions.md, "Per-key order"): a
+//! delivery about to be due takes one or waits queued; one that gives its
+//! slot up hands it to the key's queued delivery with the lowest id.
+//!
+//! A key's row in `jadpo_keys` is what two processes take turns on: an
+//! emit and an end lock it before they read who waits, so an end never
+//! misses a delivery queued by an emit that committed before it, and two
+//! emits never both take a key's last slot. Rows are locked in
+//! (subscriber, key) order, so two transactions that lock several cannot
+//! deadlock. No lock outlives the emit's or the finish's transaction.
+
+use deadpool_postgres::Transaction;
+use jadpo_core::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Locks each key's row, made with nothing taken if absent, and reads how
+/// many of its slots are taken. `DO UPDATE` rather than `DO NOTHING`: the
+/// row is locked and returned whether it was there or not.
+const LOCK: &str = "
+INSERT INTO jadpo_keys AS k (subscriber, delivery_key, taken)
+SELECT s, key, 0 FROM unnest($1::text[], $2::text[]) AS u(s, key) ORDER BY s, key
+ON CONFLICT (subscriber, delivery_key) DO UPDATE SET taken = k.taken
+RETURNING subscriber, delivery_key, taken";
+
+/// Sets each key's slots taken, and its holder where one took a slot.
+const SET_TAKEN: &str = "
+UPDATE jadpo_keys AS k SET taken = u.taken, holder = coalesce(u.holder, k.holder)
+FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[]) AS u(subscriber, delivery_key, taken, holder)
+WHERE k.subscriber = u.subscriber AND k.delivery_key = u.delivery_key";
+
+/// What a queued delivery waits for: its key's holder.
+const WAITS_FOR: &str = "
+SELECT k.holder FROM jadpo_deliveries AS d
+JOIN jadpo_keys AS k ON k.subscriber = d.subscriber AND k.delivery_key = d.delivery_key
+WHERE d.id = $1 AND d.state = 'queued'";
+
+/// Locks the rows of keys whose slots were freed, in order, before
+/// `HAND_ON` reads who waits: its snapshot then sees every emit that
+/// committed before the lock was granted.
+const LOCK_FREED: &str = "
+SELECT 1 FROM jadpo_keys
+WHERE (subscriber, delivery_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+ORDER BY subscriber, delivery_key FOR UPDATE";
+
+/// Each freed slot goes to its key's queued delivery with the lowest id
+/// (`jadpo_deliveries_queued`), due now; a slot nobody waits for is given
+/// back to the key, and a key with none taken loses its row (each row is
+/// either updated or deleted: one statement cannot change a row twice).
+/// Returns how many were promoted.
+const HAND_ON: &str = "
+WITH freed AS (
+    SELECT s, key, count(*) AS n FROM unnest($1::text[], $2::text[]) AS u(s, key) GROUP BY s, key
+), next AS (
+    SELECT q.id FROM freed CROSS JOIN LATERAL (
+        SELECT id FROM jadpo_deliveries
+        WHERE state = 'queued' AND subscriber = freed.s AND delivery_key = freed.key
+        ORDER BY id LIMIT freed.n
+    ) AS q
+), promoted AS (
+    UPDATE jadpo_deliveries AS d SET state = 'due', due_at = greatest(d.due_at, $3), updated_at = $3
+    FROM next WHERE d.id = next.id
+    RETURNING d.id, d.subscriber, d.delivery_key
+), moved AS (
+    SELECT subscriber, delivery_key, count(*) AS m, max(id) AS holder
+    FROM promoted GROUP BY subscriber, delivery_key
+), back AS (
+    SELECT freed.s, freed.key, freed.n - coalesce(moved.m, 0) AS n, moved.holder
+    FROM freed LEFT JOIN moved ON moved.subscriber = freed.s AND moved.delivery_key = freed.key
+), given_back AS (
+    UPDATE jadpo_keys AS k SET taken = k.taken - back.n, holder = coalesce(back.holder, k.holder) FROM back
+    WHERE k.subscriber = back.s AND k.delivery_key = back.key AND k.taken > back.n
+), emptied AS (
+    DELETE FROM jadpo_keys AS k USING back
+    WHERE k.subscriber = back.s AND k.delivery_key = back.key AND back.n > 0 AND k.taken = back.n
+)
+SELECT count(*) FROM promoted";
+
+/// A key's slots as an emit or a retry changes them: how many are taken,
+/// and the delivery that took one last, if one did here.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slots {
+    pub taken: i32,
+    pub holder: Option<i64>,
+}
+
+impl Slots {
+    /// Delivery `id` under `rule` takes a slot if one is free: true, or
+    /// false when it must wait queued.
+    pub(super) fn take(&mut self, rule: jadpo_core::key_rule::KeyRule, id: i64) -> bool {
+        if rule.starts_due(u32::try_from(self.taken).unwrap_or(u32::MAX)) {
+            self.taken += 1;
+            self.holder = Some(id);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The slots taken of each (subscriber, key), each row locked until the
+/// transaction ends.
+///
+/// On the caller's own transaction too (`emit_in`), so not a cached
+/// statement: only emits with ordered keys pay for preparing it.
+pub(super) async fn lock(
+    tx: &tokio_postgres::Transaction<'_>,
+    keys: &BTreeSet<(&str, &str)>,
+) -> Result<BTreeMap<(String, String), Slots>, tokio_postgres::Error> {
+    let (subscribers, names): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let rows = tx.query(LOCK, &[&subscribers, &names]).await?;
+    rows.iter()
+        .map(|r| {
+            let slots = Slots {
+                taken: r.try_get(2)?,
+                holder: None,
+            };
+            Ok(((r.try_get(0)?, r.try_get(1)?), slots))
+        })
+        .collect()
+}
+
+/// The arrays `slots`' writes take: subscribers, keys, taken, holders.
+pub(super) type SlotColumns<'a> = (Vec<&'a str>, Vec<&'a str>, Vec<i32>, Vec<Option<i64>>);
+
+pub(super) fn columns(slots: &BTreeMap<(String, String), Slots>) -> SlotColumns<'_> {
+    let mut out: SlotColumns<'_> = Default::default();
+    for ((s, k), slot) in slots {
+        out.0.push(s.as_str());
+        out.1.push(k.as_str());
+        out.2.push(slot.taken);
+        out.3.push(slot.holder);
+    }
+    out
+}
+
+/// What the queued delivery `id` waits for.
+pub(super) async fn waits_for(
+    tx: &Transaction<'_>,
+    id: jadpo_core::DeliveryId,
+) -> Result<Option<jadpo_core::DeliveryId>, tokio_postgres::Error> {
+    let stmt = tx.prepare_cached(WAITS_FOR).await?;
+    let holder: Option<Option<i64>> = tx.query_opt(&stmt, &[&id.0]).await?.map(|r| r.try_get(0)).transpose()?;
+    Ok(holder.flatten().map(jadpo_core::DeliveryId))
+}
+
+/// Hands each freed slot on (one entry per slot freed, a key as often as
+/// it freed one). Returns how many queued deliveries became due.
+pub(super) async fn free(
+    tx: &Transaction<'_>,
+    freed: &[(String, String)],
+    now: Timestamp,
+) -> Result<i64, tokio_postgres::Error> {
+    if freed.is_empty() {
+        return Ok(0);
+    }
+    let (subscribers, names): (Vec<&str>, Vec<&str>) = freed.iter().map(|(s, k)| (s.as_str(), k.as_str())).unzip();
+    let lock = tx.prepare_cached(LOCK_FREED).await?;
+    tx.query(&lock, &[&subscribers, &names]).await?;
+    let hand_on = tx.prepare_cached(HAND_ON).await?;
+    let promoted = tx
+        .query_one(&hand_on, &[&subscribers, &names, &crate::codec::at_ms(now)])
+        .await?;
+    promoted.try_get(0)
+}
+
+/// Writes each key's slots taken and holder, its row locked by [`lock`].
+pub(super) async fn set_taken(
+    tx: &Transaction<'_>,
+    slots: &BTreeMap<(String, String), Slots>,
+) -> Result<(), tokio_postgres::Error> {
+    let (subscribers, keys, taken, holders) = columns(slots);
+    let stmt = tx.prepare_cached(SET_TAKEN).await?;
+    tx.execute(&stmt, &[&subscribers, &keys, &taken, &holders]).await?;
+    Ok(())
+}
