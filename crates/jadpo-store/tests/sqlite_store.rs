@@ -603,3 +603,43 @@ async fn the_footprint_counts_rows_and_the_pages_a_prune_frees() {
     assert_eq!(fp.table("jadpo_deliveries").unwrap().live_rows, 0);
     assert!(fp.free_bytes.unwrap() > 0, "pruned pages are on the freelist: {fp:?}");
 }
+
+/// A key's row stays once no slot is taken (its next delivery would write
+/// it again), until retention deletes it.
+#[tokio::test]
+async fn retention_forgets_keys_with_no_slot_taken() {
+    use jadpo_core::key::{Key, KeyValue, Keyed};
+    use jadpo_core::key_rule::KeyRule;
+    let path = fresh_dir("forget").join("k.db");
+    let store = SqliteStore::open(&url(&path)).await.unwrap();
+    let keyed = |k: &str| NewEvent {
+        name: "E".into(),
+        payload: "{}".into(),
+        subscribers: vec!["log".into()],
+        idempotency_key: None,
+        trace: None,
+        keys: [(
+            "log".to_string(),
+            Keyed {
+                key: Key::new(KeyValue::Str(k)).unwrap(),
+                rule: Some(KeyRule::Fifo),
+            },
+        )]
+        .into(),
+    };
+    store.emit(&[keyed("a"), keyed("b")], at(0)).await.unwrap();
+    let r = claim(&store, 0, 10).await;
+    finish(&store, &r.claimed[0], Outcome::Succeeded, &[], 1).await.unwrap();
+    let keys = |p: &Path| {
+        let c = rusqlite::Connection::open(p).unwrap();
+        c.query_row(
+            "SELECT group_concat(delivery_key || '=' || taken) FROM jadpo_keys",
+            [],
+            |r| r.get::<_, Option<String>>(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(keys(&path).as_deref(), Some("a=0,b=1"), "a's row stays at zero");
+    store.prune(at(100), 10).await.unwrap();
+    assert_eq!(keys(&path).as_deref(), Some("b=1"), "b still holds its slot");
+}

@@ -291,9 +291,25 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let (chunk, tail) = rest.split_at(chunk_len(rest));
         rest = tail;
         let n_deliveries: usize = chunk.iter().map(|e| e.subscribers.len()).sum();
-        let ids = tx
-            .query_one(next_ids, &[&(chunk.len() as i32), &(n_deliveries as i32)])
-            .await?;
+        // Each ordered key's row, locked, and its slots taken so far: each
+        // delivery of it in emit order takes one, or waits queued. Sent with
+        // the ids' statement, in one round trip.
+        let ordered: std::collections::BTreeSet<(&str, &str)> = chunk
+            .iter()
+            .flat_map(|e| e.keys.iter())
+            .filter(|(_, k)| k.rule.is_some())
+            .map(|(s, k)| (s.as_str(), k.key.as_str()))
+            .collect();
+        let lock_keys = async {
+            if ordered.is_empty() {
+                Ok(Default::default())
+            } else {
+                super::keys::lock(tx, &ordered).await
+            }
+        };
+        let (n_events, n_rows) = (chunk.len() as i32, n_deliveries as i32);
+        let counts: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&n_events, &n_rows];
+        let (ids, mut taken) = tokio::try_join!(tx.query_one(next_ids, &counts), lock_keys)?;
         let event_ids: Vec<i64> = ids.try_get(0)?;
         let delivery_ids: Vec<i64> = ids.try_get(1)?;
         let names: Vec<&str> = chunk.iter().map(|e| e.name.as_str()).collect();
@@ -312,19 +328,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
         let mut delivery_keys: Vec<Option<&str>> = Vec::with_capacity(n_deliveries);
         let mut states: Vec<&str> = Vec::with_capacity(n_deliveries);
         let mut rules: Vec<Option<String>> = Vec::with_capacity(n_deliveries);
-        // Each ordered key's row, locked, and its slots taken so far: each
-        // delivery of it in emit order takes one, or waits queued.
-        let ordered: std::collections::BTreeSet<(&str, &str)> = chunk
-            .iter()
-            .flat_map(|e| e.keys.iter())
-            .filter(|(_, k)| k.rule.is_some())
-            .map(|(s, k)| (s.as_str(), k.key.as_str()))
-            .collect();
-        let mut taken = if ordered.is_empty() {
-            Default::default()
-        } else {
-            super::keys::lock(tx, &ordered).await?
-        };
+
         let mut first = Vec::with_capacity(chunk.len());
         let mut public_ids = Vec::with_capacity(chunk.len());
         let mut last = Vec::with_capacity(chunk.len());

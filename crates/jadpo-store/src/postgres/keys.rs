@@ -154,12 +154,13 @@ pub(super) async fn free(
         return Ok(0);
     }
     let (subscribers, names): (Vec<&str>, Vec<&str>) = freed.iter().map(|(s, k)| (s.as_str(), k.as_str())).unzip();
-    let lock = tx.prepare_cached(LOCK_FREED).await?;
-    tx.query(&lock, &[&subscribers, &names]).await?;
-    let hand_on = tx.prepare_cached(HAND_ON).await?;
-    let promoted = tx
-        .query_one(&hand_on, &[&subscribers, &names, &crate::codec::at_ms(now)])
-        .await?;
+    let (lock, hand_on) = tokio::try_join!(tx.prepare_cached(LOCK_FREED), tx.prepare_cached(HAND_ON))?;
+    // In one round trip: the server runs them in order, and the second
+    // takes its snapshot once the first holds the locks.
+    let now = crate::codec::at_ms(now);
+    let lock_args: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&subscribers, &names];
+    let hand_on_args: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&subscribers, &names, &now];
+    let (_, promoted) = tokio::try_join!(tx.query(&lock, &lock_args), tx.query_one(&hand_on, &hand_on_args))?;
     promoted.try_get(0)
 }
 

@@ -100,7 +100,6 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 d.key = Some(k.key.clone());
                 d.key_rule = k.rule;
             }
-            let took = super::keys::take(c, &mut d, now)?;
             delivery.execute(params![
                 event_id.0,
                 d.subscriber,
@@ -115,9 +114,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 d.key_rule.map(jadpo_core::key_rule::KeyRule::stored),
             ])?;
             d.id = DeliveryId(c.last_insert_rowid());
-            if took {
-                super::keys::held_by(c, &d)?;
-            }
+            super::keys::take(c, &mut d, now)?;
             ids.push(d.id);
         }
         out.push(Emitted {

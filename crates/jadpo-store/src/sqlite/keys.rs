@@ -8,34 +8,35 @@ use super::pool::Abort;
 use jadpo_core::{Delivery, DeliveryId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// `d`, about to be due (its emit, or an operator's retry that takes a
-/// slot again), takes a slot of its key, or is queued when the key has
-/// none free. Nothing for a delivery without an ordered key. Returns
-/// whether it took one: the caller then names it the key's holder
-/// ([`held_by`]) once it has its id.
-pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<bool, Abort> {
+/// `d`, written as due (its emit, or an operator's retry that takes a
+/// slot again), takes a slot of its key and becomes its holder, or, when
+/// the key has none free, is queued. One statement when it takes one:
+/// the upsert counts it and names it, and says whether it did. Nothing for
+/// a delivery without an ordered key.
+pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(), Abort> {
     let (Some(rule), Some(key)) = (d.key_rule, &d.key) else {
-        return Ok(false);
+        return Ok(());
     };
-    let taken: u32 = c
+    let took: bool = c
         .prepare_cached(
-            "INSERT INTO jadpo_keys (subscriber, delivery_key, taken) VALUES (?1, ?2, 0) \
-             ON CONFLICT (subscriber, delivery_key) DO UPDATE SET taken = taken RETURNING taken",
+            "INSERT INTO jadpo_keys (subscriber, delivery_key, taken, holder) VALUES (?1, ?2, 1, ?3) \
+             ON CONFLICT (subscriber, delivery_key) DO UPDATE SET \
+                 taken = taken + (taken < ?4), \
+                 holder = CASE WHEN taken < ?4 THEN ?3 ELSE holder END \
+             RETURNING holder IS ?3",
         )?
-        .query_row(params![d.subscriber, key.as_str()], |r| r.get(0))?;
-    if rule.starts_due(taken) {
-        c.prepare_cached("UPDATE jadpo_keys SET taken = taken + 1 WHERE subscriber = ?1 AND delivery_key = ?2")?
-            .execute(params![d.subscriber, key.as_str()])?;
-        Ok(true)
-    } else {
+        .query_row(params![d.subscriber, key.as_str(), d.id.0, rule.slots()], |r| r.get(0))?;
+    if !took {
         d.queue(now);
-        Ok(false)
+        c.prepare_cached("UPDATE jadpo_deliveries SET state = 'queued', updated_at = ?2 WHERE id = ?1")?
+            .execute(params![d.id.0, now.as_millis()])?;
     }
+    Ok(())
 }
 
 /// `d` took a slot of its key last: what the key's queued deliveries now
 /// wait for.
-pub(crate) fn held_by(c: &Connection, d: &Delivery) -> Result<(), Abort> {
+fn held_by(c: &Connection, d: &Delivery) -> Result<(), Abort> {
     if let Some(key) = &d.key {
         c.prepare_cached("UPDATE jadpo_keys SET holder = ?3 WHERE subscriber = ?1 AND delivery_key = ?2")?
             .execute(params![d.subscriber, key.as_str(), d.id.0])?;
@@ -58,7 +59,7 @@ pub(crate) fn waits_for(c: &Connection, id: DeliveryId) -> Result<Option<Deliver
 
 /// `d` gave up its key's slot: the key's queued delivery with the lowest
 /// id (the earliest emitted) is promoted, due now, in its place; with none
-/// queued, the key has a slot more, and its row goes when none is taken.
+/// queued, the key has a slot more.
 /// Returns the delivery promoted.
 pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<Option<DeliveryId>, Abort> {
     let Some(key) = &d.key else {
@@ -86,8 +87,8 @@ pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<Optio
         )?
         .execute(params![d.subscriber, key.as_str()])?;
     assert_eq!(freed, 1, "a slot freed was taken");
-    c.prepare_cached("DELETE FROM jadpo_keys WHERE subscriber = ?1 AND delivery_key = ?2 AND taken = 0")?
-        .execute(params![d.subscriber, key.as_str()])?;
+    // A row left at zero stays for the key's next delivery, rather than
+    // being deleted and written again; retention deletes it (`forget`).
     Ok(None)
 }
 
@@ -97,5 +98,16 @@ pub(crate) fn settle(c: &Connection, before: &Delivery, after: &Delivery) -> Res
     if after.key_rule.is_some_and(|r| r.frees_slot(before.state, after.state)) {
         free(c, after, after.updated_at)?;
     }
+    Ok(())
+}
+
+/// Retention: up to `batch` keys with no slot taken, which the next
+/// delivery of the key would write again.
+pub(crate) fn forget(c: &Connection, batch: usize) -> Result<(), Abort> {
+    c.prepare_cached(
+        "DELETE FROM jadpo_keys WHERE (subscriber, delivery_key) IN \
+         (SELECT subscriber, delivery_key FROM jadpo_keys WHERE taken = 0 LIMIT ?1)",
+    )?
+    .execute([batch as i64])?;
     Ok(())
 }

@@ -47,6 +47,7 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
     for (_, event_id) in &old {
         event.execute(params![event_id, before.as_millis()])?;
     }
+    super::keys::forget(c, batch)?;
     // Alert messages raised before the retention, oldest first: their sends
     // ended within an hour of them.
     c.prepare_cached(

@@ -18,12 +18,10 @@ pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timest
             delivery.operator_retry(due_at, now);
             // Ended under `fifo` or a cap, it gave its key's slot up: it
             // takes one again, or waits first in line for one.
-            if delivery.key_rule.is_some_and(|r| r.takes_slot(from, delivery.state))
-                && super::keys::take(c, &mut delivery, now)?
-            {
-                super::keys::held_by(c, &delivery)?;
-            }
             super::writes::update(c, &delivery, None, None, None)?;
+            if delivery.key_rule.is_some_and(|r| r.takes_slot(from, delivery.state)) {
+                super::keys::take(c, &mut delivery, now)?;
+            }
             retried.push(id);
         }
     }
