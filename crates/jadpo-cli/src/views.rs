@@ -55,7 +55,8 @@ pub(crate) fn parse_query(params: &BTreeMap<String, String>) -> Result<DeliveryQ
         match key.as_str() {
             "state" => {
                 q.state = Some(DeliveryState::parse(value).ok_or_else(|| {
-                    format!("`state` is one of queued, due, running, held, succeeded, failed, parked; not {value:?}")
+                    let states: Vec<&str> = DeliveryState::ALL.iter().map(|s| s.as_str()).collect();
+                    format!("`state` is one of {}; not {value:?}", states.join(", "))
                 })?)
             }
             "subscriber" => q.subscriber = Some(value.clone()),

@@ -142,6 +142,13 @@ impl Delivery {
         self.updated_at = now;
     }
 
+    /// Keeps its subscriber's key over its event, and the rule the key
+    /// was given, as its emit found them (`None`: no `key:`).
+    pub fn keyed(&mut self, keyed: Option<&crate::key::Keyed>) {
+        self.key = keyed.map(|k| k.key.clone());
+        self.key_rule = keyed.and_then(|k| k.rule);
+    }
+
     /// Becomes due at once with the slot of its key an earlier delivery
     /// freed. Its budget is untouched: waiting spent none, and `within:`
     /// still counts from the event.

@@ -49,8 +49,8 @@ pub(crate) struct ShowArgs {
 #[derive(clap::Args, Debug)]
 pub(crate) struct ListArgs {
     /// Only deliveries in this state.
-    #[arg(long, value_enum, global = true)]
-    pub state: Option<StateArg>,
+    #[arg(long, global = true, value_parser = state_parser())]
+    pub state: Option<DeliveryState>,
     /// Only this subscriber's deliveries.
     #[arg(long, value_name = "NAME", global = true)]
     pub subscriber: Option<String>,
@@ -78,30 +78,12 @@ pub(crate) struct ListArgs {
     pub json: bool,
 }
 
-/// A delivery's state, for `--state`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StateArg {
-    Queued,
-    Due,
-    Running,
-    Held,
-    Succeeded,
-    Failed,
-    Parked,
-}
-
-impl From<StateArg> for DeliveryState {
-    fn from(s: StateArg) -> DeliveryState {
-        match s {
-            StateArg::Queued => DeliveryState::Queued,
-            StateArg::Due => DeliveryState::Due,
-            StateArg::Running => DeliveryState::Running,
-            StateArg::Held => DeliveryState::Held,
-            StateArg::Succeeded => DeliveryState::Succeeded,
-            StateArg::Failed => DeliveryState::Failed,
-            StateArg::Parked => DeliveryState::Parked,
-        }
-    }
+/// `--state`: every state the core has, by its name, so a state added
+/// there is one here too.
+fn state_parser() -> impl clap::builder::TypedValueParser<Value = DeliveryState> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(DeliveryState::ALL.map(DeliveryState::as_str))
+        .map(|s| DeliveryState::parse(&s).expect("one of the possible values"))
 }
 
 pub(crate) fn run(args: Args) -> ExitCode {
@@ -139,7 +121,7 @@ async fn list<S: Store>(store: &S, app: Option<&App>, args: &ListArgs) -> Result
     }
     let limit = args.limit.unwrap_or(views::DEFAULT_LIMIT);
     let query = DeliveryQuery {
-        state: args.state.map(Into::into),
+        state: args.state,
         subscriber: args.subscriber.clone(),
         connection: args.connection.clone(),
         event: args.event.map(EventId),

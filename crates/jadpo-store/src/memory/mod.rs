@@ -163,10 +163,7 @@ impl MemoryStore {
                 self.last_delivery += 1;
                 let id = DeliveryId(self.last_delivery);
                 let mut d = Delivery::new(id, event_id, s.clone(), now);
-                if let Some(k) = e.keys.get(s) {
-                    d.key = Some(k.key.clone());
-                    d.key_rule = k.rule;
-                }
+                d.keyed(e.keys.get(s));
                 self.take_slot(&mut d, now);
                 self.deliveries.insert(id, d);
                 self.index(id);

@@ -96,10 +96,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
         for s in &e.subscribers {
             // The core says what a new delivery is; this only writes it down.
             let mut d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
-            if let Some(k) = e.keys.get(s) {
-                d.key = Some(k.key.clone());
-                d.key_rule = k.rule;
-            }
+            d.keyed(e.keys.get(s));
             delivery.execute(params![
                 event_id.0,
                 d.subscriber,
