@@ -199,7 +199,8 @@ pub(crate) fn waiting_text(w: &Waiting) -> String {
 /// One delivery as JSON. `due_at` is set only while it is `due`, and
 /// `waiting_on`/`waiting_for` when a connection's limit kept it from
 /// starting; a held one has `held_connection` and `held_since`; a finished
-/// one `finished_at`.
+/// one `finished_at`; one an operator skipped `skipped_by` and
+/// `skipped_at`.
 pub(crate) fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
     let failure = d.last_failure.as_ref();
     let held = d.held.as_ref();
@@ -222,6 +223,8 @@ pub(crate) fn delivery_json(d: &Delivery, event: Option<&str>) -> Value {
         "waiting_on": waiting.map(|w| w.connection.as_str()),
         "waiting_for": waiting.map(|w| w.reason.as_str()),
         "finished_at": time_json(d.finished_at.filter(|_| d.state.is_finished())),
+        "skipped_by": d.skipped.as_ref().map(|s| s.by.as_str()),
+        "skipped_at": time_json(d.skipped.as_ref().map(|s| s.at)),
         "lease_owner": lease.map(|l| l.owner.as_str()),
         "lease_until": time_json(lease.map(|l| l.until)),
         "budget_from": time_json(Some(d.budget_from)),
@@ -251,6 +254,11 @@ pub(crate) fn queued_text(d: &Delivery, waits_for: Option<jadpo_core::DeliveryId
         Some(id) => format!("waits for delivery {id}, earlier for key {key}"),
         None => format!("waits for an earlier delivery of key {key}"),
     }
+}
+
+/// Who skipped a delivery and when, as the CLI and the console say it.
+pub(crate) fn skipped_text(s: &jadpo_core::Skipped) -> String {
+    format!("skipped by {} at {}", s.by, crate::output::time_short(s.at))
 }
 
 /// A delivery with its attempt history (`jadpo deliveries show --json`,

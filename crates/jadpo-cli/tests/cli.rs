@@ -260,6 +260,9 @@ fn bad_usage_exits_2() {
         vec!["deliveries", "show"],
         vec!["deliveries", "show", "abc"],
         vec!["deliveries", "--state", "held", "show", "1"],
+        vec!["deliveries", "skip"],
+        vec!["deliveries", "skip", "1", "--by", ""],
+        vec!["deliveries", "--state", "failed", "skip", "1"],
         vec!["retry"],
         vec!["retry", "1", "--state", "failed"],
         vec!["retry", "--state", "due"],
@@ -298,6 +301,7 @@ fn every_command_and_flag_has_help() {
         vec!["emit"],
         vec!["deliveries"],
         vec!["deliveries", "show"],
+        vec!["deliveries", "skip"],
         vec!["retry"],
         vec!["breakers"],
         vec!["alerts"],
@@ -370,6 +374,8 @@ fn deliveries_json_has_every_field_and_held_ones() {
             "held_since",
             "due_at",
             "finished_at",
+            "skipped_by",
+            "skipped_at",
         ] {
             assert!(d.get(field).is_some(), "{field} in {d}");
         }
@@ -592,6 +598,64 @@ fn retry_by_id_retries_failed_and_parked_and_says_why_others_are_skipped() {
     assert_eq!(out["retried"], serde_json::json!([s2.failed.0]));
     assert_eq!(out["skipped"], serde_json::json!([]));
     assert_eq!(out["dry_run"], false);
+}
+
+#[test]
+fn skip_by_id_records_who_and_says_why_others_are_not_skipped() {
+    let f = Folder::with_app();
+    let url = f.store_url();
+    let s = seed_sqlite(&url);
+    let (failed, parked, ok) = (
+        s.failed.0.to_string(),
+        s.parked.0.to_string(),
+        s.succeeded.0.to_string(),
+    );
+    let run = f.run(&[
+        "deliveries",
+        "skip",
+        &failed,
+        &ok,
+        "9999",
+        "--by",
+        "ana",
+        "--store",
+        &url,
+    ]);
+    run.expect(1, None);
+    let out = run.stdout();
+    assert!(
+        out.contains(&format!("skipped 1 delivery: {failed} (by ana; nothing was called)")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("not skipped {ok}: is succeeded: only failed and parked")),
+        "{out}"
+    );
+    assert!(out.contains("not skipped 9999: no such delivery"), "{out}");
+    let shown = f.run(&["deliveries", "show", &failed, "--store", &url]);
+    let text = shown.expect(0, None).stdout();
+    assert!(text.contains("skipped by ana at"), "{text}");
+    let again = f.run(&["deliveries", "skip", &failed, "--store", &url]);
+    assert!(
+        again.expect(1, None).stdout().contains("already skipped by ana"),
+        "{}",
+        again.stdout()
+    );
+
+    let run = f.run(&["deliveries", "skip", &parked, "--by", "bo", "--store", &url, "--json"]);
+    let out = run.expect(0, None).json();
+    assert_eq!(out["skipped"], serde_json::json!([s.parked.0]));
+    assert_eq!(out["by"], "bo");
+    assert_eq!(out["not_skipped"], serde_json::json!([]));
+    let list = f.run(&["deliveries", "--store", &url, "--json"]).json();
+    let d = by_id(&list, s.parked);
+    assert_eq!(
+        (&d["state"], &d["skipped_by"]),
+        (&serde_json::json!("parked"), &serde_json::json!("bo"))
+    );
+    let at = d["skipped_at"].as_str().expect("a time");
+    at.parse::<jiff::Timestamp>().unwrap_or_else(|e| panic!("{at}: {e}"));
+    assert_eq!(by_id(&list, s.succeeded)["skipped_by"], Value::Null);
 }
 
 #[test]

@@ -42,6 +42,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
         SYNOPSIS,
     ),
     ("jadpo deliveries show ID [--json]", SYNOPSIS),
+    ("jadpo deliveries skip ID... [--by NAME] [--json]", SYNOPSIS),
     ("jadpo retry ID... [--spread D] [--dry-run] [--json]", SYNOPSIS),
     (
         "jadpo retry --state failed|parked [--subscriber S] [--connection C] [--key K] [--limit N] [--spread D] [--dry-run] [--json]",
@@ -54,6 +55,8 @@ const EXAMPLES: &[(&str, Expect)] = &[
         "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N]] [--http [--latency D] [--connection-rate R/s]] [--json] [--keep]",
         SYNOPSIS,
     ),
+    // docs/cli.md: `jadpo deliveries skip` (delivery 11 is failed).
+    ("jadpo deliveries skip 11 --by ana", Exit(0)),
     // docs/cli.md: `jadpo retry`.
     ("jadpo retry 12 13 14", Exit(0)),
     (

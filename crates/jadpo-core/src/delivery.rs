@@ -30,6 +30,55 @@ pub struct Waiting {
     pub reason: crate::limit::WaitFor,
 }
 
+/// An operator's skip of a failed or parked delivery: they chose not to
+/// retry it, and a `strict` key it blocked moves on (docs/retries.md,
+/// "Order per key"). Nothing is called; the delivery keeps its state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Who skipped it, as the operator named themselves (`--by`), or the
+    /// surface it came through (`api`, `console`) when they didn't.
+    pub by: String,
+    pub at: Timestamp,
+}
+
+/// The longest name an operator's skip records.
+pub const MAX_OPERATOR_NAME: usize = 64;
+
+/// Why a name cannot be recorded as who skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperatorNameInvalid {
+    Empty,
+    TooLong,
+    /// A control character: it would break the lines it is printed in.
+    Control,
+}
+
+impl std::fmt::Display for OperatorNameInvalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OperatorNameInvalid::Empty => f.write_str("the operator's name is empty"),
+            OperatorNameInvalid::TooLong => {
+                write!(f, "the operator's name is over {MAX_OPERATOR_NAME} bytes")
+            }
+            OperatorNameInvalid::Control => f.write_str("the operator's name holds a control character"),
+        }
+    }
+}
+
+/// A name an operator's skip may record: 1 to [`MAX_OPERATOR_NAME`]
+/// bytes, no control characters.
+pub fn check_operator_name(name: &str) -> Result<(), OperatorNameInvalid> {
+    if name.is_empty() {
+        Err(OperatorNameInvalid::Empty)
+    } else if name.len() > MAX_OPERATOR_NAME {
+        Err(OperatorNameInvalid::TooLong)
+    } else if name.chars().any(char::is_control) {
+        Err(OperatorNameInvalid::Control)
+    } else {
+        Ok(())
+    }
+}
+
 /// A delivery's record: a row of `jadpo_deliveries` (docs/system-tables.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
@@ -60,6 +109,9 @@ pub struct Delivery {
     /// emitted (`order:` or `concurrency_per_key:`), kept with it so that
     /// its end frees its slot by the rule it took it under.
     pub key_rule: Option<crate::key_rule::KeyRule>,
+    /// Set when an operator skipped it, failed or parked; cleared by an
+    /// operator's retry.
+    pub skipped: Option<Skipped>,
 }
 
 impl Delivery {
@@ -83,6 +135,7 @@ impl Delivery {
             finished_at: None,
             key: None,
             key_rule: None,
+            skipped: None,
         }
     }
 
@@ -139,6 +192,7 @@ impl Delivery {
         self.lease = None;
         self.due_at = due_at;
         self.finished_at = None;
+        self.skipped = None;
         self.updated_at = now;
     }
 
@@ -174,6 +228,43 @@ impl Delivery {
     /// True when the operator may retry it.
     pub fn retryable_by_operator(&self) -> bool {
         matches!(self.state, DeliveryState::Failed | DeliveryState::Parked)
+    }
+
+    /// True when the operator may skip it: failed or parked, and not
+    /// skipped already (the first skip is the one recorded).
+    pub fn skippable_by_operator(&self) -> bool {
+        self.retryable_by_operator() && self.skipped.is_none()
+    }
+
+    /// An operator's skip: recorded, and nothing else changes but
+    /// whether it holds its key's slot ([`Delivery::holds_slot`]).
+    pub fn skip(&mut self, by: impl Into<String>, now: Timestamp) {
+        assert!(
+            self.skippable_by_operator(),
+            "only a failed or parked delivery not skipped yet is skipped"
+        );
+        self.skipped = Some(Skipped { by: by.into(), at: now });
+        self.updated_at = now;
+    }
+
+    /// Whether it holds a slot of its key now: as its rule has it for
+    /// its state (`KeyRule::holds_slot`), unless an operator skipped it.
+    pub fn holds_slot(&self) -> bool {
+        self.key_rule.is_some_and(|r| r.holds_slot(self.state)) && self.skipped.is_none()
+    }
+
+    /// Whether the change from `before` to this gave its key's slot up
+    /// (the store then hands it to the key's next queued delivery).
+    pub fn gave_slot_up(&self, before: &Delivery) -> bool {
+        before.holds_slot() && !self.holds_slot()
+    }
+
+    /// Whether the change from `before` to this takes a slot of its key:
+    /// an operator's retry of a delivery that gave its slot up when it
+    /// ended (under `fifo` or a cap) or was skipped. The store makes it due
+    /// only when the key has room, and queues it otherwise.
+    pub fn takes_slot(&self, before: &Delivery) -> bool {
+        !before.holds_slot() && self.holds_slot()
     }
 }
 
@@ -287,6 +378,55 @@ mod tests {
         );
         assert_eq!(d.finished_at, None);
         assert!(!d.retryable_by_operator());
+    }
+
+    #[test]
+    fn a_skip_is_recorded_once_frees_a_strict_slot_and_a_retry_clears_it() {
+        use crate::key_rule::KeyRule;
+        let mut d = Delivery::new(DeliveryId(1), EventId(1), "s", at(0));
+        d.key = Some(crate::key::Key::stored("c-1".into()));
+        d.key_rule = Some(KeyRule::Strict);
+        assert!(!d.skippable_by_operator(), "a due delivery is not skipped");
+        d.state = DeliveryState::Failed;
+        d.finished_at = Some(at(5));
+        assert!(d.holds_slot(), "a strict failure holds its key");
+        let before = d.clone();
+        d.skip("ana", at(9));
+        assert_eq!(
+            d.skipped,
+            Some(Skipped {
+                by: "ana".into(),
+                at: at(9)
+            })
+        );
+        assert_eq!(
+            (d.state, d.finished_at, d.updated_at),
+            (DeliveryState::Failed, Some(at(5)), at(9))
+        );
+        assert!(d.gave_slot_up(&before) && !d.holds_slot());
+        assert!(!d.skippable_by_operator(), "skipped once");
+        assert!(d.retryable_by_operator(), "a skipped delivery may still be retried");
+        let skipped = d.clone();
+        d.operator_retry(at(20), at(20));
+        assert_eq!(d.skipped, None);
+        assert!(
+            d.takes_slot(&skipped),
+            "retried, it takes its key's slot again or waits"
+        );
+        let mut fifo = before.clone();
+        fifo.key_rule = Some(KeyRule::Fifo);
+        let was = fifo.clone();
+        fifo.skip("ana", at(9));
+        assert!(!fifo.gave_slot_up(&was), "a fifo failure held no slot to give up");
+    }
+
+    #[test]
+    fn an_operator_name_is_short_printable_text() {
+        assert_eq!(check_operator_name("ana@ops"), Ok(()));
+        assert_eq!(check_operator_name(""), Err(OperatorNameInvalid::Empty));
+        assert_eq!(check_operator_name(&"a".repeat(65)), Err(OperatorNameInvalid::TooLong));
+        assert_eq!(check_operator_name(&"a".repeat(64)), Ok(()));
+        assert_eq!(check_operator_name("a\nb"), Err(OperatorNameInvalid::Control));
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub enum KeyRule {
     /// parked frees the key for the next.
     Fifo,
     /// As `Fifo`, but a delivery that fails for good or is parked keeps
-    /// the key until an operator retries it (and it ends) or skips it.
+    /// the key until an operator retries it (and it ends) or skips it
+    /// (`Delivery::skip`).
     Strict,
     /// At most this many at once, in no particular order.
     Cap(u32),
@@ -100,7 +101,8 @@ impl KeyRule {
 
     /// Whether a delivery in `state` holds a slot of its key: while it may
     /// still run, and, under `Strict`, when it failed for good or is
-    /// parked, so that the key waits for an operator.
+    /// parked, so that the key waits for an operator (until they retry or
+    /// skip it: `Delivery::holds_slot` adds the skip).
     pub fn holds_slot(self, state: DeliveryState) -> bool {
         match state {
             DeliveryState::Due | DeliveryState::Running | DeliveryState::Held => true,

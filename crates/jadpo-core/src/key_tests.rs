@@ -129,6 +129,8 @@ struct Model {
     /// By id, in emit order; `None` while queued.
     deliveries: Vec<Option<DeliveryState>>,
     taken: u32,
+    /// Failed or parked deliveries an operator skipped: none holds a slot.
+    skipped: std::collections::BTreeSet<usize>,
     /// The order in which deliveries first started running.
     started: Vec<usize>,
 }
@@ -143,6 +145,8 @@ enum Step {
     Release(usize),
     /// An operator retries the n-th failed or parked delivery.
     Retry(usize),
+    /// An operator skips the n-th failed or parked delivery.
+    Skip(usize),
 }
 
 impl Model {
@@ -151,6 +155,7 @@ impl Model {
             rule,
             deliveries: Vec::new(),
             taken: 0,
+            skipped: Default::default(),
             started: Vec::new(),
         }
     }
@@ -203,7 +208,8 @@ impl Model {
             Step::Retry(n) => {
                 if let Some(i) = self.nth(n, |s| matches!(s, Failed | Parked)) {
                     let from = self.deliveries[i].unwrap();
-                    if self.rule.takes_slot(from, Due) {
+                    let skipped = self.skipped.remove(&i);
+                    if skipped || self.rule.takes_slot(from, Due) {
                         if self.rule.starts_due(self.taken) {
                             self.taken += 1;
                             self.deliveries[i] = Some(Due);
@@ -212,6 +218,19 @@ impl Model {
                         }
                     } else {
                         self.move_to(i, from, Due);
+                    }
+                }
+            }
+            Step::Skip(n) => {
+                let skippable: Vec<usize> = (0..self.deliveries.len())
+                    .filter(|i| matches!(self.deliveries[*i], Some(Failed | Parked)) && !self.skipped.contains(i))
+                    .collect();
+                if !skippable.is_empty() {
+                    let i = skippable[n % skippable.len()];
+                    self.skipped.insert(i);
+                    if self.rule.holds_slot(self.deliveries[i].unwrap()) {
+                        self.taken -= 1;
+                        self.promote();
                     }
                 }
             }
@@ -227,11 +246,9 @@ impl Model {
     }
 
     fn check(&self) -> Result<(), TestCaseError> {
-        let holding = self
-            .deliveries
-            .iter()
-            .flatten()
-            .filter(|s| self.rule.holds_slot(**s))
+        let holding = (0..self.deliveries.len())
+            .filter(|i| !self.skipped.contains(i))
+            .filter(|i| self.deliveries[*i].is_some_and(|s| self.rule.holds_slot(s)))
             .count() as u32;
         prop_assert_eq!(holding, self.taken, "the count is the deliveries holding a slot");
         prop_assert!(self.taken <= self.rule.slots(), "never more than the key's slots");
@@ -265,6 +282,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (any::<usize>(), end).prop_map(|(n, s)| Step::End(n, s)),
         1 => any::<usize>().prop_map(Step::Release),
         1 => any::<usize>().prop_map(Step::Retry),
+        1 => any::<usize>().prop_map(Step::Skip),
     ]
 }
 
@@ -333,6 +351,27 @@ proptest! {
         } else {
             prop_assert_eq!(m.deliveries[0], None, "the retried one waits behind the key's head");
         }
+    }
+
+    /// An operator's skip moves a `strict` key on past its failure, as a
+    /// `fifo` key moves on by itself; retried after, the skipped one waits
+    /// behind the key's head.
+    #[test]
+    fn a_skip_moves_a_strict_key_on(ending in prop_oneof![Just(Failed), Just(Parked)], later in 1usize..5) {
+        let mut m = Model::new(KeyRule::Strict);
+        for _ in 0..=later {
+            m.apply(Step::Emit);
+        }
+        m.apply(Step::Run(0));
+        m.apply(Step::End(0, ending));
+        prop_assert_eq!(m.deliveries[1], None, "the key waits for the operator");
+        m.apply(Step::Skip(0));
+        m.check()?;
+        prop_assert_eq!(m.deliveries[1], Some(Due), "the skip hands the key on");
+        prop_assert_eq!(m.deliveries[0], Some(ending), "the skipped one keeps its state");
+        m.apply(Step::Retry(0));
+        m.check()?;
+        prop_assert_eq!(m.deliveries[0], None, "retried, it waits behind the key's head");
     }
 
     /// With every delivery run to success, every delivery of the key ends:

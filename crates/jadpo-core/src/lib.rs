@@ -47,7 +47,7 @@ pub use backoff::Backoff;
 pub use breaker::{Alert, Breaker, BreakerPolicy, BreakerState, CallVerdict, Gate, Transition};
 pub use budget::{Budget, BudgetError};
 pub use claim::{Claim, ClaimDecision, ClaimInput};
-pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken, Waiting};
+pub use delivery::{Delivery, DeliveryId, DeliveryState, EventId, Held, Lease, LeaseToken, Skipped, Waiting};
 pub use failure::{Disposition, Failure, FailureKind, FailureRecord};
 pub use limit::WaitFor;
 pub use time::Timestamp;

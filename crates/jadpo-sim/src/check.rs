@@ -52,6 +52,8 @@ pub(crate) struct Checker {
     outages: BTreeMap<String, Outage>,
     /// When each run through a limited connection started.
     limited_starts: BTreeMap<String, Vec<Timestamp>>,
+    /// The deliveries of each key, and what order and caps they keep.
+    pub(crate) keys: crate::keys::KeyChecker,
 }
 
 fn err<T>(what: impl Into<String>) -> Result<T, String> {
@@ -161,6 +163,7 @@ impl Checker {
 
     /// An operator's retry: a fresh budget, so its attempts start again.
     pub(crate) fn operator_retried(&mut self, id: DeliveryId) {
+        self.keys.operator_retried(id);
         let s = self.shadow(id);
         s.runs_started = 0;
         s.held_for = Duration::ZERO;
@@ -279,6 +282,7 @@ impl Checker {
         for d in selected {
             self.check_delivery(store, cfg, d, max_retry_after)?;
         }
+        self.keys.check(store, which)?;
         self.one_probe_per_connection(workers_alive, now)?;
         for b in store.breakers() {
             b.check_invariants(store.policy())?;
@@ -363,8 +367,14 @@ impl Checker {
             }
         }
         if let Some(d) = store.deliveries().find(|d| !d.state.is_finished()) {
+            let waits = store
+                .waits_for(d.id)
+                .and_then(|w| store.delivery(w))
+                .map_or(String::new(), |w| {
+                    format!(", waiting for {} {} (skipped: {:?})", w.id, w.state, w.skipped)
+                });
             return err(format!(
-                "delivery {} is stuck {} at the end (due at {})",
+                "delivery {} is stuck {} at the end (due at {}){waits}",
                 d.id, d.state, d.due_at
             ));
         }

@@ -62,6 +62,15 @@ pub struct SimSubscriber {
     pub timeout: Duration,
 }
 
+/// A subscriber's `key:` and what it asks of the deliveries sharing a key
+/// (`order:` or `concurrency_per_key:`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimKeys {
+    pub rule: jadpo_core::key_rule::KeyRule,
+    /// How many keys its events spread over: few, so that keys queue.
+    pub count: u32,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Emission {
     pub at: Timestamp,
@@ -112,6 +121,17 @@ pub struct SimConfig {
     pub check_every_step: bool,
     /// Connections' `rate:` and `concurrency:`.
     pub limits: BTreeMap<String, jadpo_core::limit::Limits>,
+    /// Subscribers with `key:`, by name, and their rule.
+    pub keyed: BTreeMap<String, SimKeys>,
+    /// Times an operator skips some of the failed and parked deliveries
+    /// that block a `strict` key.
+    pub operator_skips: Vec<Timestamp>,
+    /// From this time on, an operator skips every delivery that blocks a
+    /// `strict` key, every ten minutes while any key's deliveries are
+    /// unfinished:
+    /// without it, a `strict` key whose delivery failed after the last
+    /// operator's retry would wait for ever, as it should.
+    pub skip_all_from: Timestamp,
 }
 
 impl SimConfig {
@@ -139,7 +159,7 @@ impl SimConfig {
             .map(|i| (format!("p{i}"), random_script(&mut rng)))
             .collect();
         let names: Vec<String> = providers.keys().cloned().collect();
-        let subscribers = (0..rng.random_range(1..=4))
+        let subscribers: Vec<SimSubscriber> = (0..rng.random_range(1..=4))
             .map(|i| random_subscriber(&mut rng, format!("s{i}"), &names))
             .collect();
         let emissions = (0..rng.random_range(1..=4))
@@ -159,6 +179,7 @@ impl SimConfig {
         let operator_retries = (0..rng.random_range(0..=2))
             .map(|_| Timestamp::from_millis(rng.random_range(600_000..=2 * 86_400_000)))
             .collect();
+        let keyed = random_keys(seed, &subscribers);
         SimConfig {
             seed,
             operator_retries,
@@ -173,8 +194,41 @@ impl SimConfig {
             horizon: s(40 * 86_400),
             check_every_step: true,
             limits: random_limits(seed, &names),
+            keyed,
+            operator_skips: random_skips(seed),
+            skip_all_from: Timestamp::EPOCH.plus(s(8 * 86_400)),
         }
     }
+}
+
+/// About half the subscribers keyed, over one to eight keys each, drawn
+/// from a source of their own as the limits are.
+fn random_keys(seed: u64, subscribers: &[SimSubscriber]) -> BTreeMap<String, SimKeys> {
+    use jadpo_core::key_rule::KeyRule;
+    use rand::SeedableRng;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6b65_7973);
+    let mut out = BTreeMap::new();
+    for s in subscribers {
+        if !rng.random_bool(0.5) {
+            continue;
+        }
+        let rule = match rng.random_range(0..3) {
+            0 => KeyRule::Fifo,
+            1 => KeyRule::Strict,
+            _ => KeyRule::Cap(rng.random_range(1..=3)),
+        };
+        let count = rng.random_range(1..=8);
+        out.insert(s.name.clone(), SimKeys { rule, count });
+    }
+    out
+}
+
+fn random_skips(seed: u64) -> Vec<Timestamp> {
+    use rand::SeedableRng;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x736b_6970);
+    (0..rng.random_range(0..=2))
+        .map(|_| Timestamp::from_millis(rng.random_range(600_000..=2 * 86_400_000)))
+        .collect()
 }
 
 /// One provider's script: a few phases of trouble, each from one second

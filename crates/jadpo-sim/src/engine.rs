@@ -51,6 +51,11 @@ struct Run {
 enum Event {
     Emit(usize),
     OperatorRetry,
+    /// `again`: the skip of everything blocking a `strict` key, every ten
+    /// minutes to the end; else one skip of some of it.
+    OperatorSkip {
+        again: bool,
+    },
     Poll {
         worker: usize,
     },
@@ -77,6 +82,10 @@ pub struct Sim {
     pub stats: Stats,
     pub(crate) checker: Checker,
     rng: ChaCha8Rng,
+    /// The events' keys and the operator's skips draw from a source of
+    /// their own, so a seed's system is otherwise the one it was before
+    /// keys existed.
+    key_rng: ChaCha8Rng,
     queue: BTreeMap<(Timestamp, u64), Event>,
     seq: u64,
     workers: Vec<Worker>,
@@ -125,6 +134,7 @@ impl Sim {
         let store = MemoryStore::new(cfg.policy);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            key_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6b65_7973),
             store,
             now: Timestamp::EPOCH,
             stats: Stats::default(),
@@ -147,6 +157,12 @@ impl Sim {
         };
         for at in sim.cfg.operator_retries.clone() {
             sim.push(at, Event::OperatorRetry);
+        }
+        for at in sim.cfg.operator_skips.clone() {
+            sim.push(at, Event::OperatorSkip { again: false });
+        }
+        if !sim.cfg.keyed.is_empty() {
+            sim.push(sim.cfg.skip_all_from, Event::OperatorSkip { again: true });
         }
         for i in 0..sim.cfg.emissions.len() {
             sim.push(sim.cfg.emissions[i].at, Event::Emit(i));
@@ -206,6 +222,7 @@ impl Sim {
         match event {
             Event::Emit(i) => self.emit(i),
             Event::OperatorRetry => self.operator_retry(),
+            Event::OperatorSkip { again } => self.operator_skip(again),
             Event::Poll { worker } => self.poll(worker),
             Event::Start {
                 worker,
@@ -266,6 +283,32 @@ impl Sim {
         Ok(())
     }
 
+    /// `jadpo deliveries skip` of the deliveries blocking a `strict` key:
+    /// all of them when `again`, and then every ten minutes while any keyed
+    /// delivery is unfinished (a key whose every delivery fails moves on
+    /// one a turn); else each at even odds.
+    fn operator_skip(&mut self, again: bool) -> Result<(), String> {
+        let blocking = crate::keys::KeyChecker::blocking(&self.store);
+        let ids: Vec<_> = blocking
+            .into_iter()
+            .filter(|_| again || self.key_rng.random_bool(0.5))
+            .collect();
+        let skipped = self.store.skip(&ids, "sim", self.now);
+        if skipped != ids {
+            return Err(format!("{} blocking deliveries, {} skipped", ids.len(), skipped.len()));
+        }
+        self.stats.operator_skipped += skipped.len() as u64;
+        let unfinished = self
+            .store
+            .deliveries()
+            .any(|d| d.key_rule.is_some() && !d.state.is_finished());
+        if again && unfinished {
+            self.push(self.now.plus(Duration::from_secs(600)), Event::OperatorSkip { again });
+        }
+        self.wake_idle_workers();
+        Ok(())
+    }
+
     fn emit(&mut self, i: usize) -> Result<(), String> {
         let subscribers: Vec<String> = self.cfg.subscribers.iter().map(|s| s.name.clone()).collect();
         let events: Vec<NewEvent> = (0..self.cfg.emissions[i].events)
@@ -275,7 +318,7 @@ impl Sim {
                 subscribers: subscribers.clone(),
                 idempotency_key: None,
                 trace: None,
-                keys: Default::default(),
+                keys: crate::keys::keys_of_event(&self.cfg, &mut self.key_rng),
             })
             .collect();
         for e in self
@@ -284,6 +327,16 @@ impl Sim {
             .expect("the simulation uses no idempotency keys")
         {
             self.checker.emitted(&e);
+            self.checker.keys.emitted(&self.store, &e.deliveries);
+            self.stats.queued += e
+                .deliveries
+                .iter()
+                .filter(|id| {
+                    self.store
+                        .delivery(**id)
+                        .is_some_and(|d| d.state == jadpo_core::DeliveryState::Queued)
+                })
+                .count() as u64;
         }
         self.wake_idle_workers();
         Ok(())
@@ -344,6 +397,7 @@ impl Sim {
             });
             self.checker
                 .claimed(&report, worker, self.workers[worker].generation, self.now)?;
+            self.checker.keys.claimed(&self.store, &report.claimed)?;
             let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
             for claimed in report.claimed {
                 self.workers[worker].busy += 1;

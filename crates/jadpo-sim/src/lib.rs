@@ -5,16 +5,19 @@
 //! paused or cut off from their store, on a virtual clock. After its steps
 //! it checks invariants: nothing lost or stuck, no attempt past the budget,
 //! no attempt spent while held, one probe and one alert per outage, every
-//! record matching the rules of docs/retries.md. A run is a pure function of
+//! record matching the rules of docs/retries.md, and, for keyed
+//! subscribers, no key over its slots, none waiting while a slot is free,
+//! and no delivery of an ordered key started ahead of an earlier one. A run is a pure function of
 //! its seed, so a failing seed replays exactly.
 
 mod check;
 pub mod config;
 mod engine;
+mod keys;
 pub mod outage;
 pub mod stats;
 
-pub use config::{Behaviour, Emission, Faults, Script, SimConfig, SimSubscriber};
+pub use config::{Behaviour, Emission, Faults, Script, SimConfig, SimKeys, SimSubscriber};
 pub use engine::{Sim, Violation};
 pub use stats::Stats;
 

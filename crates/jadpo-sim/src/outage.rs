@@ -68,6 +68,9 @@ impl OutageConfig {
             tick: Duration::from_secs(1),
             horizon: Duration::from_secs(3 * 86_400),
             check_every_step: false,
+            keyed: std::collections::BTreeMap::new(),
+            operator_skips: vec![],
+            skip_all_from: Timestamp::MAX,
             limits: Default::default(),
         }
     }

@@ -22,6 +22,10 @@ pub struct Stats {
     pub fenced: u64,
     pub store_faults: u64,
     pub operator_retried: u64,
+    /// Deliveries an operator skipped, blocking a `strict` key.
+    pub operator_skipped: u64,
+    /// Deliveries emitted `queued` behind an earlier one of their key.
+    pub queued: u64,
     pub steps: u64,
     pub ended_at: Timestamp,
 }

@@ -19,11 +19,15 @@ fn a_thousand_seeds_hold_every_invariant() {
     let mut failures = Vec::new();
     let mut steps = 0;
     let mut retried = 0;
+    let mut queued = 0;
+    let mut skipped = 0;
     for seed in 0..n {
         match run_seed(seed) {
             Ok(sim) => {
                 steps += sim.stats.steps;
                 retried += sim.stats.operator_retried;
+                queued += sim.stats.queued;
+                skipped += sim.stats.operator_skipped;
             }
             Err(v) => failures.push(v.to_string()),
         }
@@ -37,6 +41,38 @@ fn a_thousand_seeds_hold_every_invariant() {
     // A simulation that does nothing proves nothing.
     assert!(steps > n * 50, "only {steps} steps in {n} seeds");
     assert!(n < 100 || retried > 0, "no operator retried anything in {n} seeds");
+    assert!(
+        n < 100 || queued > 1_000,
+        "only {queued} deliveries waited for their key in {n} seeds"
+    );
+    assert!(
+        n < 100 || skipped > 0,
+        "no operator skipped a strict key's failure in {n} seeds"
+    );
+}
+
+/// The key checks catch a store that breaks a key's rule: with the
+/// in-memory store handing a freed slot to the latest queued delivery, or
+/// taking slots past the cap, some of the same seeds fail, each on a
+/// key's invariant.
+#[test]
+fn the_key_checks_catch_a_store_that_breaks_the_rules() {
+    use jadpo_store::memory::KeyFault;
+    for (fault, says) in [
+        (KeyFault::LatestFirst, "started ahead of earlier delivery"),
+        (KeyFault::NoCap, "deliveries hold its"),
+    ] {
+        let mut caught = 0;
+        for seed in 0..100 {
+            let mut sim = jadpo_sim::Sim::new(jadpo_sim::SimConfig::random(seed));
+            sim.store.inject_key_fault(fault);
+            if let Err(v) = sim.run() {
+                assert!(v.what.contains("key"), "{fault:?}, seed {seed}: {v}");
+                caught += u32::from(v.what.contains(says));
+            }
+        }
+        assert!(caught > 5, "{fault:?} caught by {caught} of 100 seeds");
+    }
 }
 
 /// Not a check of its own: a tool for one seed, so the run lists it as

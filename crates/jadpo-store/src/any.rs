@@ -180,6 +180,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.retry(due, now))
     }
 
+    async fn skip(&self, ids: &[DeliveryId], by: &str, now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        delegate!(self, s => s.skip(ids, by, now))
+    }
+
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         delegate!(self, s => s.delivery(id))
     }

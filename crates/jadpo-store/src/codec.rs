@@ -14,8 +14,8 @@
 use jadpo_core::breaker::{Breaker, BreakerState, Probe};
 use jadpo_core::key_rule::KeyRule;
 use jadpo_core::{
-    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Timestamp,
-    WaitFor, Waiting,
+    Delivery, DeliveryId, DeliveryState, EventId, FailureKind, FailureRecord, Held, Lease, LeaseToken, Skipped,
+    Timestamp, WaitFor, Waiting,
 };
 use std::fmt;
 use std::time::Duration;
@@ -117,6 +117,8 @@ pub(crate) struct DeliveryRow {
     pub waiting_for: Option<String>,
     pub delivery_key: Option<String>,
     pub key_rule: Option<String>,
+    pub skipped_by: Option<String>,
+    pub skipped_at: Option<i64>,
 }
 
 impl DeliveryRow {
@@ -171,6 +173,14 @@ impl DeliveryRow {
                 Some(r) => Some(KeyRule::from_stored(&r).ok_or_else(|| corrupt("key_rule", &r))?),
                 None => None,
             },
+            skipped: match (self.skipped_by, self.skipped_at) {
+                (Some(by), Some(at)) => Some(Skipped {
+                    by,
+                    at: Timestamp::from_millis(at),
+                }),
+                (None, None) => None,
+                (b, a) => return Err(corrupt("skipped_by, skipped_at", (b, a))),
+            },
         };
         Ok((d, self.lease_token))
     }
@@ -202,6 +212,8 @@ impl DeliveryRow {
             waiting_for: d.waiting.as_ref().map(|w| w.reason.as_str().to_owned()),
             delivery_key: d.key.as_ref().map(|k| k.as_str().to_owned()),
             key_rule: d.key_rule.map(KeyRule::stored),
+            skipped_by: d.skipped.as_ref().map(|s| s.by.clone()),
+            skipped_at: d.skipped.as_ref().map(|s| at_ms(s.at)),
         }
     }
 }

@@ -49,5 +49,7 @@ pub use any::AnyStore;
 pub use footprint::{Footprint, TableFootprint};
 pub use memory::SharedMemoryStore;
 pub use redact::redact_url;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use store::MAX_BATCH;
 pub use store::{ScheduleStore, Store};
 pub use types::*;

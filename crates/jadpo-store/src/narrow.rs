@@ -31,6 +31,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         finished_at: _,
         key,
         key_rule,
+        skipped,
     } = a;
     *id == b.id
         && *event_id == b.event_id
@@ -44,6 +45,7 @@ fn same_apart_from_lease_and_end(a: &Delivery, b: &Delivery) -> bool {
         && *created_at == b.created_at
         && *key == b.key
         && *key_rule == b.key_rule
+        && *skipped == b.skipped
 }
 
 /// `after` is `before` made `running` under a new lease, nothing else.

@@ -143,6 +143,17 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<Vec<DeliveryId>, StoreError>> + Send;
 
+    /// An operator's skip (`Delivery::skip`): each failed or parked
+    /// delivery not skipped yet records `by` and `now`, and a `strict`
+    /// key it blocked is handed to its next queued delivery. Nothing is
+    /// called. Returns those skipped, in the order asked.
+    fn skip(
+        &self,
+        ids: &[DeliveryId],
+        by: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<DeliveryId>, StoreError>> + Send;
+
     /// The delivery with this id; `None` when there is none (never made, or
     /// pruned).
     fn delivery(&self, id: DeliveryId) -> impl Future<Output = Result<Option<Delivery>, StoreError>> + Send;

@@ -504,6 +504,8 @@ async fn the_deliveries_rebuild_keeps_every_row_and_never_reuses_an_id() {
     conn.execute_batch(&format!(
         "DELETE FROM jadpo_deliveries WHERE id = {};
          DELETE FROM jadpo_migrations WHERE version >= 4;
+         ALTER TABLE jadpo_deliveries DROP COLUMN skipped_by;
+         ALTER TABLE jadpo_deliveries DROP COLUMN skipped_at;
          ALTER TABLE jadpo_deliveries DROP COLUMN handled_at;
          DROP INDEX jadpo_events_idempotency;
          ALTER TABLE jadpo_events DROP COLUMN idempotency_key;

@@ -32,15 +32,16 @@ pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
 mod health;
+mod operator;
 mod options;
 mod route;
 pub use health::Unready;
 pub use jadpo_runtime::spans::Spans;
+pub use operator::SkipError;
 pub use options::EmitOptions;
 pub use route::{RouteError, RouteOutcome};
 
 use jadpo_core::clock::Wanted;
-use jadpo_core::DeliveryId;
 use jadpo_lang::App;
 use jadpo_runtime::alerts::AlertRoute;
 use jadpo_runtime::clock::ClockError;
@@ -570,22 +571,6 @@ impl<S: ScheduleStore> Jadpo<S> {
     /// (on PostgreSQL its commit wakes every process's workers anyway).
     pub fn wake(&self) {
         self.engine.wake();
-    }
-
-    /// An operator's retry of failed and parked deliveries: a fresh budget
-    /// from now. More than one is spread evenly at random over `spread`.
-    /// Wakes this process's workers (and, on PostgreSQL, every process's):
-    /// those due now start at once, the others at their time.
-    pub async fn retry(&self, ids: &[DeliveryId], spread: Duration) -> Result<Vec<DeliveryId>, StoreError> {
-        let now = self.clock.now();
-        // The thread's random source is dropped before the await, so this
-        // future is `Send` (an HTTP handler's must be).
-        let due = jadpo_core::delivery::retry_spread(ids, now, spread, &mut rand::rng());
-        let retried = self.store.retry(&due, now).await?;
-        if !retried.is_empty() {
-            self.engine.wake();
-        }
-        Ok(retried)
     }
 }
 

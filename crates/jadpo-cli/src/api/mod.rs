@@ -4,7 +4,8 @@
 //!   400 `event.invalid` (with `field`), 404 `event.unknown`, 413
 //!   `event.too_large`.
 //! - `GET /deliveries` (the filters of `jadpo deliveries`),
-//!   `GET /deliveries/ID`, `POST /deliveries/ID/retry`, `GET /breakers`:
+//!   `GET /deliveries/ID`, `POST /deliveries/ID/retry`,
+//!   `POST /deliveries/ID/skip`, `GET /breakers`:
 //!   the same JSON as the command line's `--json` ([`crate::views`]).
 //! - `GET /alerts`: the alert messages, newest first.
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
@@ -168,6 +169,7 @@ pub(crate) fn router<S: ScheduleStore>(
         .route("/deliveries", get(deliveries::<S>))
         .route("/deliveries/{id}", get(delivery::<S>))
         .route("/deliveries/{id}/retry", post(retry::<S>))
+        .route("/deliveries/{id}/skip", post(skip::<S>))
         .route("/breakers", get(breakers::<S>))
         .route("/alerts", get(alerts::<S>))
         .route("/metrics", get(metrics_text::<S>))
@@ -327,6 +329,57 @@ async fn retry<S: ScheduleStore>(State(api): State<ApiState<S>>, Path(id): Path<
         return Err(not_retryable(now.map_or(d.state, |d| d.state)));
     }
     jadpo.wake();
+    Ok(Json(detail(store, id).await?).into_response())
+}
+
+/// An operator's skip of one failed or parked delivery
+/// (`Jadpo::skip`): `?by=NAME` is recorded as who skipped it (`api`
+/// without it). 200 with the delivery as it is now; 409 when it is in
+/// another state or was skipped already.
+async fn skip<S: ScheduleStore>(State(api): State<ApiState<S>>, Path(id): Path<String>, params: Params) -> ApiResult {
+    let mut params = query(params)?;
+    let jadpo = api.pick(&mut params)?;
+    let by = params.remove("by").unwrap_or_else(|| "api".into());
+    if let Some(name) = params.keys().next() {
+        return Err(query_invalid(format!(
+            "unknown parameter `{name}`; this route takes `by` and `store`"
+        )));
+    }
+    jadpo_core::delivery::check_operator_name(&by).map_err(|e| query_invalid(format!("`by`: {e}")))?;
+    let id = parse_id(&id)?;
+    let store = jadpo.store().as_ref();
+    let not_skippable = |d: &jadpo_core::Delivery| {
+        let why = match &d.skipped {
+            Some(s) => format!("was skipped already, by {}", s.by),
+            None => format!("is {}: only failed and parked deliveries are skipped", d.state),
+        };
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "delivery.not_skippable",
+            format!("delivery {id} {why}"),
+        )
+    };
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "delivery.not_found", format!("no delivery {id}"));
+    let d = store
+        .delivery(id)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(not_found)?;
+    if !d.skippable_by_operator() {
+        return Err(not_skippable(&d));
+    }
+    let skipped = jadpo.skip(&[id], &by).await.map_err(|e| match e {
+        jadpo::SkipError::Store(e) => ApiError::store(e),
+        jadpo::SkipError::By(e) => query_invalid(format!("`by`: {e}")),
+    })?;
+    if !skipped.contains(&id) {
+        let now = store
+            .delivery(id)
+            .await
+            .map_err(ApiError::store)?
+            .ok_or_else(not_found)?;
+        return Err(not_skippable(&now));
+    }
     Ok(Json(detail(store, id).await?).into_response())
 }
 

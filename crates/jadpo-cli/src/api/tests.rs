@@ -503,6 +503,56 @@ async fn retry_gives_a_failed_delivery_a_fresh_budget() {
 }
 
 #[tokio::test]
+async fn skip_records_who_skipped_a_failed_delivery_and_calls_nothing() {
+    let s = Server::start(None).await;
+    let parked = s
+        .finished(Outcome::Parked(FailureRecord::new(
+            "http.timeout",
+            FailureKind::OutcomeUnknown,
+        )))
+        .await;
+    for (query, why) in [
+        ("?by=", "an empty name"),
+        ("?by=a%0Ab", "a control character"),
+        ("?who=ana", "an unknown parameter"),
+    ] {
+        let (status, body) = s.post(&format!("/deliveries/{parked}/skip{query}"), "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{why}: {body}");
+        assert_eq!(error_code(&body), "query.invalid", "{why}");
+    }
+    let other = s
+        .finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    let (status, body) = s.post(&format!("/deliveries/{parked}/skip?by=ana"), "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "parked", "it keeps its state");
+    assert_eq!(body["skipped_by"], "ana");
+    assert!(body["skipped_at"].is_string());
+    assert_eq!(body["last_failure_code"], "http.timeout");
+    assert_eq!(body["history"].as_array().unwrap().len(), 1, "nothing was called");
+    let (status, body) = s.post(&format!("/deliveries/{parked}/skip"), "").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(error_code(&body), "delivery.not_skippable");
+    assert!(body["error"]["message"].as_str().unwrap().contains("by ana"), "{body}");
+    let (_, emitted) = s
+        .post(
+            "/events/PaymentReceived",
+            r#"{"payment_id": "p9", "amount_cents": 100}"#,
+        )
+        .await;
+    let due = &emitted["delivery_ids"][0];
+    let (status, body) = s.post(&format!("/deliveries/{due}/skip"), "").await;
+    assert_eq!(status, StatusCode::CONFLICT, "a due delivery is not skipped");
+    assert_eq!(error_code(&body), "delivery.not_skippable");
+    let (status, body) = s.post(&format!("/deliveries/{other}/skip"), "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["skipped_by"], "api", "the surface, when no name is given");
+    let (status, body) = s.post("/deliveries/9999/skip", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error_code(&body), "delivery.not_found");
+}
+
+#[tokio::test]
 async fn breakers_list_every_connection_of_the_app() {
     let s = Server::start(None).await;
     let (status, list) = s.get("/breakers").await;

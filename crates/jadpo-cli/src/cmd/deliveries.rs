@@ -1,5 +1,6 @@
 //! `jadpo deliveries [--state S] [--subscriber S] [--connection C]
-//! [--event ID] [--limit N] [--json]` and `jadpo deliveries show ID [--json]`.
+//! [--event ID] [--limit N] [--json]`, `jadpo deliveries show ID [--json]`
+//! and `jadpo deliveries skip ID... [--by NAME] [--json]` (`super::skip`).
 //!
 //! Newest first. Held deliveries are listed with the connection holding
 //! them and since when, so an operator sees what an outage holds without
@@ -36,6 +37,9 @@ pub(crate) struct Args {
 pub(crate) enum Sub {
     /// Show one delivery with its attempt history.
     Show(ShowArgs),
+    /// Skip failed or parked deliveries: record who and when, call
+    /// nothing, and let a `strict` key they block go on (docs/retries.md).
+    Skip(super::skip::SkipArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -98,7 +102,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
     if args.show.is_some() && filtered {
         return CliError::environment(
             "cli.usage",
-            "`deliveries show ID` takes no filter (--state, --subscriber, --connection, --event, --key, --before, --limit)",
+            format!(
+                "`deliveries {} ID` takes no filter (--state, --subscriber, --connection, --event, --key, --before, --limit)",
+                if matches!(args.show, Some(Sub::Skip(_))) { "skip" } else { "show" }
+            ),
         )
         .report();
     }
@@ -107,6 +114,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         let (_, store) = store_url::open_for(args.store.store.as_deref(), app.as_ref()).await?;
         match args.show {
             Some(Sub::Show(show)) => show_one(&store, show.id, args.list.json).await,
+            Some(Sub::Skip(skip)) => super::skip::skip(store, app, &skip, args.list.json).await,
             None => list(&store, app.as_ref(), &args.list).await,
         }
     })
@@ -262,6 +270,9 @@ async fn show_one<S: Store>(store: &S, id: i64, json: bool) -> Result<ExitCode, 
     }
     if d.state == DeliveryState::Queued {
         field("waiting", views::queued_text(&d, waits_for));
+    }
+    if let Some(s) = &d.skipped {
+        field("skipped", views::skipped_text(s));
     }
     field("budget from", time_short(d.budget_from));
     if !d.held_for.is_zero() {

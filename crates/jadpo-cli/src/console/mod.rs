@@ -17,10 +17,11 @@
 //! a cookie a page redirects to the sign-in; with a wrong, expired or
 //! signed-out one it is 401.
 //!
-//! **Forms that change anything** (retry, bulk retry, sign-out) carry a
+//! **Forms that change anything** (retry, skip, bulk retry, sign-out) carry a
 //! CSRF token, an HMAC of the token (or, without one, of a key made at
 //! start): a post without it is 403.
 
+mod actions;
 mod bulk;
 mod charts;
 mod pages;
@@ -109,7 +110,8 @@ pub(crate) fn router<S: ScheduleStore>(
         .route("/", get(pages::overview::<S>))
         .route("/deliveries", get(pages::deliveries::<S>))
         .route("/deliveries/{id}", get(pages::delivery::<S>))
-        .route("/deliveries/{id}/retry", post(pages::retry_one::<S>))
+        .route("/deliveries/{id}/retry", post(actions::retry_one::<S>))
+        .route("/deliveries/{id}/skip", post(actions::skip_one::<S>))
         .route("/breakers", get(pages::breakers::<S>))
         .route("/retry", get(bulk::bulk_form::<S>).post(bulk::bulk_retry::<S>))
         .route("/logout", post(logout::<S>))

@@ -10,11 +10,9 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use jadpo_core::{Budget, Delivery, DeliveryId, DeliveryState, Timestamp};
 use jadpo_store::{AttemptRecord, ScheduleStore};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// A list's filter as its form shows it: empty for none.
 #[derive(Default)]
@@ -406,6 +404,8 @@ struct DeliveryPage {
     fields: Vec<(&'static str, String)>,
     history: Vec<AttemptRow>,
     retryable: bool,
+    /// Failed or parked and not skipped: the *Skip* button is shown.
+    skippable: bool,
     notice: Option<String>,
     /// Its key, and the query of the list of the key's deliveries.
     key: Option<(String, String)>,
@@ -436,7 +436,7 @@ impl From<ApiError> for Refusal {
     }
 }
 
-fn parse_id(id: &str) -> Result<DeliveryId, Refusal> {
+pub(super) fn parse_id(id: &str) -> Result<DeliveryId, Refusal> {
     id.parse().map(DeliveryId).map_err(|_| Refusal {
         status: StatusCode::NOT_FOUND,
         code: "delivery.not_found",
@@ -444,7 +444,11 @@ fn parse_id(id: &str) -> Result<DeliveryId, Refusal> {
     })
 }
 
-async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, notice: Option<String>) -> Response {
+pub(super) async fn delivery_page<S: ScheduleStore>(
+    c: &ConsoleState<S>,
+    id: DeliveryId,
+    notice: Option<String>,
+) -> Response {
     let store = c.jadpo.store().as_ref();
     let d = match store.delivery(id).await {
         Ok(Some(d)) => d,
@@ -467,6 +471,7 @@ async fn delivery_page<S: ScheduleStore>(c: &ConsoleState<S>, id: DeliveryId, no
     let page = DeliveryPage {
         chrome: chrome(c),
         retryable: d.retryable_by_operator(),
+        skippable: d.skippable_by_operator(),
         d: row(&d, &names),
         fields: delivery_fields(&d, budget),
         history: attempts.iter().map(attempt_row).collect(),
@@ -516,6 +521,9 @@ fn delivery_fields(d: &Delivery, budget: Option<Budget>) -> Vec<(&'static str, S
     if let Some(f) = &d.last_failure {
         fields.push(("last failure", format!("{} ({})", f.code, f.kind)));
     }
+    if let Some(s) = &d.skipped {
+        fields.insert(0, ("skipped", crate::views::skipped_text(s)));
+    }
     fields
 }
 
@@ -539,27 +547,6 @@ pub(crate) async fn delivery<S: ScheduleStore>(State(c): State<ConsoleState<S>>,
         Ok(id) => delivery_page(&c, id, None).await,
         Err(r) => r.into_response(),
     }
-}
-
-/// The *Retry* button: a fresh budget, due now, as `jadpo retry ID`.
-pub(crate) async fn retry_one<S: ScheduleStore>(
-    State(c): State<ConsoleState<S>>,
-    Path(id): Path<String>,
-    Form(form): Form<BTreeMap<String, String>>,
-) -> Response {
-    if !c.csrf_ok(form.get("csrf")) {
-        return csrf_refused();
-    }
-    let id = match parse_id(&id) {
-        Ok(id) => id,
-        Err(r) => return r.into_response(),
-    };
-    let notice = match c.jadpo.retry(&[id], Duration::ZERO).await {
-        Ok(done) if done.contains(&id) => "Retried: due now, with a fresh budget.".to_owned(),
-        Ok(_) => "Not retried: only failed and parked deliveries are.".to_owned(),
-        Err(e) => return api_error(ApiError::store(e)),
-    };
-    delivery_page(&c, id, Some(notice)).await
 }
 
 #[derive(Template)]

@@ -234,6 +234,43 @@ async fn retry_needs_its_csrf_token_and_gives_a_fresh_budget() {
 }
 
 #[tokio::test]
+async fn skip_needs_its_csrf_token_and_records_the_name_given() {
+    let s = Server::start(Some(TOKEN)).await;
+    let cookie = sign_in(&s).await;
+    let id = s
+        .finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    let page = get(&s, &format!("/ui/deliveries/{}", id.0), Some(&cookie)).await;
+    assert!(
+        page.body.contains(r#"id="skip""#),
+        "a Skip button for a failed delivery"
+    );
+    let path = format!("/ui/deliveries/{}/skip", id.0);
+    let p = post_form(&s, &path, &[("by", "ana")], Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    assert_eq!(s.store.delivery(id).await.unwrap().unwrap().skipped, None);
+    let csrf = csrf_of(&page.body);
+    let p = post_form(&s, &path, &[("csrf", &csrf), ("by", " ana ")], Some(&cookie)).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(p.body.contains("Skipped by ana"), "{}", p.body);
+    assert!(p.body.contains("skipped by ana at"), "the record says so: {}", p.body);
+    assert!(!p.body.contains(r#"id="skip""#), "no button once skipped");
+    assert!(p.body.contains(r#"id="retry""#), "it may still be retried");
+    let d = s.store.delivery(id).await.unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.skipped.map(|s| s.by)),
+        (DeliveryState::Failed, Some("ana".into()))
+    );
+    let other = s
+        .finished(Outcome::Failed(FailureRecord::new("http.400", FailureKind::Rejected)))
+        .await;
+    let path = format!("/ui/deliveries/{}/skip", other.0);
+    post_form(&s, &path, &[("csrf", &csrf), ("by", "")], Some(&cookie)).await;
+    let by = s.store.delivery(other).await.unwrap().unwrap().skipped.map(|s| s.by);
+    assert_eq!(by.as_deref(), Some("console"), "no name given");
+}
+
+#[tokio::test]
 async fn an_unknown_delivery_is_404_and_a_bad_filter_400() {
     let s = Server::start(None).await;
     assert_eq!(get(&s, "/ui/deliveries/999", None).await.status, StatusCode::NOT_FOUND);

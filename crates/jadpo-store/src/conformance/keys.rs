@@ -184,3 +184,80 @@ pub async fn a_pruned_strict_failure_frees_its_key<S: Store>(s: &S) {
     assert_eq!(s.prune(at(100), 10).await.unwrap(), 1);
     assert_eq!(state(s, d[1]).await, DeliveryState::Due);
 }
+
+/// An operator's skip of a `strict` key's failure moves the key on to the
+/// next, calls nothing, and records who and when; the skipped delivery
+/// keeps its state and its failure. Skipped once only, a retry after it
+/// waits behind the key's head, and retention does not hand the key on a
+/// second time.
+pub async fn a_skip_moves_a_strict_key_on_and_is_recorded<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "k", "k"], KeyRule::Strict, 0).await;
+    assert_eq!(
+        s.skip(&[d[0]], "ana", at(1)).await.unwrap(),
+        [],
+        "a due delivery is not skipped"
+    );
+    let r = claim(s, 0, 10).await;
+    finish(s, &r.claimed[0], failed(), &[], 1).await.unwrap();
+    assert_eq!(states(s, &d).await, [Failed, Queued, Queued]);
+    assert_eq!(s.skip(&[d[0], d[0]], "ana", at(5)).await.unwrap(), [d[0]], "each once");
+    assert_eq!(states(s, &d).await, [Failed, Due, Queued], "the key moved on");
+    let row = s.delivery(d[0]).await.unwrap().unwrap();
+    assert_eq!(
+        row.skipped,
+        Some(jadpo_core::Skipped {
+            by: "ana".into(),
+            at: at(5)
+        })
+    );
+    assert_eq!(
+        row.last_failure.map(|f| f.code),
+        Some("http.400".into()),
+        "its failure is kept"
+    );
+    assert_eq!(row.finished_at, Some(at(1)));
+    assert_eq!(s.skip(&[d[0]], "bo", at(6)).await.unwrap(), [], "skipped once");
+    assert_eq!(s.attempts(d[0]).await.unwrap().len(), 1, "nothing was called");
+    assert_eq!(s.waits_for(d[2]).await.unwrap(), Some(d[1]));
+    assert_eq!(s.retry(&[(d[0], at(7))], at(7)).await.unwrap(), [d[0]]);
+    assert_eq!(
+        states(s, &d).await,
+        [Queued, Due, Queued],
+        "retried, it waits first in line"
+    );
+    assert_eq!(
+        s.delivery(d[0]).await.unwrap().unwrap().skipped,
+        None,
+        "a retry clears the skip"
+    );
+    let r = claim(s, 7, 10).await;
+    assert_eq!(ids(&r), [d[1]]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 8).await.unwrap();
+    assert_eq!(states(s, &d).await, [Due, Succeeded, Queued]);
+    let r = claim(s, 8, 10).await;
+    finish(s, &r.claimed[0], failed(), &[], 9).await.unwrap();
+    s.skip(&[d[0]], "ana", at(10)).await.unwrap();
+    assert_eq!(states(s, &d).await, [Failed, Succeeded, Due]);
+    let r = claim(s, 10, 10).await;
+    assert_eq!(ids(&r), [d[2]]);
+    assert_eq!(
+        s.prune(at(100), 10).await.unwrap(),
+        2,
+        "the skipped failure and the success"
+    );
+    assert_eq!(
+        state(s, d[2]).await,
+        Running,
+        "retention took no slot from the key's holder"
+    );
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 101).await.unwrap();
+    let later = emit_keys(s, &["k"], KeyRule::Strict, 102).await;
+    assert_eq!(
+        state(s, later[0]).await,
+        Due,
+        "the key's one slot is free, not over-freed or lost"
+    );
+    let more = emit_keys(s, &["k"], KeyRule::Strict, 103).await;
+    assert_eq!(state(s, more[0]).await, Queued, "and there is one slot, not two");
+}

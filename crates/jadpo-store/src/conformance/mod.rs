@@ -231,6 +231,7 @@ macro_rules! conformance_tests {
             an_operator_retry_waits_for_its_key_first_in_line,
             a_lost_lease_keeps_the_key,
             a_pruned_strict_failure_frees_its_key,
+            a_skip_moves_a_strict_key_on_and_is_recorded,
             a_runs_emits_are_written_with_its_success_and_carry_its_depth,
             a_failed_run_emits_nothing,
             a_lost_runs_emits_are_written_once_by_its_rerun,

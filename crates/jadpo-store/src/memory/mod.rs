@@ -12,6 +12,8 @@ mod schedules;
 mod shared;
 mod slots;
 pub use shared::SharedMemoryStore;
+#[doc(hidden)]
+pub use slots::KeyFault;
 
 use crate::alerts::AlertBook;
 use crate::limits::LimitStates;
@@ -64,6 +66,9 @@ pub struct MemoryStore {
     /// The slots of each key whose subscriber has `order:` or
     /// `concurrency_per_key:`, by subscriber and key, while any is taken.
     slots: BTreeMap<(String, Key), Slots>,
+    /// A broken key rule the simulation injects to show that its checks
+    /// catch one (`slots::KeyFault`); `None` in every other use.
+    key_fault: Option<slots::KeyFault>,
     /// Deliveries changed since the last `take_changed`, for a checker
     /// that looks only at what a step touched. A set of kept deliveries: a
     /// store nobody asks (behind the traits) must not grow without bound.
@@ -96,6 +101,7 @@ impl MemoryStore {
             clock_anchor: None,
             sessions: BTreeMap::new(),
             slots: BTreeMap::new(),
+            key_fault: None,
         }
     }
 
@@ -383,9 +389,9 @@ impl MemoryStore {
         for &(id, due_at) in due {
             if let Some(d) = self.delivery(id).filter(|d| d.retryable_by_operator()) {
                 let mut d = d.clone();
-                let from = d.state;
+                let before = d.clone();
                 d.operator_retry(due_at, now);
-                if d.key_rule.is_some_and(|r| r.takes_slot(from, d.state)) {
+                if d.takes_slot(&before) {
                     self.take_slot(&mut d, now);
                 }
                 self.put(d);
@@ -393,6 +399,21 @@ impl MemoryStore {
             }
         }
         retried
+    }
+
+    /// An operator's skip of failed and parked deliveries not skipped yet
+    /// (`Delivery::skip`); a `strict` key's slot it held is handed on.
+    pub fn skip(&mut self, ids: &[DeliveryId], by: &str, now: Timestamp) -> Vec<DeliveryId> {
+        let mut skipped = Vec::new();
+        for &id in ids {
+            if let Some(d) = self.delivery(id).filter(|d| d.skippable_by_operator()) {
+                let mut d = d.clone();
+                d.skip(by, now);
+                self.put(d);
+                skipped.push(id);
+            }
+        }
+        skipped
     }
 
     /// The deliveries changed since the last call, each once.
@@ -421,9 +442,9 @@ impl MemoryStore {
             .collect();
         for id in &old {
             let d = self.deliveries.remove(id).expect("listed above");
-            // A `strict` key's failed delivery, gone unretried, no longer
-            // blocks its key.
-            if d.key_rule.is_some_and(|r| r.holds_slot(d.state)) {
+            // A `strict` key's failed delivery, gone unretried and unskipped,
+            // no longer blocks its key.
+            if d.holds_slot() {
                 self.free_slot(&d, before);
             }
             self.handled.remove(&(d.subscriber, d.event_id));
@@ -498,15 +519,13 @@ impl MemoryStore {
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
         self.unindex(id);
         let now = d.updated_at;
-        let before = self.deliveries.insert(id, d).map(|b| b.state);
+        let before = self.deliveries.insert(id, d);
         self.changed.insert(id);
         self.index(id);
         let d = &self.deliveries[&id];
-        if let (Some(rule), Some(from)) = (d.key_rule, before) {
-            if rule.frees_slot(from, d.state) {
-                let d = d.clone();
-                self.free_slot(&d, now);
-            }
+        if before.is_some_and(|b| d.gave_slot_up(&b)) {
+            let d = d.clone();
+            self.free_slot(&d, now);
         }
     }
 

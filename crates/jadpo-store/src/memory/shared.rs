@@ -86,6 +86,10 @@ impl Store for SharedMemoryStore {
         Ok(self.with(|s| s.retry(due, now)))
     }
 
+    async fn skip(&self, ids: &[DeliveryId], by: &str, now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        Ok(self.with(|s| s.skip(ids, by, now)))
+    }
+
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         Ok(self.with(|s| s.delivery(id).cloned()))
     }

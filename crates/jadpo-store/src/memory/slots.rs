@@ -5,6 +5,17 @@ use super::MemoryStore;
 use jadpo_core::{Delivery, DeliveryId, DeliveryState, Timestamp};
 use std::collections::BTreeSet;
 
+/// A key rule broken on purpose, for the simulation's test that its key
+/// checks catch a store that breaks one: never set otherwise.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFault {
+    /// A freed slot goes to the key's latest queued delivery.
+    LatestFirst,
+    /// A delivery takes a slot whether or not one is free.
+    NoCap,
+}
+
 /// One key's slots (`jadpo_core::key_rule`): how many of its deliveries
 /// hold one, and the ones waiting for one, lowest id (emit order) first.
 #[derive(Debug, Default)]
@@ -16,6 +27,13 @@ pub(super) struct Slots {
 }
 
 impl MemoryStore {
+    /// Breaks a key rule from now on (the simulation's own test of its
+    /// checks).
+    #[doc(hidden)]
+    pub fn inject_key_fault(&mut self, fault: KeyFault) {
+        self.key_fault = Some(fault);
+    }
+
     /// What a queued delivery waits for: the delivery of its key that took
     /// a slot last (with one slot, the one holding it).
     pub fn waits_for(&self, id: DeliveryId) -> Option<DeliveryId> {
@@ -30,7 +48,7 @@ impl MemoryStore {
             return;
         };
         let slots = self.slots.entry((d.subscriber.clone(), key.clone())).or_default();
-        if rule.starts_due(slots.taken) {
+        if rule.starts_due(slots.taken) || self.key_fault == Some(KeyFault::NoCap) {
             slots.taken += 1;
             slots.holder = Some(d.id);
         } else {
@@ -48,7 +66,11 @@ impl MemoryStore {
             .slots
             .get_mut(&k)
             .expect("a delivery that holds a slot has its key's");
-        match slots.queued.pop_first() {
+        let next = match self.key_fault {
+            Some(KeyFault::LatestFirst) => slots.queued.pop_last(),
+            _ => slots.queued.pop_first(),
+        };
+        match next {
             Some(next) => {
                 slots.holder = Some(next);
                 let mut n = self.get(next).clone();

@@ -262,10 +262,8 @@ fn plan_batch<'a>(
         }
         p.resolved
             .extend(one.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
-        if let (Some(rule), Some(key)) = (d.key_rule, &d.key) {
-            if rule.frees_slot(d.state, one.delivery.state) {
-                p.freed.push((d.subscriber.clone(), key.as_str().to_owned()));
-            }
+        if let Some(key) = d.key.as_ref().filter(|_| one.delivery.gave_slot_up(d)) {
+            p.freed.push((d.subscriber.clone(), key.as_str().to_owned()));
         }
         p.attempts.push(one.attempt);
         p.changed.insert(f.id);

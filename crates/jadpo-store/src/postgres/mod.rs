@@ -452,6 +452,18 @@ impl Store for PgStore {
         in_transaction!(self, |tx| retry::retry(&tx, due, now).await)
     }
 
+    async fn skip(&self, ids: &[DeliveryId], by: &str, now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        assert!(
+            ids.len() <= MAX_BATCH,
+            "skip of {} rows: at most {MAX_BATCH}",
+            ids.len()
+        );
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        in_transaction!(self, |tx| retry::skip(&tx, ids, by, now).await)
+    }
+
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         in_transaction!(self, |tx| read::delivery(&tx, id).await)
     }

@@ -17,7 +17,7 @@ WITH old AS (
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM jadpo_deliveries AS d USING old WHERE d.id = old.id
-    RETURNING d.id, d.event_id, d.delivery_key, d.subscriber, d.state, d.key_rule
+    RETURNING d.id, d.event_id, d.delivery_key, d.subscriber, d.state, d.key_rule, d.skipped_at
 ), attempts AS (
     DELETE FROM jadpo_attempts WHERE delivery_id IN (SELECT id FROM gone)
 ), keys AS (
@@ -25,10 +25,10 @@ WITH old AS (
     WHERE k.delivery_key = gone.delivery_key AND k.delivery_id = gone.id
 )
 SELECT count(*), coalesce(array_agg(DISTINCT event_id), '{}'),
-    coalesce(array_agg(subscriber) FILTER (WHERE key_rule IS NOT NULL), '{}'),
-    coalesce(array_agg(delivery_key) FILTER (WHERE key_rule IS NOT NULL), '{}'),
-    coalesce(array_agg(state) FILTER (WHERE key_rule IS NOT NULL), '{}'),
-    coalesce(array_agg(key_rule) FILTER (WHERE key_rule IS NOT NULL), '{}')
+    coalesce(array_agg(subscriber) FILTER (WHERE key_rule IS NOT NULL AND skipped_at IS NULL), '{}'),
+    coalesce(array_agg(delivery_key) FILTER (WHERE key_rule IS NOT NULL AND skipped_at IS NULL), '{}'),
+    coalesce(array_agg(state) FILTER (WHERE key_rule IS NOT NULL AND skipped_at IS NULL), '{}'),
+    coalesce(array_agg(key_rule) FILTER (WHERE key_rule IS NOT NULL AND skipped_at IS NULL), '{}')
 FROM gone";
 
 /// The events of pruned deliveries, locked in id order before
@@ -95,8 +95,9 @@ pub(crate) async fn prune(tx: &Transaction<'_>, before: Timestamp, batch: usize)
     let row = tx.query_one(&stmt, &[&before_ms, &limit]).await?;
     let deleted: i64 = row.try_get(0)?;
     let events: Vec<i64> = row.try_get(1)?;
-    // A `strict` key's failed or parked delivery, gone unretried, no longer
-    // blocks its key: its slot is handed on.
+    // A `strict` key's failed or parked delivery, gone unretried and
+    // unskipped (a skip handed its slot on already), no longer blocks its
+    // key: its slot is handed on.
     let (subscribers, keys): (Vec<String>, Vec<String>) = (row.try_get(2)?, row.try_get(3)?);
     let (states, rules): (Vec<String>, Vec<String>) = (row.try_get(4)?, row.try_get(5)?);
     let mut freed = Vec::new();

@@ -1,4 +1,4 @@
-//! An operator's retry of failed and parked deliveries.
+//! An operator's retry and skip of failed and parked deliveries.
 
 use super::finish::lock;
 use super::writes::DeliveryWrites;
@@ -22,12 +22,12 @@ pub(crate) async fn retry(
     let mut taking = Vec::new();
     for &(id, due_at) in due {
         if let Some((d, _)) = current.get_mut(&id).filter(|(d, _)| d.retryable_by_operator()) {
-            let from = d.state;
+            let before = d.clone();
             d.operator_retry(due_at, now);
             retried.push(id);
-            // Ended under `fifo` or a cap, it gave its key's slot up: it
-            // takes one again, or waits first in line for one.
-            if d.key_rule.is_some_and(|r| r.takes_slot(from, d.state)) {
+            // Ended under `fifo` or a cap, or skipped, it gave its key's
+            // slot up: it takes one again, or waits first in line for one.
+            if d.takes_slot(&before) {
                 taking.push(id);
             }
         }
@@ -67,4 +67,44 @@ pub(crate) async fn retry(
     }
     tokio::try_join!(writes.write(tx), super::listen::notify(tx))?;
     Ok(retried)
+}
+
+/// Failed and parked deliveries not skipped yet record who skipped them
+/// and when; a `strict` key's slot one held is handed to the key's next
+/// queued delivery, and idle workers are woken for it.
+pub(crate) async fn skip(
+    tx: &Transaction<'_>,
+    ids: &[DeliveryId],
+    by: &str,
+    now: Timestamp,
+) -> Result<Vec<DeliveryId>, Abort> {
+    let mut sorted: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut current = lock(tx, &sorted).await?;
+    let mut skipped = Vec::new();
+    let mut freed = Vec::new();
+    for &id in ids {
+        if let Some((d, _)) = current.get_mut(&id).filter(|(d, _)| d.skippable_by_operator()) {
+            let before = d.clone();
+            d.skip(by, now);
+            if let Some(key) = d.key.as_ref().filter(|_| d.gave_slot_up(&before)) {
+                freed.push((d.subscriber.clone(), key.as_str().to_owned()));
+            }
+            skipped.push(id);
+        }
+    }
+    if skipped.is_empty() {
+        return Ok(skipped);
+    }
+    let mut writes = DeliveryWrites::default();
+    for id in &skipped {
+        let (d, token) = &current[id];
+        writes.push(d, *token);
+    }
+    writes.write(tx).await?;
+    if super::keys::free(tx, &freed, now).await? > 0 {
+        super::listen::notify(tx).await?;
+    }
+    Ok(skipped)
 }

@@ -14,13 +14,14 @@ macro_rules! delivery_columns {
         "id, event_id, subscriber, state, attempts, due_at, budget_from, held_for_ms, \
          lease_owner, lease_token, lease_until, last_failure_code, last_failure_kind, \
          held_connection, held_since, created_at, updated_at, finished_at, waiting_on, \
-         waiting_for, delivery_key, key_rule"
+         waiting_for, delivery_key, key_rule, \
+         skipped_by, skipped_at"
     };
 }
 pub(crate) use delivery_columns;
 
 /// How many columns [`delivery_columns`] lists: what follows them in a row.
-pub(crate) const DELIVERY_COLUMNS: usize = 22;
+pub(crate) const DELIVERY_COLUMNS: usize = 24;
 
 /// The breaker columns, in the order [`breaker`] reads them.
 macro_rules! breaker_columns {
@@ -74,6 +75,8 @@ pub(crate) fn delivery(row: &Row) -> Result<(Delivery, i64), Abort> {
         waiting_for: row.try_get(19)?,
         delivery_key: row.try_get(20)?,
         key_rule: row.try_get(21)?,
+        skipped_by: row.try_get(22)?,
+        skipped_at: row.try_get(23)?,
     };
     r.decode().map_err(unreadable)
 }

@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(12, V12),
     Migration::expand(13, V13),
     Migration::expand(14, V14),
+    Migration::expand(15, V15),
 ];
 
 /// The latest version this build knows.
@@ -367,6 +368,14 @@ CREATE TABLE jadpo_keys (
     PRIMARY KEY (subscriber, delivery_key)
 );
 CREATE INDEX jadpo_deliveries_queued ON jadpo_deliveries (subscriber, delivery_key, id) WHERE state = 'queued';
+";
+
+/// An operator's skip of a failed or parked delivery: who and when
+/// (`jadpo deliveries skip`). NULL on every row that was never skipped;
+/// adding them rewrites nothing.
+const V15: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN skipped_by TEXT;
+ALTER TABLE jadpo_deliveries ADD COLUMN skipped_at BIGINT;
 ";
 
 /// Applies what [`upgrade::plan`] says, in `tx`: every migration not yet

@@ -31,14 +31,15 @@ UPDATE jadpo_deliveries AS d SET
     held_connection = u.held_connection, held_since = u.held_since,
     updated_at = u.updated_at, finished_at = u.finished_at,
     handled_at = coalesce(d.handled_at, u.handled_at),
-    waiting_on = u.waiting_on, waiting_for = u.waiting_for
+    waiting_on = u.waiting_on, waiting_for = u.waiting_for,
+    skipped_by = u.skipped_by, skipped_at = u.skipped_at
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[],
             $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[],
             $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
-            $18::text[], $19::text[])
+            $18::text[], $19::text[], $20::text[], $21::bigint[])
     AS u(id, state, attempts, due_at, budget_from, held_for_ms, lease_owner, lease_token,
          lease_until, code, kind, held_connection, held_since, updated_at, finished_at, fence,
-         handled_at, waiting_on, waiting_for)
+         handled_at, waiting_on, waiting_for, skipped_by, skipped_at)
 WHERE d.id = u.id
   AND (u.fence IS NULL OR CASE WHEN d.state = 'running' THEN d.lease_token = u.fence ELSE false END)";
 
@@ -99,6 +100,8 @@ struct Rows<'a> {
     handled_at: Vec<Option<i64>>,
     waiting_on: Vec<Option<&'a str>>,
     waiting_for: Vec<Option<&'static str>>,
+    skipped_by: Vec<Option<&'a str>>,
+    skipped_at: Vec<Option<i64>>,
 }
 
 /// Runs of one claim: what differs between them.
@@ -206,6 +209,8 @@ impl<'a> DeliveryWrites<'a> {
         r.handled_at.push(handled_at);
         r.waiting_on.push(d.waiting.as_ref().map(|w| w.connection.as_str()));
         r.waiting_for.push(d.waiting.as_ref().map(|w| w.reason.as_str()));
+        r.skipped_by.push(d.skipped.as_ref().map(|s| s.by.as_str()));
+        r.skipped_at.push(d.skipped.as_ref().map(|s| at_ms(s.at)));
     }
 
     /// Writes them all. A locked row not found is a fault; a fenced row that
@@ -264,6 +269,8 @@ impl<'a> DeliveryWrites<'a> {
                     &r.handled_at,
                     &r.waiting_on,
                     &r.waiting_for,
+                    &r.skipped_by,
+                    &r.skipped_at,
                 ],
             )
             .await?;

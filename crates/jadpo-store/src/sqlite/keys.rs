@@ -93,9 +93,9 @@ pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<Optio
 }
 
 /// Frees `after`'s slot when the change from `before` gave it up (an end
-/// under its rule).
+/// under its rule, or an operator's skip).
 pub(crate) fn settle(c: &Connection, before: &Delivery, after: &Delivery) -> Result<(), Abort> {
-    if after.key_rule.is_some_and(|r| r.frees_slot(before.state, after.state)) {
+    if after.gave_slot_up(before) {
         free(c, after, after.updated_at)?;
     }
     Ok(())

@@ -326,6 +326,12 @@ impl Store for SqliteStore {
         self.pool.write(move |tx| retry::retry(tx, &due, now)).await
     }
 
+    async fn skip(&self, ids: &[DeliveryId], by: &str, now: Timestamp) -> Result<Vec<DeliveryId>, StoreError> {
+        assert!(ids.len() <= MAX_BATCH, "at most {MAX_BATCH} skips at once");
+        let (ids, by) = (ids.to_vec(), by.to_owned());
+        self.pool.write(move |tx| retry::skip(tx, &ids, &by, now)).await
+    }
+
     async fn delivery(&self, id: DeliveryId) -> Result<Option<Delivery>, StoreError> {
         self.pool.read(move |c| read::delivery(c, id)).await
     }

@@ -20,8 +20,8 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    // A `strict` key's failed or parked delivery, gone unretried, no longer
-    // blocks its key.
+    // A `strict` key's failed or parked delivery, gone unretried and
+    // unskipped, no longer blocks its key.
     for &(id, _, ordered) in &old {
         if !ordered {
             continue;
@@ -29,7 +29,7 @@ pub(crate) fn prune(c: &Connection, before: Timestamp, batch: usize) -> Result<u
         let d = super::rows::get(c, jadpo_core::DeliveryId(id))?
             .expect("listed above")
             .delivery;
-        if d.key_rule.is_some_and(|r| r.holds_slot(d.state)) {
+        if d.holds_slot() {
             super::keys::free(c, &d, before)?;
         }
     }

@@ -14,14 +14,15 @@ macro_rules! delivery_columns {
         "d.id, d.event_id, d.subscriber, d.state, d.attempts, d.due_at, d.budget_from, \
          d.held_for_ms, d.lease_owner, d.lease_token, d.lease_until, d.last_failure_code, \
          d.last_failure_kind, d.held_connection, d.held_since, d.created_at, d.updated_at, \
-         d.finished_at, d.waiting_on, d.waiting_for, d.delivery_key, d.key_rule"
+         d.finished_at, d.waiting_on, d.waiting_for, d.delivery_key, d.key_rule, \
+         d.skipped_by, d.skipped_at"
     };
 }
 pub(crate) use delivery_columns;
 
 /// How many columns `delivery_columns!` has: what a query selects after them
 /// starts here.
-pub(crate) const DELIVERY_COLUMNS: usize = 22;
+pub(crate) const DELIVERY_COLUMNS: usize = 24;
 
 /// A delivery row, with the lease token the row keeps after its lease ended
 /// (the core's `Delivery` forgets it): the next claim issues this plus one,
@@ -61,6 +62,8 @@ pub(crate) fn delivery(row: &Row<'_>) -> rusqlite::Result<Stored> {
         waiting_for: row.get(19)?,
         delivery_key: row.get(20)?,
         key_rule: row.get(21)?,
+        skipped_by: row.get(22)?,
+        skipped_at: row.get(23)?,
     };
     let (delivery, token) = r.decode().map_err(|e| bad(0, e.to_string()))?;
     Ok(Stored { delivery, token })

@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::expand(15, V15),
     Migration::expand(16, V16),
     Migration::expand(17, V17),
+    Migration::expand(18, V18),
 ];
 
 /// The newest schema this build knows.
@@ -436,6 +437,12 @@ CREATE TABLE jadpo_keys (
     holder       BIGINT,
     PRIMARY KEY (subscriber, delivery_key)
 ) WITHOUT ROWID;
+";
+
+/// An operator's skip: who and when, as PostgreSQL's migration 15 says.
+const V18: &str = "
+ALTER TABLE jadpo_deliveries ADD COLUMN skipped_by TEXT;
+ALTER TABLE jadpo_deliveries ADD COLUMN skipped_at BIGINT;
 ";
 
 /// Applies what [`upgrade::plan`] says, inside the caller's `BEGIN

@@ -23,7 +23,8 @@ const WHOLE: &str = "UPDATE jadpo_deliveries SET state = ?1, attempts = ?2, due_
          lease_token = COALESCE(?7, lease_token), lease_until = ?8, last_failure_code = ?9, \
          last_failure_kind = ?10, held_connection = ?11, held_since = ?12, updated_at = ?13, \
          finished_at = ?14, handled_at = COALESCE(handled_at, ?17), waiting_on = ?18, \
-         waiting_for = ?19, success_started_at = COALESCE(?20, success_started_at) \
+         waiting_for = ?19, success_started_at = COALESCE(?20, success_started_at), \
+         skipped_by = ?21, skipped_at = ?22 \
          WHERE id = ?15 AND (?16 IS NULL OR (state = 'running' AND lease_token = ?16))";
 
 /// A claim's run: `running` under a new lease.
@@ -84,6 +85,8 @@ fn execute_whole(
         r.waiting_on,
         r.waiting_for,
         succeeded_from.map(at_ms),
+        r.skipped_by,
+        r.skipped_at,
     ])
 }
 
