@@ -126,6 +126,61 @@ fn bench_orders_each_keys_deliveries() {
     }
 }
 
+/// `--hot-key`: one key's backlog, emitted first, and one delivery on each
+/// other key; the report says when every other key's delivery had started,
+/// and the backlog is left behind its head, queued, not drained.
+#[test]
+fn bench_times_other_keys_behind_a_hot_keys_backlog() {
+    let f = Folder::empty();
+    let url = format!("sqlite:{}", f.path().join("jadpo.db").display());
+    let run = f.run(&[
+        "bench",
+        "--store",
+        &url,
+        "--events",
+        "500",
+        "--keys",
+        "11",
+        "--order",
+        "fifo",
+        "--hot-key",
+        "--json",
+    ]);
+    run.expect(0, None);
+    let v = last_json(&run);
+    assert_eq!(v["hot_key"], true);
+    let took = v["others_started_ms"]
+        .as_f64()
+        .expect("the time until the others started");
+    assert!(took > 0.0, "{v}");
+    let succeeded = v["counts"]["succeeded"].as_u64().unwrap_or(0);
+    assert!(succeeded >= 10, "the ten other keys' deliveries ran: {v}");
+    assert!(
+        v["counts"]["queued"].as_u64().unwrap_or(0) > 0,
+        "the backlog waits behind its head: {v}"
+    );
+    let human = f.run(&[
+        "bench",
+        "--store",
+        &url,
+        "--events",
+        "50",
+        "--keys",
+        "3",
+        "--order",
+        "fifo",
+        "--hot-key",
+    ]);
+    assert!(
+        human
+            .expect(0, None)
+            .stdout()
+            .contains("other keys' deliveries started"),
+        "{}",
+        human.stdout()
+    );
+}
+
 #[test]
 fn bench_over_http_compares_with_a_plain_http_loop() {
     let f = Folder::empty();
@@ -172,6 +227,15 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         (
             vec!["bench", "--keys", "5", "--concurrency-per-key", "0"],
             "bench.order_invalid",
+        ),
+        (vec!["bench", "--keys", "1", "--hot-key"], "bench.hot_key_invalid"),
+        (
+            vec!["bench", "--events", "5", "--keys", "6", "--hot-key"],
+            "bench.hot_key_invalid",
+        ),
+        (
+            vec!["bench", "--keys", "5", "--hot-key", "--rate", "100/s"],
+            "bench.hot_key_invalid",
         ),
     ] {
         let run = f.run(&args);

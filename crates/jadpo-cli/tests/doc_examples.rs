@@ -52,7 +52,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ("jadpo migrate [--store URL | --store NAME] [--app FILE]", SYNOPSIS),
     ("jadpo completions bash|zsh|fish|elvish|powershell", SYNOPSIS),
     (
-        "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N]] [--http [--latency D] [--connection-rate R/s]] [--json] [--keep]",
+        "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N] [--hot-key]] [--http [--latency D] [--connection-rate R/s]] [--json] [--keep]",
         SYNOPSIS,
     ),
     // docs/cli.md: `jadpo deliveries skip` (delivery 11 is failed).

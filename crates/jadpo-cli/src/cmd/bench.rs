@@ -16,6 +16,7 @@
 
 mod finishes;
 mod histogram;
+mod hot;
 mod report;
 mod scratch;
 mod settings;
@@ -211,14 +212,16 @@ async fn measure<S: ScheduleStore>(
     finishes: Arc<Finishes>,
     reader: Option<&crate::store_url::AnyStore>,
 ) -> Result<Report, CliError> {
-    let jadpo = build_engine(store, s, sink_url).await?;
+    let others = s.hot_key.then(|| hot::Others::new(s.events, s.keys.unwrap_or(2)));
+    let jadpo = build_engine(store, s, sink_url, others.as_ref()).await?;
     let n = s.events;
     let Run {
         emit,
         started,
         intervals,
+        others_started,
     } = match s.rate {
-        None => drain_backlog(&jadpo, s, &finishes).await?,
+        None => drain_backlog(&jadpo, s, &finishes, others.as_deref()).await?,
         Some(rate) => deliver_at_rate(&jadpo, s, &finishes, rate, reader).await?,
     };
     let peak_rss_bytes = report::peak_rss_bytes();
@@ -226,12 +229,13 @@ async fn measure<S: ScheduleStore>(
     let end = finishes
         .last_finish()
         .unwrap_or_else(|| finishes.micros(Instant::now()));
-    let drain = Duration::from_micros(end.saturating_sub(finishes.micros(started)));
+    let drain = others_started.unwrap_or(Duration::from_micros(end.saturating_sub(finishes.micros(started))));
     let p = finishes.percentiles(&[0.50, 0.99]);
-    let counts = match s.retention {
-        // Pruned rows are not counted: the finishes seen are.
-        Some(_) => jadpo.store().counts().await.map_err(CliError::store)?,
-        None => settled_counts(jadpo.store().as_ref(), n).await?,
+    let counts = match (s.retention, others_started) {
+        // Pruned rows are not counted, nor is a hot key's backlog left
+        // undrained waited for: the finishes seen are.
+        (Some(_), _) | (_, Some(_)) => jadpo.store().counts().await.map_err(CliError::store)?,
+        (None, None) => settled_counts(jadpo.store().as_ref(), n).await?,
     };
     Ok(Report {
         events: n,
@@ -253,6 +257,7 @@ async fn measure<S: ScheduleStore>(
         duration: s.duration,
         retention: s.retention,
         intervals,
+        others_started,
         ..Report::default()
     })
 }
@@ -263,6 +268,7 @@ async fn build_engine<S: ScheduleStore>(
     store: S,
     s: &Settings,
     sink_url: Option<String>,
+    others: Option<&Arc<hot::Others>>,
 ) -> Result<Jadpo<S>, CliError> {
     let builder = jadpo::builder()
         .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
@@ -279,7 +285,7 @@ async fn build_engine<S: ScheduleStore>(
     } else {
         builder
             .app_source("bench.jadpo", &key(NOOP_APP.to_owned()))
-            .map(|b| b.action("noop", noop()))
+            .map(|b| b.action("noop", others.map_or_else(noop, |o| o.action())))
     };
     builder
         .map_err(operator::start_error)?
@@ -294,11 +300,18 @@ struct Run {
     emit: Duration,
     started: Instant,
     intervals: Vec<soak::Interval>,
+    /// `--hot-key`: how long until every other key's delivery started.
+    others_started: Option<Duration>,
 }
 
 /// `--backlog`: every event is emitted before the engine starts, so the
 /// drain is timed on its own.
-async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishes: &Finishes) -> Result<Run, CliError> {
+async fn drain_backlog<S: ScheduleStore>(
+    jadpo: &Jadpo<S>,
+    s: &Settings,
+    finishes: &Finishes,
+    others: Option<&hot::Others>,
+) -> Result<Run, CliError> {
     let n = s.events;
     let emit_bar = bar(s, n, "emit");
     let t = Instant::now();
@@ -306,7 +319,7 @@ async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishe
     while sent < n {
         interrupted()?;
         let k = CHUNK.min(n - sent);
-        emit_chunk(jadpo, finishes, sent, k, s.keys).await?;
+        emit_chunk(jadpo, finishes, sent, k, s).await?;
         sent += k;
         emit_bar.inc(k);
     }
@@ -314,6 +327,16 @@ async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishe
     emit_bar.finish_and_clear();
     let started = Instant::now();
     let running = jadpo.start();
+    if let Some(others) = others {
+        let took = others.wait(started).await;
+        running.stop().await;
+        return Ok(Run {
+            emit,
+            started,
+            intervals: Vec::new(),
+            others_started: Some(took?),
+        });
+    }
     let drain_bar = bar(s, n, "drain");
     let waited = wait(jadpo.store().as_ref(), finishes, n, &drain_bar).await;
     running.stop().await;
@@ -323,6 +346,7 @@ async fn drain_backlog<S: ScheduleStore>(jadpo: &Jadpo<S>, s: &Settings, finishe
         emit,
         started,
         intervals: Vec::new(),
+        others_started: None,
     })
 }
 
@@ -346,7 +370,7 @@ async fn deliver_at_rate<S: ScheduleStore>(
     let done = AtomicBool::new(false);
     let draining = async {
         let result = tokio::try_join!(
-            emit_at(jadpo, finishes, n, rate, s.keys),
+            emit_at(jadpo, finishes, rate, s),
             wait(jadpo.store().as_ref(), finishes, n, &finish_bar)
         );
         done.store(true, Ordering::Release);
@@ -367,6 +391,7 @@ async fn deliver_at_rate<S: ScheduleStore>(
         emit: result?.0,
         started,
         intervals,
+        others_started: None,
     })
 }
 
@@ -377,11 +402,11 @@ async fn emit_chunk<S: ScheduleStore>(
     finishes: &Finishes,
     first: u64,
     k: u64,
-    keys: Option<u64>,
+    s: &Settings,
 ) -> Result<(), CliError> {
     let payloads: Vec<(&str, serde_json::Value)> = (first..first + k)
-        .map(|i| match keys {
-            Some(n) => (EVENT, json!({ "n": i, "k": i % n })),
+        .map(|i| match s.key_of(i) {
+            Some(key) => (EVENT, json!({ "n": i, "k": key })),
             None => (EVENT, json!({ "n": i })),
         })
         .collect();
@@ -401,10 +426,10 @@ async fn emit_chunk<S: ScheduleStore>(
 async fn emit_at<S: ScheduleStore>(
     jadpo: &Jadpo<S>,
     finishes: &Finishes,
-    n: u64,
     rate: u64,
-    keys: Option<u64>,
+    s: &Settings,
 ) -> Result<Duration, CliError> {
+    let n = s.events;
     let t = Instant::now();
     let mut sent = 0;
     while sent < n {
@@ -413,7 +438,7 @@ async fn emit_at<S: ScheduleStore>(
         let due = ((t.elapsed().as_secs_f64() * rate as f64) as u64 + 1).min(n);
         if due > sent {
             let k = (due - sent).min(CHUNK);
-            emit_chunk(jadpo, finishes, sent, k, keys).await?;
+            emit_chunk(jadpo, finishes, sent, k, s).await?;
             sent += k;
         } else {
             let next = t + Duration::from_secs_f64(sent as f64 / rate as f64);

@@ -68,6 +68,11 @@ pub(crate) struct Args {
     /// With --keys: the subscriber's `concurrency_per_key:` (1 to 1,000).
     #[arg(long, value_name = "N", requires = "keys")]
     pub concurrency_per_key: Option<i64>,
+    /// With --keys N: every event but the last N-1 on one key, then one on
+    /// each other key; reports how long until every other key's delivery
+    /// started, and does not wait for the rest (a backlog only).
+    #[arg(long, requires = "keys")]
+    pub hot_key: bool,
     /// Print one JSON object on the last line of stdout instead of the
     /// summary, and no progress bar.
     #[arg(long)]
@@ -107,6 +112,8 @@ pub(super) struct Settings {
     pub keys: Option<u64>,
     /// `--order` or `--concurrency-per-key`: the keys' rule.
     pub key_rule: Option<jadpo_core::key_rule::KeyRule>,
+    /// `--hot-key`: one key holds the backlog, each other key one event.
+    pub hot_key: bool,
     /// `--duration`: a soak of this length (`events` is rate × it).
     pub duration: Option<Duration>,
     pub report_every: Duration,
@@ -204,6 +211,19 @@ fn parse_retention(text: &str) -> Result<Option<Duration>, CliError> {
     }
 }
 
+impl Settings {
+    /// The key of event `i`: `i mod N` over `--keys N`, or with
+    /// `--hot-key` the hot key for all but the last N-1 events.
+    pub(super) fn key_of(&self, i: u64) -> Option<u64> {
+        let n = self.keys?;
+        Some(if self.hot_key {
+            super::hot::key_of(i, self.events, n)
+        } else {
+            i % n
+        })
+    }
+}
+
 /// The flags as settings, or the first one out of bounds, refused with its
 /// `bench.*` code.
 pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
@@ -260,6 +280,18 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         ),
         (None, None) => None,
     };
+    if args.hot_key {
+        let keys = args.keys.unwrap_or(0);
+        if keys < 2 || keys > events || rate.is_some() || args.http {
+            return Err(usage(
+                "bench.hot_key_invalid",
+                format!(
+                    "--hot-key needs --keys from 2 to --events ({events}), without --rate or --http; \
+                     given --keys {keys}"
+                ),
+            ));
+        }
+    }
     let latency = match (&args.latency, args.http) {
         (Some(l), _) => Some(parse_latency(l)?),
         (None, true) => Some(Duration::ZERO),
@@ -273,6 +305,7 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
         keys: args.keys,
         key_rule,
+        hot_key: args.hot_key,
         duration,
         report_every: args
             .report_every
