@@ -136,7 +136,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<SweepReport, StoreError>> + Send;
 
     /// An operator's retry: failed and parked deliveries get a fresh budget
-    /// from `now`, each due at its time. Returns those retried.
+    /// from `now`, each due at its time, taken in id order (so that a key's
+    /// earliest takes its slot and the rest queue in emit order). Returns
+    /// those retried, in id order.
     fn retry(
         &self,
         due: &[(DeliveryId, Timestamp)],

@@ -9,14 +9,20 @@ use jadpo_core::DeliveryState;
 
 /// An event `E` whose `log` delivery has key `key` under `rule`.
 fn of_key(n: usize, key: &str, rule: KeyRule) -> NewEvent {
+    of_key_for("log", n, key, rule)
+}
+
+/// An event `E` whose one delivery, to `subscriber`, has key `key` under
+/// `rule`.
+fn of_key_for(subscriber: &str, n: usize, key: &str, rule: KeyRule) -> NewEvent {
     NewEvent {
         name: "E".into(),
         payload: format!("{{\"n\":{n}}}"),
-        subscribers: vec!["log".into()],
+        subscribers: vec![subscriber.into()],
         idempotency_key: None,
         trace: None,
         keys: [(
-            "log".to_string(),
+            subscriber.to_string(),
             Keyed {
                 key: Key::new(KeyValue::Str(key)).unwrap(),
                 rule: Some(rule),
@@ -260,4 +266,66 @@ pub async fn a_skip_moves_a_strict_key_on_and_is_recorded<S: Store>(s: &S) {
     );
     let more = emit_keys(s, &["k"], KeyRule::Strict, 103).await;
     assert_eq!(state(s, more[0]).await, Queued, "and there is one slot, not two");
+}
+
+/// A delivery held behind an open breaker keeps its key's slot: the next
+/// of its key stays queued, not held, and the release lets the held one
+/// run before it.
+pub async fn a_hold_keeps_its_keys_place_and_the_release_its_order<S: Store>(s: &S) {
+    use jadpo_core::breaker::CallVerdict;
+    use DeliveryState::*;
+    open_breaker(s, 0).await;
+    let other = emit(s, "pay", 1, 1).await[0];
+    let events: Vec<NewEvent> = (0..2).map(|i| of_key_for("pay", i, "k", KeyRule::Fifo)).collect();
+    let d: Vec<DeliveryId> = s
+        .emit(&events, at(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| e.deliveries)
+        .collect();
+    let r = claim(s, 1, 10).await;
+    assert_eq!(r.held, [other, d[0]], "the queued one is not even looked at");
+    assert_eq!(states(s, &d).await, [Held, Queued]);
+    // The longest held, the unkeyed one, probes; its success closes the
+    // breaker and releases the keyed one, which runs before the next.
+    assert_eq!(s.sweep(at(60), LEASE).await.unwrap().woken, [other]);
+    let r = claim(s, 60, 10).await;
+    let probe = r.claimed.iter().find(|c| c.delivery.id == other).expect("the probe");
+    finish(s, probe, Outcome::Succeeded, &[("payments", CallVerdict::Answered)], 61)
+        .await
+        .unwrap();
+    assert_eq!(states(s, &d).await, [Due, Queued], "released, it keeps its place");
+    let r = claim(s, 61, 10).await;
+    let head = r
+        .claimed
+        .iter()
+        .find(|c| c.delivery.id == d[0])
+        .expect("the released one runs");
+    assert!(!r.claimed.iter().any(|c| c.delivery.id == d[1]), "not its next");
+    finish(s, head, Outcome::Succeeded, &[("payments", CallVerdict::Answered)], 62)
+        .await
+        .unwrap();
+    assert_eq!(states(s, &d).await, [Succeeded, Due]);
+}
+
+/// An operator's bulk retry keeps the order of the deliveries it retries,
+/// in whatever order it names them (the command line's newest first).
+pub async fn a_bulk_retry_keeps_its_keys_order<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "k", "k"], KeyRule::Fifo, 0).await;
+    for t in 1..=3 {
+        let r = claim(s, t, 10).await;
+        assert_eq!(r.claimed.len(), 1);
+        finish(s, &r.claimed[0], failed(), &[], t).await.unwrap();
+    }
+    assert_eq!(states(s, &d).await, [Failed, Failed, Failed]);
+    let newest_first = [(d[2], at(10)), (d[1], at(10)), (d[0], at(10))];
+    assert_eq!(s.retry(&newest_first, at(10)).await.unwrap().len(), 3);
+    assert_eq!(states(s, &d).await, [Due, Queued, Queued], "the earliest takes the key");
+    for (t, id) in (10..).zip(d) {
+        let r = claim(s, t, 10).await;
+        assert_eq!(ids(&r), [id], "in emit order");
+        finish(s, &r.claimed[0], Outcome::Succeeded, &[], t).await.unwrap();
+    }
 }

@@ -232,6 +232,8 @@ macro_rules! conformance_tests {
             a_lost_lease_keeps_the_key,
             a_pruned_strict_failure_frees_its_key,
             a_skip_moves_a_strict_key_on_and_is_recorded,
+            a_hold_keeps_its_keys_place_and_the_release_its_order,
+            a_bulk_retry_keeps_its_keys_order,
             a_runs_emits_are_written_with_its_success_and_carry_its_depth,
             a_failed_run_emits_nothing,
             a_lost_runs_emits_are_written_once_by_its_rerun,

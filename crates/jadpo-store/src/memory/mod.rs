@@ -386,7 +386,11 @@ impl MemoryStore {
     /// run that committed is never run again, even on an operator's word.
     pub fn retry(&mut self, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Vec<DeliveryId> {
         let mut retried = Vec::new();
-        for &(id, due_at) in due {
+        // In id order, so that the earliest of a key takes its slot and the
+        // rest queue behind it in emit order, however they were named.
+        let mut in_order = due.to_vec();
+        in_order.sort_by_key(|(id, _)| *id);
+        for (id, due_at) in in_order {
             if let Some(d) = self.delivery(id).filter(|d| d.retryable_by_operator()) {
                 let mut d = d.clone();
                 let before = d.clone();

@@ -20,7 +20,9 @@ pub(crate) async fn retry(
     let mut current = lock(tx, &ids).await?;
     let mut retried = Vec::new();
     let mut taking = Vec::new();
-    for &(id, due_at) in due {
+    let mut in_order = due.to_vec();
+    in_order.sort_by_key(|(id, _)| *id);
+    for (id, due_at) in in_order {
         if let Some((d, _)) = current.get_mut(&id).filter(|(d, _)| d.retryable_by_operator()) {
             let before = d.clone();
             d.operator_retry(due_at, now);

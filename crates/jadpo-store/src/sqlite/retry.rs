@@ -9,7 +9,11 @@ use rusqlite::Connection;
 /// lease token, so the next claim's token is still new for it.
 pub(crate) fn retry(c: &Connection, due: &[(DeliveryId, Timestamp)], now: Timestamp) -> Result<Vec<DeliveryId>, Abort> {
     let mut retried = Vec::new();
-    for &(id, due_at) in due {
+    // In id order, so that the earliest of a key takes its slot and the
+    // rest queue behind it in emit order, however they were named.
+    let mut in_order = due.to_vec();
+    in_order.sort_by_key(|(id, _)| *id);
+    for (id, due_at) in in_order {
         let Some(Stored { mut delivery, .. }) = rows::get(c, id)? else {
             continue;
         };
