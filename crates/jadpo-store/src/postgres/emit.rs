@@ -36,8 +36,8 @@ WITH events AS (
     FROM unnest($5::bigint[], $6::bigint[], $7::text[], $14::text[], $15::text[], $16::text[])
         AS u(id, event_id, subscriber, delivery_key, state, key_rule)
 ), slots AS (
-    UPDATE jadpo_keys AS k SET taken = u.taken, holder = coalesce(u.holder, k.holder)
-    FROM unnest($17::text[], $18::text[], $19::int[], $20::bigint[]) AS u(subscriber, delivery_key, taken, holder)
+    UPDATE jadpo_keys AS k SET taken = u.taken
+    FROM unnest($17::text[], $18::text[], $19::int[]) AS u(subscriber, delivery_key, taken)
     WHERE k.subscriber = u.subscriber AND k.delivery_key = u.delivery_key
 )
 INSERT INTO jadpo_delivery_keys (delivery_key, delivery_id)
@@ -348,7 +348,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                         let slots = taken
                             .get_mut(&(s.clone(), key.as_str().to_owned()))
                             .expect("every ordered key was locked");
-                        if slots.take(rule, id) {
+                        if slots.take(rule) {
                             "due"
                         } else {
                             "queued"
@@ -372,7 +372,7 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 deliveries,
             });
         }
-        let (slot_subscribers, slot_keys, slot_taken, slot_holders) = super::keys::columns(&taken);
+        let (slot_subscribers, slot_keys, slot_taken) = super::keys::columns(&taken);
         tx.execute(
             insert,
             &[
@@ -395,7 +395,6 @@ async fn write_events<S: ?Sized + ToStatement + Sync>(
                 &slot_subscribers,
                 &slot_keys,
                 &slot_taken,
-                &slot_holders,
             ],
         )
         .await?;

@@ -104,23 +104,25 @@ pub(crate) async fn finish_batch(
         Breakers::new(rows::breakers(&read_breakers)?),
         policy,
     );
-    write_deliveries(tx, &read_rows, &mut planned).await?;
+    // The slots the ends free are handed on in the same round trip as the
+    // ends are written: should a fenced write find its lease moved, the
+    // whole transaction is abandoned, the hand-on with it.
+    let freed = std::mem::take(&mut planned.freed);
+    let hand_on = async {
+        match batch.iter().map(|f| f.ended_at).max() {
+            Some(now) => Ok::<_, Abort>(super::keys::free(tx, &freed, now).await?),
+            None => Ok(0),
+        }
+    };
+    tokio::try_join!(write_deliveries(tx, &read_rows, &mut planned), hand_on)?;
     let Planned {
         breakers,
         mut results,
         closed,
         resolved,
         emits,
-        freed,
         ..
     } = planned;
-    // After the fenced writes: each freed slot goes to the next queued.
-    // Idle workers everywhere are woken for the ones promoted.
-    if let Some(now) = batch.iter().map(|f| f.ended_at).max() {
-        if super::keys::free(tx, &freed, now).await? > 0 {
-            super::listen::notify(tx).await?;
-        }
-    }
     // After the fenced writes went through: a finish whose lease moved
     // aborts the whole method before any of its emits is written.
     for (i, f) in emits {

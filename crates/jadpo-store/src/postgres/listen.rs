@@ -33,7 +33,7 @@ use tokio_postgres::AsyncMessage;
 /// names the same channel as the store, whatever its `search_path` looks
 /// like. A channel name is at most 63 bytes, so a long schema name is
 /// hashed.
-macro_rules! channel {
+macro_rules! wake_channel {
     () => {
         "(SELECT CASE WHEN octet_length(n.nspname) <= 53 THEN 'jadpo_due_' || n.nspname \
                  ELSE 'jadpo_due_' || md5(n.nspname) END \
@@ -42,11 +42,13 @@ macro_rules! channel {
     };
 }
 
+pub(crate) use wake_channel;
+
 /// Queues the schema's notification, sent if and when the transaction
 /// commits.
-pub(crate) const NOTIFY: &str = concat!("SELECT pg_notify(", channel!(), ", '')");
+pub(crate) const NOTIFY: &str = concat!("SELECT pg_notify(", wake_channel!(), ", '')");
 
-const CHANNEL: &str = concat!("SELECT ", channel!());
+const CHANNEL: &str = concat!("SELECT ", wake_channel!());
 
 /// A listening connection only receives, so a peer that vanished without
 /// closing it (a half-open TCP connection) would look alive forever: every

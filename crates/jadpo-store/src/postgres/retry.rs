@@ -52,7 +52,7 @@ pub(crate) async fn retry(
             let slots = taken
                 .get_mut(&(d.subscriber.clone(), key.as_str().to_owned()))
                 .expect("every key was locked");
-            if !slots.take(rule, id.0) {
+            if !slots.take(rule) {
                 d.queue(now);
             }
         }
@@ -105,8 +105,6 @@ pub(crate) async fn skip(
         writes.push(d, *token);
     }
     writes.write(tx).await?;
-    if super::keys::free(tx, &freed, now).await? > 0 {
-        super::listen::notify(tx).await?;
-    }
+    super::keys::free(tx, &freed, now).await?;
     Ok(skipped)
 }

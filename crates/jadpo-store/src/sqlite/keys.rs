@@ -9,23 +9,23 @@ use jadpo_core::{Delivery, DeliveryId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// `d`, written as due (its emit, or an operator's retry that takes a
-/// slot again), takes a slot of its key and becomes its holder, or, when
-/// the key has none free, is queued. One statement when it takes one:
-/// the upsert counts it and names it, and says whether it did. Nothing for
-/// a delivery without an ordered key.
+/// slot again), takes a slot of its key, or, when the key has none free,
+/// is queued. One statement when it takes one: the upsert counts it, and
+/// returns a row only if it did (a full key's row is left as it is).
+/// Nothing for a delivery without an ordered key.
 pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(), Abort> {
     let (Some(rule), Some(key)) = (d.key_rule, &d.key) else {
         return Ok(());
     };
-    let took: bool = c
+    let took = c
         .prepare_cached(
-            "INSERT INTO jadpo_keys (subscriber, delivery_key, taken, holder) VALUES (?1, ?2, 1, ?3) \
-             ON CONFLICT (subscriber, delivery_key) DO UPDATE SET \
-                 taken = taken + (taken < ?4), \
-                 holder = CASE WHEN taken < ?4 THEN ?3 ELSE holder END \
-             RETURNING holder IS ?3",
+            "INSERT INTO jadpo_keys (subscriber, delivery_key, taken) VALUES (?1, ?2, 1) \
+             ON CONFLICT (subscriber, delivery_key) DO UPDATE SET taken = taken + 1 WHERE taken < ?3 \
+             RETURNING 1",
         )?
-        .query_row(params![d.subscriber, key.as_str(), d.id.0, rule.slots()], |r| r.get(0))?;
+        .query_row(params![d.subscriber, key.as_str(), rule.slots()], |_| Ok(()))
+        .optional()?
+        .is_some();
     if !took {
         d.queue(now);
         c.prepare_cached("UPDATE jadpo_deliveries SET state = 'queued', updated_at = ?2 WHERE id = ?1")?
@@ -34,27 +34,29 @@ pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(
     Ok(())
 }
 
-/// `d` took a slot of its key last: what the key's queued deliveries now
-/// wait for.
-fn held_by(c: &Connection, d: &Delivery) -> Result<(), Abort> {
-    if let Some(key) = &d.key {
-        c.prepare_cached("UPDATE jadpo_keys SET holder = ?3 WHERE subscriber = ?1 AND delivery_key = ?2")?
-            .execute(params![d.subscriber, key.as_str(), d.id.0])?;
-    }
-    Ok(())
-}
-
-/// What the queued delivery `id` waits for: its key's holder.
+/// What the queued delivery `id` waits for: the delivery of its key that
+/// took a slot last, read from the deliveries as PostgreSQL's `WAITS_FOR`
+/// does (the live delivery of the key just before its first queued one,
+/// else its latest live one), through `jadpo_deliveries_key`.
 pub(crate) fn waits_for(c: &Connection, id: DeliveryId) -> Result<Option<DeliveryId>, Abort> {
-    let holder: Option<Option<i64>> = c
-        .prepare_cached(
-            "SELECT k.holder FROM jadpo_deliveries d JOIN jadpo_keys k \
-             ON k.subscriber = d.subscriber AND k.delivery_key = d.delivery_key \
-             WHERE d.id = ?1 AND d.state = 'queued'",
-        )?
-        .query_row([id.0], |r| r.get(0))
-        .optional()?;
-    Ok(holder.flatten().map(DeliveryId))
+    let live = "(d.state IN ('due', 'running', 'held') \
+        OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))";
+    let sql = format!(
+        "WITH me AS (SELECT subscriber, delivery_key FROM jadpo_deliveries WHERE id = ?1 AND state = 'queued'), \
+         head AS (SELECT min(q.id) AS id FROM me JOIN jadpo_deliveries q \
+             ON q.state = 'queued' AND q.subscriber = me.subscriber AND q.delivery_key = me.delivery_key) \
+         SELECT id FROM ( \
+             SELECT * FROM (SELECT d.id FROM me, head, jadpo_deliveries d \
+                 WHERE d.delivery_key = me.delivery_key AND d.id < head.id AND d.subscriber = me.subscriber \
+                 AND {live} ORDER BY d.id DESC LIMIT 1) \
+             UNION ALL \
+             SELECT * FROM (SELECT d.id FROM me, jadpo_deliveries d \
+                 WHERE d.delivery_key = me.delivery_key AND d.subscriber = me.subscriber \
+                 AND {live} ORDER BY d.id DESC LIMIT 1)) \
+         LIMIT 1"
+    );
+    let holder: Option<i64> = c.prepare_cached(&sql)?.query_row([id.0], |r| r.get(0)).optional()?;
+    Ok(holder.map(DeliveryId))
 }
 
 /// `d` gave up its key's slot: the key's queued delivery with the lowest
@@ -78,7 +80,6 @@ pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<Optio
             .delivery;
         promoted.promote(now);
         super::writes::update(c, &promoted, None, None, None)?;
-        held_by(c, &promoted)?;
         return Ok(Some(promoted.id));
     }
     let freed = c
