@@ -12,18 +12,27 @@ use jadpo_store::ScheduleStore;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// A button's post: its CSRF token checked, then its delivery's id read.
+fn posted<S: ScheduleStore>(
+    c: &ConsoleState<S>,
+    form: &BTreeMap<String, String>,
+    id: &str,
+) -> Result<jadpo_core::DeliveryId, Box<Response>> {
+    if !c.csrf_ok(form.get("csrf")) {
+        return Err(Box::new(csrf_refused()));
+    }
+    parse_id(id).map_err(|r| Box::new(r.into_response()))
+}
+
 /// The *Retry* button: a fresh budget, due now, as `jadpo retry ID`.
 pub(crate) async fn retry_one<S: ScheduleStore>(
     State(c): State<ConsoleState<S>>,
     Path(id): Path<String>,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {
-    if !c.csrf_ok(form.get("csrf")) {
-        return csrf_refused();
-    }
-    let id = match parse_id(&id) {
+    let id = match posted(&c, &form, &id) {
         Ok(id) => id,
-        Err(r) => return r.into_response(),
+        Err(refused) => return *refused,
     };
     let notice = match c.jadpo.retry(&[id], Duration::ZERO).await {
         Ok(done) if done.contains(&id) => "Retried: due now, with a fresh budget.".to_owned(),
@@ -40,12 +49,9 @@ pub(crate) async fn skip_one<S: ScheduleStore>(
     Path(id): Path<String>,
     Form(form): Form<BTreeMap<String, String>>,
 ) -> Response {
-    if !c.csrf_ok(form.get("csrf")) {
-        return csrf_refused();
-    }
-    let id = match parse_id(&id) {
+    let id = match posted(&c, &form, &id) {
         Ok(id) => id,
-        Err(r) => return r.into_response(),
+        Err(refused) => return *refused,
     };
     let by = form
         .get("by")
