@@ -1281,3 +1281,66 @@ async fn a_key_is_looked_up_in_its_table_and_pruned_with_its_delivery() {
     assert_eq!(pruned, 4_000);
     assert_eq!(count("SELECT count(*) FROM jadpo_delivery_keys").await, 0);
 }
+
+/// What a queued delivery waits for is read from the deliveries: down the
+/// key's deliveries from its first queued one, one index entry at a time,
+/// never by reading the key's whole history or its whole queue (here 200
+/// finished before the holder and 799 queued behind it), whatever the
+/// statistics say (one key is every row here, where a plan left to them
+/// would read the tables whole).
+#[tokio::test]
+async fn what_a_queued_delivery_waits_for_is_read_through_the_keys_indexes() {
+    use jadpo_core::key::{Key, KeyValue, Keyed};
+    use jadpo_core::key_rule::KeyRule;
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    let keyed = Keyed {
+        key: Key::new(KeyValue::Str("hot")).unwrap(),
+        rule: Some(KeyRule::Fifo),
+    };
+    let events: Vec<NewEvent> = (0..1_000)
+        .map(|i| NewEvent {
+            name: "E".into(),
+            payload: format!("{{\"n\":{i}}}"),
+            subscribers: vec!["log".into()],
+            idempotency_key: None,
+            trace: None,
+            keys: [("log".to_string(), keyed.clone())].into(),
+        })
+        .collect();
+    let ids: Vec<jadpo_core::DeliveryId> = store
+        .emit(&events, at(0))
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| e.deliveries)
+        .collect();
+    for t in 1..=200 {
+        let r = claim(&store, "w", t, 10).await;
+        assert_eq!(r.claimed.len(), 1, "one of the key at a time");
+        store
+            .finish(&finish_of(&r.claimed[0], Outcome::Succeeded, t))
+            .await
+            .unwrap();
+    }
+    schema.client().await.batch_execute("ANALYZE").await.unwrap();
+    let holder = ids[200];
+    for asking in [ids[201], ids[999]] {
+        assert_eq!(store.waits_for(asking).await.unwrap(), Some(holder));
+    }
+    // Down from the first queued one (201), and from the top.
+    for below in [ids[201], jadpo_core::DeliveryId(i64::MAX)] {
+        let plan = store.explain_waits_for("log", "hot", below).await.unwrap();
+        for mode in plan.split("-- ").filter(|m| !m.is_empty()) {
+            assert!(
+                mode.contains("Index Only Scan Backward using jadpo_delivery_keys_pkey"),
+                "{mode}"
+            );
+            assert!(mode.contains("Index Scan using jadpo_deliveries_pkey"), "{mode}");
+            assert!(!mode.contains("Seq Scan") && !mode.contains("Sort"), "{mode}");
+        }
+    }
+    assert_eq!(store.waits_for(holder).await.unwrap(), None, "not queued");
+}

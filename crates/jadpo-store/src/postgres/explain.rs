@@ -31,6 +31,27 @@ impl PgStore {
         Ok(plan)
     }
 
+    /// The plan of the walk that finds what a queued delivery waits for
+    /// (`deliveries show`): subscriber `subscriber`'s live delivery of key
+    /// `key` below `below`, as it runs now, both as planned for these
+    /// values and generic: to check that it steps down the key's index, not
+    /// the key's whole history.
+    pub async fn explain_waits_for(
+        &self,
+        subscriber: &str,
+        key: &str,
+        below: DeliveryId,
+    ) -> Result<String, StoreError> {
+        let sql = format!("EXPLAIN (ANALYZE, COSTS OFF) {}", super::keys::WALK_DOWN);
+        let mut client = self.connection().await?;
+        let tx = client.transaction().await.map_err(db_failed)?;
+        let plan = explain_both(&tx, &sql, &[&subscriber, &key, &below.0, &100_000i32])
+            .await
+            .map_err(explain_failed)?;
+        tx.rollback().await.map_err(db_failed)?;
+        Ok(plan)
+    }
+
     /// The plan of listing deliveries by `filter`, as it runs now, both
     /// as planned for these values and generic: to check that a filter
     /// reads its index and stops at its limit.

@@ -29,37 +29,40 @@ UPDATE jadpo_keys AS k SET taken = u.taken
 FROM unnest($1::text[], $2::text[], $3::int[]) AS u(subscriber, delivery_key, taken)
 WHERE k.subscriber = u.subscriber AND k.delivery_key = u.delivery_key";
 
-/// What the queued delivery `$1` waits for: the delivery of its key that
-/// took a slot last, read from the deliveries rather than kept on the
-/// key's row (keeping it cost every hand-on a rewrite of the row). Slots
-/// are handed on in id order, so that is the live delivery of the key
-/// (one holding a slot: due, running, held, or a `strict` one failed or
-/// parked and not skipped) just before the key's first queued one; when
-/// none is before it (an operator's retry queued an old delivery first in
-/// line), the key's latest live one. The key's deliveries are walked by id
-/// through `jadpo_delivery_keys`, from the first queued one down: past
-/// finished ones only, since every later one is queued.
-const WAITS_FOR: &str = "
-WITH me AS (
-    SELECT subscriber, delivery_key FROM jadpo_deliveries WHERE id = $1 AND state = 'queued'
-), head AS (
-    SELECT min(q.id) AS id FROM me JOIN jadpo_deliveries AS q
-        ON q.state = 'queued' AND q.subscriber = me.subscriber AND q.delivery_key = me.delivery_key
+/// The queued delivery `$1`'s subscriber and key, and its key's first
+/// queued delivery (through `jadpo_deliveries_queued`).
+const QUEUED_HEAD: &str = "
+SELECT d.subscriber, d.delivery_key,
+    (SELECT q.id FROM jadpo_deliveries AS q
+     WHERE q.state = 'queued' AND q.subscriber = d.subscriber AND q.delivery_key = d.delivery_key
+     ORDER BY q.id LIMIT 1)
+FROM jadpo_deliveries AS d WHERE d.id = $1 AND d.state = 'queued'";
+
+/// The most deliveries of one key a walk of [`WALK_DOWN`] steps past.
+const MAX_WALK: i32 = 100_000;
+
+/// Subscriber `$1`'s live delivery of key `$2` (one holding a slot: due,
+/// running, held, or a `strict` one failed or parked and not skipped) with
+/// the highest id below `$3`. The key's deliveries are walked down one at a
+/// time through `jadpo_delivery_keys` (each step the index's next entry
+/// below, a `max` the planner answers from the index alone, then the
+/// delivery by its id), stopping at the first live one: whatever the
+/// table's statistics, it never reads the key's whole history.
+pub(super) const WALK_DOWN: &str = "
+WITH RECURSIVE walk (id, live, steps) AS (
+    SELECT $3::bigint, false, 0
+    UNION ALL
+    SELECT n.id,
+        EXISTS (SELECT 1 FROM jadpo_deliveries AS d
+                WHERE d.id = n.id AND d.subscriber = $1
+                  AND (d.state IN ('due', 'running', 'held')
+                       OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))),
+        walk.steps + 1
+    FROM walk, LATERAL (SELECT max(k.delivery_id) AS id FROM jadpo_delivery_keys AS k
+                        WHERE k.delivery_key = $2 AND k.delivery_id < walk.id) AS n
+    WHERE NOT walk.live AND n.id IS NOT NULL AND walk.steps < $4
 )
-(SELECT k.delivery_id FROM me, head, jadpo_delivery_keys AS k
- JOIN jadpo_deliveries AS d ON d.id = k.delivery_id
- WHERE k.delivery_key = me.delivery_key AND k.delivery_id < head.id AND d.subscriber = me.subscriber
-   AND (d.state IN ('due', 'running', 'held')
-        OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))
- ORDER BY k.delivery_id DESC LIMIT 1)
-UNION ALL
-(SELECT k.delivery_id FROM me, jadpo_delivery_keys AS k
- JOIN jadpo_deliveries AS d ON d.id = k.delivery_id
- WHERE k.delivery_key = me.delivery_key AND d.subscriber = me.subscriber
-   AND (d.state IN ('due', 'running', 'held')
-        OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))
- ORDER BY k.delivery_id DESC LIMIT 1)
-LIMIT 1";
+SELECT id FROM walk WHERE live LIMIT 1";
 
 /// Locks the rows of keys whose slots were freed, in order, before
 /// `HAND_ON` reads who waits: its snapshot then sees every emit that
@@ -165,9 +168,22 @@ pub(super) async fn waits_for(
     tx: &Transaction<'_>,
     id: jadpo_core::DeliveryId,
 ) -> Result<Option<jadpo_core::DeliveryId>, tokio_postgres::Error> {
-    let stmt = tx.prepare_cached(WAITS_FOR).await?;
-    let holder: Option<Option<i64>> = tx.query_opt(&stmt, &[&id.0]).await?.map(|r| r.try_get(0)).transpose()?;
-    Ok(holder.flatten().map(jadpo_core::DeliveryId))
+    let head = tx.prepare_cached(QUEUED_HEAD).await?;
+    let Some(row) = tx.query_opt(&head, &[&id.0]).await? else {
+        return Ok(None);
+    };
+    let (subscriber, key, first): (String, String, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    let walk = tx.prepare_cached(WALK_DOWN).await?;
+    // Slots are handed on in id order, so the key's holder is its live
+    // delivery just before its first queued one; when none is before it
+    // (an operator's retry put an old delivery first in line), the key's
+    // latest live one.
+    for below in [first, i64::MAX] {
+        if let Some(r) = tx.query_opt(&walk, &[&subscriber, &key, &below, &MAX_WALK]).await? {
+            return Ok(Some(jadpo_core::DeliveryId(r.try_get(0)?)));
+        }
+    }
+    Ok(None)
 }
 
 /// Hands each freed slot on (one entry per slot freed, a key as often as
