@@ -103,6 +103,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ),
     ("jadpo deliveries", Exit(0)),
     ("jadpo deliveries show ID", Skip("ID is a placeholder")),
+    ("jadpo deliveries skip ID", Skip("ID is a placeholder")),
     ("jadpo breakers", Exit(0)),
     ("jadpo retry --state failed", Exit(0)),
     ("jadpo demo --help", Exit(0)),

@@ -100,8 +100,8 @@ pub(crate) fn parse_spread(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A delivery not retried, and why.
-struct Skipped {
+/// A delivery not retried, and why (the JSON's `skipped` list).
+struct NotRetried {
     id: DeliveryId,
     state: Option<DeliveryState>,
     reason: String,
@@ -120,8 +120,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
     })
 }
 
-fn not_retryable(d: &Delivery) -> Skipped {
-    Skipped {
+fn not_retryable(d: &Delivery) -> NotRetried {
+    NotRetried {
         id: d.id,
         state: Some(d.state),
         reason: format!("is {}: only failed and parked deliveries are retried", d.state),
@@ -188,7 +188,7 @@ async fn matching<S: Store>(
 }
 
 async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args) -> Result<ExitCode, CliError> {
-    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut skipped: Vec<NotRetried> = Vec::new();
     let mut candidates: Vec<Delivery> = Vec::new();
     let mut more = false;
     let by_id = args.state.is_none();
@@ -199,7 +199,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
                 continue;
             }
             match store.delivery(id).await.map_err(CliError::store)? {
-                None => skipped.push(Skipped {
+                None => skipped.push(NotRetried {
                     id,
                     state: None,
                     reason: "no such delivery".into(),
@@ -231,7 +231,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
             let done = jadpo.retry(&ids, args.spread).await.map_err(CliError::store)?;
             let done_set: BTreeSet<DeliveryId> = done.iter().copied().collect();
             for d in chunk.iter().filter(|d| !done_set.contains(&d.id)) {
-                skipped.push(Skipped {
+                skipped.push(NotRetried {
                     id: d.id,
                     state: None,
                     reason: "changed state meanwhile: not retried".into(),
@@ -253,7 +253,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
 }
 
 /// `more`: a `--state` retry stopped at `--limit` with more matching.
-fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryId], skipped: &[Skipped]) {
+fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryId], skipped: &[NotRetried]) {
     let stopped = format!("(stopped at --limit {}; run again for more)\n", args.limit);
     if args.json {
         output::print_json(&report_json(args, retried, skipped));
@@ -273,7 +273,7 @@ fn report(args: &Args, candidates: &[Delivery], more: bool, retried: &[DeliveryI
     output::print(&out);
 }
 
-fn report_json(args: &Args, retried: &[DeliveryId], skipped: &[Skipped]) -> serde_json::Value {
+fn report_json(args: &Args, retried: &[DeliveryId], skipped: &[NotRetried]) -> serde_json::Value {
     let skipped: Vec<_> = skipped
         .iter()
         .map(|s| json!({"id": s.id.0, "state": s.state.map(|s| s.as_str()), "reason": s.reason}))
@@ -288,7 +288,7 @@ fn report_json(args: &Args, retried: &[DeliveryId], skipped: &[Skipped]) -> serd
 
 /// The line saying what was (or in a dry run, would be) retried, after the
 /// dry run's table of candidates; empty when all were skipped.
-fn outcome_text(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped: &[Skipped]) -> String {
+fn outcome_text(args: &Args, candidates: &[Delivery], retried: &[DeliveryId], skipped: &[NotRetried]) -> String {
     let mut out = String::new();
     let n = retried.len();
     let plural = if n == 1 { "y" } else { "ies" };

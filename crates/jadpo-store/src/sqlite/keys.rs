@@ -34,28 +34,41 @@ pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(
     Ok(())
 }
 
+/// A delivery holding a slot of its key, aliased `d`.
+macro_rules! live {
+    () => {
+        "(d.state IN ('due', 'running', 'held') \
+         OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))"
+    };
+}
+
+/// See [`waits_for`].
+const WAITS_FOR: &str = concat!(
+    "WITH me AS (SELECT subscriber, delivery_key FROM jadpo_deliveries WHERE id = ?1 AND state = 'queued'), \
+     head AS (SELECT min(q.id) AS id FROM me JOIN jadpo_deliveries q \
+         ON q.state = 'queued' AND q.subscriber = me.subscriber AND q.delivery_key = me.delivery_key) \
+     SELECT id FROM ( \
+         SELECT * FROM (SELECT d.id FROM me, head, jadpo_deliveries d \
+             WHERE d.delivery_key = me.delivery_key AND d.id < head.id AND d.subscriber = me.subscriber AND ",
+    live!(),
+    " ORDER BY d.id DESC LIMIT 1) \
+         UNION ALL \
+         SELECT * FROM (SELECT d.id FROM me, jadpo_deliveries d \
+             WHERE d.delivery_key = me.delivery_key AND d.subscriber = me.subscriber AND ",
+    live!(),
+    " ORDER BY d.id DESC LIMIT 1)) \
+     LIMIT 1"
+);
+
 /// What the queued delivery `id` waits for: the delivery of its key that
 /// took a slot last, read from the deliveries as PostgreSQL's `WAITS_FOR`
 /// does (the live delivery of the key just before its first queued one,
 /// else its latest live one), through `jadpo_deliveries_key`.
 pub(crate) fn waits_for(c: &Connection, id: DeliveryId) -> Result<Option<DeliveryId>, Abort> {
-    let live = "(d.state IN ('due', 'running', 'held') \
-        OR (d.state IN ('failed', 'parked') AND d.key_rule = 'strict' AND d.skipped_at IS NULL))";
-    let sql = format!(
-        "WITH me AS (SELECT subscriber, delivery_key FROM jadpo_deliveries WHERE id = ?1 AND state = 'queued'), \
-         head AS (SELECT min(q.id) AS id FROM me JOIN jadpo_deliveries q \
-             ON q.state = 'queued' AND q.subscriber = me.subscriber AND q.delivery_key = me.delivery_key) \
-         SELECT id FROM ( \
-             SELECT * FROM (SELECT d.id FROM me, head, jadpo_deliveries d \
-                 WHERE d.delivery_key = me.delivery_key AND d.id < head.id AND d.subscriber = me.subscriber \
-                 AND {live} ORDER BY d.id DESC LIMIT 1) \
-             UNION ALL \
-             SELECT * FROM (SELECT d.id FROM me, jadpo_deliveries d \
-                 WHERE d.delivery_key = me.delivery_key AND d.subscriber = me.subscriber \
-                 AND {live} ORDER BY d.id DESC LIMIT 1)) \
-         LIMIT 1"
-    );
-    let holder: Option<i64> = c.prepare_cached(&sql)?.query_row([id.0], |r| r.get(0)).optional()?;
+    let holder: Option<i64> = c
+        .prepare_cached(WAITS_FOR)?
+        .query_row([id.0], |r| r.get(0))
+        .optional()?;
     Ok(holder.map(DeliveryId))
 }
 
