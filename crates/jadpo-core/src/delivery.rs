@@ -20,6 +20,21 @@ pub struct Held {
     pub since: Timestamp,
 }
 
+impl Held {
+    /// A hold lasts at least this long, the store's unit of time. A
+    /// delivery held behind a probe that answers within the same
+    /// millisecond was still held: the time it shows (and the release its
+    /// next attempt reports, [`Delivery::released_since_run`]) must not
+    /// round to nothing.
+    pub const SHORTEST: Duration = Duration::from_millis(1);
+
+    /// How long this hold has lasted at `now`, never under
+    /// [`Held::SHORTEST`].
+    pub fn length(&self, now: Timestamp) -> Duration {
+        now.since(self.since).max(Self::SHORTEST)
+    }
+}
+
 /// Why a due delivery did not start at its last claim: a connection's
 /// limit had no room (docs/decisions.md, "Connection limits"). Not an
 /// attempt and not a hold; cleared by the next claim that decides anything
@@ -141,7 +156,7 @@ impl Delivery {
 
     /// Time held so far, the hold in progress included.
     pub fn held_for_at(&self, now: Timestamp) -> Duration {
-        let current = self.held.as_ref().map_or(Duration::ZERO, |h| now.since(h.since));
+        let current = self.held.as_ref().map_or(Duration::ZERO, |h| h.length(now));
         self.held_for.saturating_add(current)
     }
 
@@ -337,6 +352,22 @@ mod tests {
         assert_eq!(d.due_at, at(400));
         assert_eq!(d.held_for, 2 * MINUTE + 300 * SECOND);
         assert!(d.held.is_none());
+    }
+
+    #[test]
+    fn a_hold_released_within_its_millisecond_still_counts_and_shows() {
+        // Held behind a probe that answered at once: the release reads as
+        // a release, and the time held is the store's smallest unit.
+        let mut d = Delivery::new(DeliveryId(1), EventId(1), "s", at(0));
+        d.state = DeliveryState::Held;
+        d.held = Some(Held {
+            connection: "payments".into(),
+            since: at(100),
+        });
+        assert_eq!(d.held_for_at(at(100)), Held::SHORTEST);
+        d.release(at(100));
+        assert_eq!(d.held_for, Duration::from_millis(1));
+        assert!(d.released_since_run());
     }
 
     #[test]

@@ -97,7 +97,10 @@ impl Checker {
             self.held.remove(&id);
             let s = self.shadow(id);
             let since = s.held_since.take().expect("a held shadow has its start");
-            s.held_for = s.held_for.saturating_add(now.since(since));
+            // A hold counts at least a millisecond, however soon it ended.
+            s.held_for = s
+                .held_for
+                .saturating_add(now.since(since).max(jadpo_core::Held::SHORTEST));
         }
         Ok(())
     }
