@@ -52,6 +52,26 @@ impl PgStore {
         Ok(plan)
     }
 
+    /// The plan of handing on the slots `freed` (subscriber, key) gave
+    /// up, as it runs now (its promotions rolled back), both as planned for
+    /// these values and generic: to check that a finish batch's thousand
+    /// keys cost a thousand lookups, not a comparison of every pair.
+    pub async fn explain_hand_on(&self, freed: &[(&str, &str)], now: Timestamp) -> Result<String, StoreError> {
+        let sql = format!("EXPLAIN (ANALYZE, COSTS OFF) {}", super::keys::HAND_ON);
+        let (subscribers, keys): (Vec<&str>, Vec<&str>) = freed.iter().copied().unzip();
+        let now = crate::codec::at_ms(now);
+        let mut client = self.connection().await?;
+        let tx = client.transaction().await.map_err(db_failed)?;
+        // A finish sends its hand-on in the transaction its writes pinned
+        // to nested loops: planned as it runs there.
+        tx.batch_execute(writes::PIN_JOINS).await.map_err(db_failed)?;
+        let plan = explain_both(&tx, &sql, &[&subscribers, &keys, &now])
+            .await
+            .map_err(explain_failed)?;
+        tx.rollback().await.map_err(db_failed)?;
+        Ok(plan)
+    }
+
     /// The plan of listing deliveries by `filter`, as it runs now, both
     /// as planned for these values and generic: to check that a filter
     /// reads its index and stops at its limit.

@@ -75,13 +75,18 @@ ORDER BY subscriber, delivery_key FOR UPDATE";
 /// Each freed slot goes to its key's queued delivery with the lowest id
 /// (`jadpo_deliveries_queued`), due now; a slot nobody waits for is given
 /// back to the key, and a key with none taken loses its row (each row is
-/// either updated or deleted: one statement cannot change a row twice). A
+/// either updated or deleted: one statement cannot change a row twice).
+/// What each key gives back is one aggregate over the slots freed and the
+/// deliveries promoted, never a join of the two: the planner, expecting
+/// ten rows from each array, joined them by nested loop, and at the
+/// thousand keys of a full finish batch that comparison of every pair was
+/// most of the statement (docs/performance.md). A
 /// key whose slot is handed on keeps its row as it is: its count does not
 /// change, and rewriting it would cost a quarter of the statement
 /// (docs/performance.md). When any was promoted, idle workers everywhere
 /// are woken from inside the statement, which saves the finish a round
 /// trip. Returns how many were promoted.
-const HAND_ON: &str = concat!(
+pub(super) const HAND_ON: &str = concat!(
     "
 WITH freed AS (
     SELECT s, key, count(*) AS n FROM unnest($1::text[], $2::text[]) AS u(s, key) GROUP BY s, key
@@ -94,12 +99,13 @@ WITH freed AS (
 ), promoted AS (
     UPDATE jadpo_deliveries AS d SET state = 'due', due_at = greatest(d.due_at, $3), updated_at = $3
     FROM next WHERE d.id = next.id
-    RETURNING d.id, d.subscriber, d.delivery_key
-), moved AS (
-    SELECT subscriber, delivery_key, count(*) AS m FROM promoted GROUP BY subscriber, delivery_key
+    RETURNING d.subscriber, d.delivery_key
 ), back AS (
-    SELECT freed.s, freed.key, freed.n - coalesce(moved.m, 0) AS n
-    FROM freed LEFT JOIN moved ON moved.subscriber = freed.s AND moved.delivery_key = freed.key
+    SELECT s, key, sum(n)::bigint AS n FROM (
+        SELECT s, key, n FROM freed
+        UNION ALL
+        SELECT subscriber, delivery_key, -1 FROM promoted
+    ) AS u GROUP BY s, key
 ), given_back AS (
     UPDATE jadpo_keys AS k SET taken = k.taken - back.n FROM back
     WHERE k.subscriber = back.s AND k.delivery_key = back.key AND back.n > 0 AND k.taken > back.n
