@@ -2,7 +2,9 @@
 //!
 //! A run hands its outcome over and frees its slot at once; the completer
 //! writes whatever has arrived, up to the batch limit, in one transaction
-//! (`finish_batch`) while the worker's next claim is in flight. When the
+//! (`finish_batch`) while the worker's next claim is in flight, with as
+//! many batches in flight as the store says it writes to advantage
+//! (`Store::finish_writers`): the next batch starts while one commits. When the
 //! store fails, it keeps trying each outcome while that delivery's lease
 //! lasts; after that the next claim takes the delivery over as
 //! `lease_expired`, as it would from a lost worker. The channel into it is
@@ -13,8 +15,10 @@ use crate::breakers_seen::{BreakerCache, PendingVerdicts};
 use crate::clock::SharedClock;
 use crate::liveness::{Liveness, Loop};
 use crate::log;
+use futures::stream::{FuturesUnordered, StreamExt};
 use jadpo_core::{Backoff, Outcome, Timestamp, Transition};
 use jadpo_store::{Finish, FinishReport, Store, StoreError};
+use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::{mpsc, Notify};
 
@@ -50,31 +54,24 @@ impl<S: Store> Completer<S> {
     /// Each finish arrives boxed: it passes through the channel and the
     /// batch, and a pointer moves where half a kilobyte would be copied.
     pub(crate) async fn run(self, mut rx: mpsc::Receiver<Box<Finish>>) {
-        let limit = self.batch.max(1);
-        let mut received = Vec::with_capacity(limit);
-        let mut batch = Vec::with_capacity(limit);
         let _alive = self.liveness.running(Loop::Completer);
-        // An idle completer beats while it waits, so silence means stuck.
-        let mut beat = tokio::time::interval(crate::liveness::BEAT);
-        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            self.liveness.beat(Loop::Completer);
-            tokio::select! {
-                n = rx.recv_many(&mut received, limit) => if n == 0 { break },
-                _ = beat.tick() => continue,
-            }
-            batch.extend(received.drain(..).map(|f| *f));
-            self.write(&mut batch).await;
-        }
+        batches(
+            &mut rx,
+            self.batch.max(1),
+            self.store.finish_writers().max(1),
+            |batch| self.write(batch.into_iter().map(|f| *f).collect()),
+            || self.liveness.beat(Loop::Completer),
+        )
+        .await;
     }
 
-    /// Writes the batch, leaving it empty.
-    async fn write(&self, batch: &mut Vec<Finish>) {
+    /// Writes the batch, or abandons what its leases no longer cover.
+    async fn write(&self, mut batch: Vec<Finish>) {
         // Writes failed in a row.
         let mut faults = 0u32;
         loop {
             self.liveness.beat(Loop::Completer);
-            match self.store.finish_batch(batch).await {
+            match self.store.finish_batch(&batch).await {
                 Ok(results) => {
                     // A retry written here may be due before the time an
                     // idle claim loop planned to look again (it asked the
@@ -137,6 +134,89 @@ impl<S: Store> Completer<S> {
                 tracing::warn!(delivery = f.id.0, subscriber, "delivery.lease_lost");
             }
             Err(e) => tracing::warn!(delivery = f.id.0, error = %e, "delivery.finish_abandoned"),
+        }
+    }
+}
+
+/// Takes what arrives on `rx`, at most `limit` at a time, and hands each
+/// batch to `write`, with at most `writers` writes in flight: while one
+/// commits, the next batch is taken and started. Returns once every sender
+/// is gone and every write has ended. `beat` is called at every turn, and
+/// every [`crate::liveness::BEAT`] while it waits, so silence means stuck.
+async fn batches<T, W: Future<Output = ()>>(
+    rx: &mut mpsc::Receiver<T>,
+    limit: usize,
+    writers: usize,
+    mut write: impl FnMut(Vec<T>) -> W,
+    beat: impl Fn(),
+) {
+    let mut received = Vec::with_capacity(limit);
+    let mut writing = FuturesUnordered::new();
+    let mut ticks = tokio::time::interval(crate::liveness::BEAT);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        beat();
+        tokio::select! {
+            n = rx.recv_many(&mut received, limit), if writing.len() < writers => {
+                if n == 0 {
+                    break;
+                }
+                writing.push(write(std::mem::replace(&mut received, Vec::with_capacity(limit))));
+            }
+            Some(()) = writing.next(), if !writing.is_empty() => {}
+            _ = ticks.tick() => {}
+        }
+    }
+    while writing.next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batches;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Mutex;
+    use tokio::sync::{mpsc, Semaphore};
+
+    /// The most writes seen in flight at once when batches of one arrive
+    /// faster than they are written, and every item written in the end.
+    async fn most_in_flight(writers: usize) -> (usize, Vec<u32>) {
+        let (tx, mut rx) = mpsc::channel(16);
+        for i in 0..10 {
+            tx.send(i).await.unwrap();
+        }
+        drop(tx);
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let written = Mutex::new(Vec::new());
+        // Writes wait here until the test has watched the first ones start.
+        let gate = Semaphore::new(0);
+        let write = |batch: Vec<u32>| {
+            let (now, most, written, gate) = (&now, &most, &written, &gate);
+            async move {
+                most.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
+                gate.acquire().await.unwrap().forget();
+                written.lock().unwrap().extend(batch);
+                now.fetch_sub(1, SeqCst);
+            }
+        };
+        let run = batches(&mut rx, 1, writers, write, || {});
+        let open = async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            gate.add_permits(100);
+        };
+        tokio::join!(run, open);
+        let mut written = written.into_inner().unwrap();
+        written.sort_unstable();
+        (most.load(SeqCst), written)
+    }
+
+    #[tokio::test]
+    async fn as_many_batches_are_in_flight_as_the_store_writes_at_once() {
+        for writers in [1, 2, 3] {
+            let (most, written) = most_in_flight(writers).await;
+            assert_eq!(most, writers, "{writers} writers");
+            assert_eq!(written, (0..10).collect::<Vec<_>>(), "everything received is written");
         }
     }
 }

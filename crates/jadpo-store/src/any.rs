@@ -172,6 +172,15 @@ impl Store for AnyStore {
         delegate!(self, s => s.finish_batch(batch))
     }
 
+    fn finish_writers(&self) -> usize {
+        match *self {
+            #[cfg(feature = "sqlite")]
+            AnyStore::Sqlite(ref s) => s.finish_writers(),
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(ref s) => s.finish_writers(),
+        }
+    }
+
     async fn sweep(&self, now: Timestamp, wake_lease: Duration) -> Result<SweepReport, StoreError> {
         delegate!(self, s => s.sweep(now, wake_lease))
     }

@@ -128,6 +128,16 @@ pub trait Store: Send + Sync + 'static {
         batch: &[Finish],
     ) -> impl Future<Output = Result<Vec<Result<FinishReport, StoreError>>, StoreError>> + Send;
 
+    /// How many finish batches a process should have in flight at once
+    /// (`finish_batch` on separate transactions). One where writes queue
+    /// for a single writer (SQLite, memory); more where each transaction
+    /// runs on a server connection of its own and the finish's statements,
+    /// run one after another on one connection, would otherwise bound the
+    /// drain (PostgreSQL, docs/decisions.md, "Finish batches in flight").
+    fn finish_writers(&self) -> usize {
+        1
+    }
+
     /// The tick's sweep.
     fn sweep(
         &self,

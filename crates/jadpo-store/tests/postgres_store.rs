@@ -1393,3 +1393,22 @@ async fn a_thousand_keys_handed_on_are_looked_up_one_by_one() {
         assert!(mode.contains("Index Only Scan using jadpo_deliveries_queued"), "{mode}");
     }
 }
+
+/// A process keeps two finish batches in flight on PostgreSQL (the next
+/// one starts while one commits), one when its pool is too small to spare
+/// the connections.
+#[tokio::test]
+async fn two_finish_batches_are_in_flight_when_the_pool_has_room() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Options::default()).await;
+    assert_eq!(store.finish_writers(), 2);
+    let small = schema
+        .store(Options {
+            pool_size: 2,
+            ..Options::default()
+        })
+        .await;
+    assert_eq!(small.finish_writers(), 1);
+}

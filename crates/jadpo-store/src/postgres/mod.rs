@@ -417,6 +417,18 @@ impl Store for PgStore {
         in_transaction!(self, |tx| finish::commit_handled(&tx, id, token, now).await)
     }
 
+    /// Two: measured on two cores, a second batch in flight drains `fifo`
+    /// keys 40 % faster and plain deliveries about 10 %; a third gave
+    /// nothing more (docs/performance.md). One when the pool is too small
+    /// to leave connections to the claim and the tick.
+    fn finish_writers(&self) -> usize {
+        if self.inner.pool.status().max_size >= 4 {
+            2
+        } else {
+            1
+        }
+    }
+
     async fn finish_batch(&self, batch: &[Finish]) -> Result<Vec<Result<FinishReport, StoreError>>, StoreError> {
         assert!(
             batch.len() <= MAX_BATCH,
