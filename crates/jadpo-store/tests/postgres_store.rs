@@ -1300,16 +1300,7 @@ async fn what_a_queued_delivery_waits_for_is_read_through_the_keys_indexes() {
         key: Key::new(KeyValue::Str("hot")).unwrap(),
         rule: Some(KeyRule::Fifo),
     };
-    let events: Vec<NewEvent> = (0..1_000)
-        .map(|i| NewEvent {
-            name: "E".into(),
-            payload: format!("{{\"n\":{i}}}"),
-            subscribers: vec!["log".into()],
-            idempotency_key: None,
-            trace: None,
-            keys: [("log".to_string(), keyed.clone())].into(),
-        })
-        .collect();
+    let events: Vec<NewEvent> = (0..1_000).map(|i| keyed_event(i, keyed.clone())).collect();
     let ids: Vec<jadpo_core::DeliveryId> = store
         .emit(&events, at(0))
         .await
@@ -1360,20 +1351,15 @@ async fn a_thousand_keys_handed_on_are_looked_up_one_by_one() {
     // Two deliveries of each key: one due, one queued behind it.
     let names: Vec<String> = (0..1_000).map(|k| format!("k{k}")).collect();
     let events: Vec<NewEvent> = (0..2_000)
-        .map(|i| NewEvent {
-            name: "E".into(),
-            payload: format!("{{\"n\":{i}}}"),
-            subscribers: vec!["log".into()],
-            idempotency_key: None,
-            trace: None,
-            keys: [(
-                "log".to_string(),
+        .map(|i| {
+            let key = Key::new(KeyValue::Str(&names[i % 1_000])).unwrap();
+            keyed_event(
+                i,
                 Keyed {
-                    key: Key::new(KeyValue::Str(&names[i % 1_000])).unwrap(),
+                    key,
                     rule: Some(KeyRule::Fifo),
                 },
-            )]
-            .into(),
+            )
         })
         .collect();
     store.emit(&events, at(0)).await.unwrap();
@@ -1411,4 +1397,16 @@ async fn two_finish_batches_are_in_flight_when_the_pool_has_room() {
         })
         .await;
     assert_eq!(small.finish_writers(), 1);
+}
+
+/// Event `i` for subscriber `log`, its delivery under `keyed`.
+fn keyed_event(i: usize, keyed: jadpo_core::key::Keyed) -> NewEvent {
+    NewEvent {
+        name: "E".into(),
+        payload: format!("{{\"n\":{i}}}"),
+        subscribers: vec!["log".into()],
+        idempotency_key: None,
+        trace: None,
+        keys: [("log".to_string(), keyed)].into(),
+    }
 }
