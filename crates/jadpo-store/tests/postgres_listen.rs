@@ -206,3 +206,44 @@ async fn the_listener_wakes_on_start_and_on_every_notification() {
     }
     listener.abort();
 }
+
+/// A finish that hands its key's slot on makes the next delivery of the
+/// key due: the idle workers of every process hear of it, once for the
+/// batch. A finish that hands nothing on sends nothing.
+#[tokio::test]
+async fn a_finish_that_hands_a_keys_slot_on_sends_one() {
+    use jadpo_core::key::{Key, KeyValue, Keyed};
+    use jadpo_core::key_rule::KeyRule;
+    let Some((schema, s)) = setup().await else { return };
+    // Two keys, two deliveries each: one due, one queued behind it.
+    let keyed: Vec<NewEvent> = events(4, &["log"])
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut e)| {
+            let key = Keyed {
+                key: Key::new(KeyValue::Int(i as i64 % 2)).unwrap(),
+                rule: Some(KeyRule::Fifo),
+            };
+            e.keys = [("log".to_string(), key)].into();
+            e
+        })
+        .collect();
+    s.emit(&keyed, at(0)).await.unwrap();
+    let mut heard = Heard::on(&schema, &s).await;
+
+    let first = conformance::claim(&s, 1, 10).await.claimed;
+    assert_eq!(first.len(), 2, "one of each key");
+    let batch: Vec<_> = first
+        .iter()
+        .map(|c| c.finish(Outcome::Succeeded, at(2), at(2)))
+        .collect();
+    s.finish_batch(&batch).await.unwrap();
+    assert_eq!(heard.since_last().await, 1, "both keys' next ones are due");
+
+    let second = conformance::claim(&s, 3, 10).await.claimed;
+    assert_eq!(second.len(), 2);
+    for c in &second {
+        conformance::finish(&s, c, Outcome::Succeeded, &[], 4).await.unwrap();
+    }
+    assert_eq!(heard.since_last().await, 0, "nothing left queued to hand on to");
+}

@@ -2,7 +2,8 @@
 //!
 //! A transaction that makes a delivery due now (an emit, also
 //! [`emit_in`](super::emit_in) in the caller's own transaction; an
-//! operator's retry; a release behind a closed breaker; a probe's wake-up)
+//! operator's retry; a release behind a closed breaker; a probe's wake-up;
+//! a finish that hands a key's slot on to its next delivery)
 //! sends one notification on its schema's channel with `pg_notify`.
 //! PostgreSQL delivers it only if that transaction commits, and folds the
 //! identical notifications of one transaction into one, so a transaction of
