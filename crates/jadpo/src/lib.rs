@@ -20,6 +20,13 @@
 //! [`Jadpo::prepare`] and write it with the store's own function, such as
 //! `jadpo_store::sqlite::emit_in` on your `rusqlite` transaction.
 //!
+//! Every error this crate returns ([`StartError`], [`EmitError`],
+//! [`SkipError`], [`RouteError`]) has a `code()`, the same stable code the
+//! command line and the HTTP API give (`event.invalid`,
+//! `event.idempotency_conflict`, `store.unavailable`, ...), and the error it
+//! wraps as its `source()`. They are `#[non_exhaustive]`: match the
+//! variants you handle and keep an arm for the rest.
+//!
 //! The features `sqlite` and `postgres` (both on by default) choose which
 //! stores, and which database drivers, are built: turn off the defaults
 //! and keep the one you use to compile only its driver.
@@ -57,6 +64,7 @@ use std::time::Duration;
 
 /// Why Jadpo could not start. Each has a stable code and says what to fix.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StartError {
     /// `app.unreadable`: the app file could not be read.
     Unreadable {
@@ -136,33 +144,59 @@ impl fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Store(e) => Some(e),
+            StartError::Clock(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Why an emit was refused.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum EmitError {
     /// Refused before the store: an unknown event, a payload that does not fit
     /// it or is too large, or a malformed idempotency key (`event.unknown`,
     /// `event.invalid`, `event.too_large`, `event.idempotency_key_invalid`).
     Event(EventError),
     /// The store refused it (an idempotency key used before with another
-    /// payload: `event.idempotency_conflict`) or could not write it.
+    /// payload: `event.idempotency_conflict`) or could not write it
+    /// (`store.unavailable`, or the schema's code when this build cannot
+    /// run on it).
     Store(StoreError),
+}
+
+impl EmitError {
+    /// The stable error code, the same the command line and the HTTP API
+    /// give for it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EmitError::Event(e) => e.code,
+            EmitError::Store(e) => e.code(),
+        }
+    }
 }
 
 impl fmt::Display for EmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EmitError::Event(e) => e.fmt(f),
-            EmitError::Store(e @ StoreError::IdempotencyConflict(_)) => {
-                write!(f, "error[event.idempotency_conflict]: {e}")
-            }
-            EmitError::Store(e) => write!(f, "error[store.unavailable]: {e}"),
+            EmitError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
         }
     }
 }
 
-impl std::error::Error for EmitError {}
+impl std::error::Error for EmitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EmitError::Event(e) => Some(e),
+            EmitError::Store(e) => Some(e),
+        }
+    }
+}
 
 type EnvFn = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 

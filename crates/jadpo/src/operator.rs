@@ -11,6 +11,7 @@ use std::time::Duration;
 
 /// Why a skip was refused.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SkipError {
     /// The name to record is not one (`skip.by_invalid`).
     By(OperatorNameInvalid),
@@ -18,16 +19,34 @@ pub enum SkipError {
     Store(StoreError),
 }
 
-impl fmt::Display for SkipError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl SkipError {
+    /// The stable error code, the same the command line and the HTTP API
+    /// give for it.
+    pub fn code(&self) -> &'static str {
         match self {
-            SkipError::By(e) => write!(f, "error[skip.by_invalid]: {e}: give 1 to 64 printable characters"),
-            SkipError::Store(e) => write!(f, "error[store.unavailable]: {e}"),
+            SkipError::By(_) => "skip.by_invalid",
+            SkipError::Store(e) => e.code(),
         }
     }
 }
 
-impl std::error::Error for SkipError {}
+impl fmt::Display for SkipError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipError::By(e) => write!(f, "error[{}]: {e}: give 1 to 64 printable characters", self.code()),
+            SkipError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+        }
+    }
+}
+
+impl std::error::Error for SkipError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SkipError::By(_) => None,
+            SkipError::Store(e) => Some(e),
+        }
+    }
+}
 
 impl<S: ScheduleStore> Jadpo<S> {
     /// An operator's retry of failed and parked deliveries: a fresh budget

@@ -27,6 +27,7 @@ pub enum RouteOutcome {
 
 /// Why a route's action did not run, or its success could not be kept.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RouteError {
     /// `route.unknown`: the app declares no route of that name.
     Unknown(String),
@@ -38,17 +39,36 @@ pub enum RouteError {
     Store(StoreError),
 }
 
-impl fmt::Display for RouteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RouteError {
+    /// The stable error code, as its message shows it.
+    pub fn code(&self) -> &'static str {
         match self {
-            RouteError::Unknown(name) => write!(f, "error[route.unknown]: the app declares no route `{name}`"),
-            RouteError::Input(e) => e.fmt(f),
-            RouteError::Store(e) => write!(f, "error[store.unavailable]: {e}"),
+            RouteError::Unknown(_) => "route.unknown",
+            RouteError::Input(e) => e.code,
+            RouteError::Store(e) => e.code(),
         }
     }
 }
 
-impl std::error::Error for RouteError {}
+impl fmt::Display for RouteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteError::Unknown(name) => write!(f, "error[{}]: the app declares no route `{name}`", self.code()),
+            RouteError::Input(e) => e.fmt(f),
+            RouteError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+        }
+    }
+}
+
+impl std::error::Error for RouteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RouteError::Unknown(_) => None,
+            RouteError::Input(e) => Some(e),
+            RouteError::Store(e) => Some(e),
+        }
+    }
+}
 
 impl<S: ScheduleStore> Jadpo<S> {
     /// Runs the route `name` for one request, under its `timeout:`: `path`

@@ -375,3 +375,48 @@ async fn an_emit_joins_the_current_tracing_spans_trace() {
     assert_eq!(kept.trace_id(), format!("{:032x}", caller.trace_id()));
     assert_eq!(kept.parent_id(), format!("{:016x}", caller.span_id()));
 }
+
+/// Every error the embedded API returns gives its stable code (the one
+/// its message shows), and the error it wraps as its source.
+#[tokio::test]
+async fn errors_give_their_codes_and_what_they_wrap() {
+    use std::error::Error;
+    let dir = tempfile::tempdir().unwrap();
+    let jadpo = builder()
+        .action("score", score())
+        .build(store(&dir).await)
+        .await
+        .unwrap();
+    let order = serde_json::json!({"order_id": "o-1", "total_cents": 5});
+    let cases = [
+        (jadpo.emit("Nope", &order).await.unwrap_err(), "event.unknown"),
+        (
+            jadpo
+                .emit("OrderPlaced", &serde_json::json!({"order_id": 5, "total_cents": 5}))
+                .await
+                .unwrap_err(),
+            "event.invalid",
+        ),
+    ];
+    for (e, code) in &cases {
+        assert_eq!(e.code(), *code, "{e}");
+        assert!(e.to_string().contains(&format!("error[{code}]")), "{e}");
+        assert!(e.source().is_some(), "{e}");
+    }
+    jadpo.emit_idempotent("OrderPlaced", &order, "k-1").await.unwrap();
+    let other = serde_json::json!({"order_id": "o-2", "total_cents": 5});
+    let e = jadpo.emit_idempotent("OrderPlaced", &other, "k-1").await.unwrap_err();
+    assert_eq!(e.code(), "event.idempotency_conflict", "{e}");
+    assert!(e.source().is_some_and(|s| s.is::<jadpo::store::StoreError>()), "{e}");
+
+    let e = jadpo.skip(&[jadpo::core::DeliveryId(1)], "").await.unwrap_err();
+    assert_eq!(e.code(), "skip.by_invalid", "{e}");
+    assert!(e.to_string().starts_with("error[skip.by_invalid]"), "{e}");
+
+    let e = jadpo
+        .run_route("nope", Default::default(), serde_json::Value::Null)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "route.unknown", "{e}");
+    assert!(e.source().is_none());
+}

@@ -231,6 +231,7 @@ async fn emit<S: ScheduleStore>(
         }
         Err(EmitError::Event(e)) => Err(event_refused(e)),
         Err(EmitError::Store(e)) => Err(ApiError::store(e)),
+        Err(e) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string())),
     }
 }
 
@@ -371,6 +372,7 @@ async fn skip<S: ScheduleStore>(State(api): State<ApiState<S>>, Path(id): Path<S
     let skipped = jadpo.skip(&[id], &by).await.map_err(|e| match e {
         jadpo::SkipError::Store(e) => ApiError::store(e),
         jadpo::SkipError::By(e) => query_invalid(format!("`by`: {e}")),
+        e => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
     })?;
     if !skipped.contains(&id) {
         let now = store

@@ -179,6 +179,7 @@ async fn run<S: ScheduleStore>(
             "route.not_found",
             "the app has no such route",
         )),
+        Err(e) => Ended::Refused(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string())),
     }
 }
 

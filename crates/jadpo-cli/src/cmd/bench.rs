@@ -413,6 +413,7 @@ async fn emit_chunk<S: ScheduleStore>(
     let out = jadpo.emit_many(&payloads).await.map_err(|e| match e {
         jadpo::EmitError::Store(e) => CliError::store(e),
         jadpo::EmitError::Event(e) => CliError::environment("bench.failed", e.to_string()),
+        e => CliError::environment(e.code(), e.to_string()),
     })?;
     finishes.emitted(
         out.iter().flat_map(|e| e.deliveries.iter().map(|d| d.0)),

@@ -144,6 +144,7 @@ async fn emit_in<S: ScheduleStore>(
             CliError::invalid("event.idempotency_conflict", e.to_string())
         }
         jadpo::EmitError::Store(e) => CliError::store(e),
+        e => CliError::environment(e.code(), e.to_string()),
     })?;
     let ids: Vec<i64> = emitted.deliveries.iter().map(|d| d.0).collect();
     let mut out = json!({

@@ -96,6 +96,7 @@ pub(crate) async fn skip<S: ScheduleStore + Clone>(
             let done = jadpo.skip(chunk, &by).await.map_err(|e| match e {
                 jadpo::SkipError::Store(e) => CliError::store(e),
                 jadpo::SkipError::By(e) => CliError::environment("cli.usage", e.to_string()),
+                e => CliError::environment(e.code(), e.to_string()),
             })?;
             for id in chunk.iter().filter(|id| !done.contains(id)) {
                 left.push(Left {

@@ -63,6 +63,7 @@ pub(crate) async fn skip_one<S: ScheduleStore>(
         Ok(_) => "Not skipped: only failed and parked deliveries not skipped yet are.".to_owned(),
         Err(jadpo::SkipError::By(e)) => format!("Not skipped: {e}."),
         Err(jadpo::SkipError::Store(e)) => return api_error(ApiError::store(e)),
+        Err(e) => format!("Not skipped: {e}."),
     };
     delivery_page(&c, id, Some(notice)).await
 }
