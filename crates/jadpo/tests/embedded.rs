@@ -96,11 +96,7 @@ async fn an_event_exists_if_and_only_if_your_transaction_commits() {
 #[tokio::test]
 async fn a_rust_actions_declared_failure_fails_the_delivery() {
     let dir = tempfile::tempdir().unwrap();
-    let jadpo = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let jadpo = scoring(&dir).await;
     let id = jadpo
         .emit(
             "OrderPlaced",
@@ -142,11 +138,7 @@ async fn start_up_refuses_what_would_fail_later() {
     let err = jadpo::builder().app_source("app.jadpo", "event {").err().unwrap();
     assert!(matches!(err, StartError::Invalid { .. }));
     // A payload that does not match its event.
-    let jadpo = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let jadpo = scoring(&dir).await;
     let err = jadpo
         .emit("OrderPlaced", &serde_json::json!({"order_id": 7, "total_cents": 1}))
         .await
@@ -224,11 +216,7 @@ subscriber receipts { on: PaymentReceived  run: send_receipt(event.email) }
 #[tokio::test]
 async fn a_time_scale_is_kept_by_the_store_and_followed_by_later_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let plain = scoring(&dir).await;
     assert_eq!(plain.clock().anchor(), None, "a new store runs on real time");
     let scaled = builder()
         .action("score", score())
@@ -238,11 +226,7 @@ async fn a_time_scale_is_kept_by_the_store_and_followed_by_later_starts() {
         .unwrap();
     let anchor = scaled.clock().anchor().expect("scaled");
     assert_eq!(anchor.scale, 600);
-    let later = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let later = scoring(&dir).await;
     assert_eq!(later.clock().anchor(), Some(anchor), "follows the store's clock");
     for b in [builder().time_scale(60), builder().real_time()] {
         let e = b.action("score", score()).build(store(&dir).await).await.err().unwrap();
@@ -270,11 +254,7 @@ async fn a_time_scale_is_kept_by_the_store_and_followed_by_later_starts() {
 #[tokio::test]
 async fn emit_idempotent_takes_the_keys_the_cli_and_http_take() {
     let dir = tempfile::tempdir().unwrap();
-    let jadpo = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let jadpo = scoring(&dir).await;
     let order = serde_json::json!({"order_id": "k", "total_cents": 5});
     for key in ["c d", "order-1001", "!~"] {
         assert!(
@@ -382,11 +362,7 @@ async fn an_emit_joins_the_current_tracing_spans_trace() {
 async fn errors_give_their_codes_and_what_they_wrap() {
     use std::error::Error;
     let dir = tempfile::tempdir().unwrap();
-    let jadpo = builder()
-        .action("score", score())
-        .build(store(&dir).await)
-        .await
-        .unwrap();
+    let jadpo = scoring(&dir).await;
     let order = serde_json::json!({"order_id": "o-1", "total_cents": 5});
     let cases = [
         (jadpo.emit("Nope", &order).await.unwrap_err(), "event.unknown"),
@@ -419,4 +395,13 @@ async fn errors_give_their_codes_and_what_they_wrap() {
         .unwrap_err();
     assert_eq!(e.code(), "route.unknown", "{e}");
     assert!(e.source().is_none());
+}
+
+/// The app above on a fresh store in `dir`, `score` supplied, not started.
+async fn scoring(dir: &tempfile::TempDir) -> jadpo::Jadpo<SqliteStore> {
+    builder()
+        .action("score", score())
+        .build(store(dir).await)
+        .await
+        .unwrap()
 }
