@@ -181,6 +181,27 @@ pub async fn a_lost_lease_keeps_the_key<S: Store>(s: &S) {
     assert_eq!(state(s, d[1]).await, DeliveryState::Queued);
 }
 
+/// A claim that ends a delivery instead of running it hands its key on,
+/// as a finish does: a `within:` spent while it waited (a long outage, a
+/// long queue), or a lost run whose handled record says it committed.
+pub async fn a_claim_that_ends_a_delivery_hands_its_key_on<S: Store>(s: &S) {
+    use DeliveryState::*;
+    let d = emit_keys(s, &["k", "k", "k"], KeyRule::Fifo, 0).await;
+    let r = claim(s, 3601, 10).await;
+    assert_eq!(r.gave_up, [d[0]], "`log` tries within an hour");
+    assert_eq!(states(s, &d).await, [Failed, Due, Queued], "the key moved on");
+    let e = emit_keys(s, &["j", "j"], KeyRule::Fifo, 3601).await;
+    let lost = claim(s, 3601, 10).await;
+    assert_eq!(lost.gave_up, [d[1]]);
+    assert_eq!(ids(&lost), [e[0]]);
+    let running = lost.claimed.iter().find(|c| c.delivery.id == e[0]).unwrap();
+    s.commit_handled(e[0], running.token(), at(3602)).await.unwrap();
+    let later = 3601 + LEASE.as_secs() as i64 + 1;
+    let r = claim_as(s, "w2", later, 10).await;
+    assert!(r.succeeded.contains(&e[0]), "committed, not run again: {r:?}");
+    assert_eq!(state(s, e[1]).await, Due, "the key moved on");
+}
+
 /// Retention deletes a `strict` key's failed delivery nobody retried:
 /// the key goes on with the next.
 pub async fn a_pruned_strict_failure_frees_its_key<S: Store>(s: &S) {

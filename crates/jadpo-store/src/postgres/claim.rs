@@ -136,7 +136,17 @@ pub(crate) async fn claim(tx: &Transaction<'_>, req: &ClaimRequest<'_>) -> Resul
         let (before, token) = &read[&d.id];
         writes.push_claimed(before, d, *token);
     }
+    // A delivery the claim ended (its budget spent, its run committed
+    // already, its subscriber gone) hands its key's slot on, as a finish's
+    // end does, after its own row is written.
+    let freed: Vec<(String, String)> = plan
+        .deliveries
+        .iter()
+        .filter(|d| d.gave_slot_up(&read[&d.id].0))
+        .filter_map(|d| Some((d.subscriber.clone(), d.key.as_ref()?.as_str().to_owned())))
+        .collect();
     writes.write(tx).await?;
+    super::keys::free(tx, &freed, req.now).await?;
     super::writes::write_breakers(tx, &plan.breakers).await?;
     super::limits::write(tx, &plan.limits).await?;
     Ok(plan.report)

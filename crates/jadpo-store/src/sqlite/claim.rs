@@ -127,6 +127,12 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     for d in &plan.deliveries {
         writes.claimed(&read[&d.id].0, d)?;
     }
+    // A delivery the claim ended (its budget spent, its run committed
+    // already, its subscriber gone) hands its key's slot on, as a finish's
+    // end does.
+    for d in &plan.deliveries {
+        super::keys::settle(c, &read[&d.id].0, d)?;
+    }
     super::writes::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;
     Ok(plan.report)
