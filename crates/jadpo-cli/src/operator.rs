@@ -61,22 +61,23 @@ pub(crate) fn start_error(e: StartError) -> CliError {
             "app.unreadable",
             format!("cannot read the app file {path}: {reason} (give another with --app FILE)"),
         ),
-        StartError::Invalid { .. } => CliError {
-            rendered: Some(format!("{e}\n(run `jadpo check` for details)")),
+        StartError::Invalid { rendered, count } => CliError {
+            rendered: Some(format!(
+                "{rendered}\nerror[app.invalid]: the app file has {count} error{}\n(run `jadpo check` for details)",
+                if count == 1 { "" } else { "s" }
+            )),
             ..CliError::invalid("app.invalid", "the app file has errors")
         },
         StartError::Store(s) => CliError::store(s),
-        // Its text has each error on a line of its own, each with its code
-        // already: printed as it is, not under the code a second time.
-        other => {
-            let rendered = other.to_string();
-            let prefix = format!("error[{}]: ", other.code());
-            let first = rendered.lines().next().unwrap_or_default();
+        // Every error on a line of its own, each under its own code.
+        StartError::Startup(errors) if errors.len() > 1 => {
+            let lines: Vec<String> = errors.iter().map(|e| format!("error[{}]: {e}", e.code)).collect();
             CliError {
-                rendered: Some(rendered.clone()),
-                ..CliError::environment(other.code(), first.strip_prefix(&prefix).unwrap_or(first))
+                rendered: Some(lines.join("\n")),
+                ..CliError::environment(errors[0].code, errors[0].message.clone())
             }
         }
+        other => CliError::environment(other.code(), other.to_string()),
     }
 }
 

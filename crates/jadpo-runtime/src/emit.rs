@@ -25,7 +25,7 @@ pub struct EventError {
 
 impl fmt::Display for EventError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.code, self.message)
+        f.write_str(&self.message)
     }
 }
 

@@ -1,20 +1,21 @@
 //! Jadpo inside your own program, end to end against SQLite:
 //!
 //! - the app declares the events, a connection and the subscribers;
-//! - one action's body is Rust code, registered by name;
+//! - one action's body is Rust code, registered by name, its arguments a
+//!   type of your own; the event is a type of your own too, and both are
+//!   checked against the app when Jadpo is built;
 //! - an order and its event are written in ONE transaction of your own
-//!   (the transactional outbox): the event exists if and only if the order
-//!   does;
+//!   connection (the transactional outbox): the event exists if and only
+//!   if the order does;
 //! - the workers and the tick run in your tokio runtime until every
 //!   delivery is done.
 //!
 //! Run it: `cargo run -p jadpo --example embedded`
 
 use jadpo::runtime::provider::{Behaviour, TestProvider};
-use jadpo::store::sqlite::{emit_in, SqliteStore};
+use jadpo::store::sqlite::SqliteStore;
 use jadpo::store::{DeliveryFilter, Store};
 use jadpo_core::{DeliveryState, Failure, FailureKind};
-use std::sync::Arc;
 use std::time::Duration;
 
 const APP: &str = r#"
@@ -34,6 +35,23 @@ subscriber ship_order { on: OrderPlaced  run: ship(event.order_id) }
 subscriber fraud_check { on: OrderPlaced  run: score_fraud(event.order_id, event.total_cents) }
 "#;
 
+/// The event, as a type of your own: checked against the app at `build()`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OrderPlaced {
+    order_id: String,
+    total_cents: i64,
+}
+
+impl jadpo::Event for OrderPlaced {
+    const NAME: &'static str = "OrderPlaced";
+}
+
+/// The arguments `score_fraud` declares, as a type of your own.
+#[derive(serde::Deserialize)]
+struct ScoreArgs {
+    total_cents: i64,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A local stand-in for the fulfilment provider.
@@ -42,54 +60,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = provider.url();
 
     let dir = std::env::temp_dir().join(format!("jadpo-embedded-{}", std::process::id()));
-    let store = SqliteStore::open(&format!("sqlite:{}", dir.join("jadpo.db").display())).await?;
+    let path = dir.join("jadpo.db");
+    let store = SqliteStore::open(&format!("sqlite:{}", path.display())).await?;
 
     let jadpo = jadpo::builder()
         .app_source("app.jadpo", APP)?
         .env(move |k| (k == "FULFILMENT_URL").then(|| url.clone()))
-        .action(
-            "score_fraud",
-            Arc::new(|args, _connections| {
-                Box::pin(async move {
-                    let total = args.args["total_cents"].as_i64().unwrap_or(0);
-                    if total > 1_000_000 {
-                        // A declared failure: the same input fails the same way.
-                        return Err(Failure::new("fraud.too_large", FailureKind::Rejected));
-                    }
-                    Ok(())
-                })
-            }),
-        )
-        .build(store.clone())
-        .await?;
-
-    // Your own table and your own transaction: the order and its event
-    // commit together or not at all.
-    let event = jadpo.prepare(
-        "OrderPlaced",
-        &serde_json::json!({"order_id": "o-1001", "total_cents": 4_200}),
-    )?;
-    let now = jadpo.clock().now();
-    store
-        .transaction(move |tx| -> Result<(), jadpo::store::StoreError> {
-            tx.execute_batch("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total_cents INTEGER)")
-                .map_err(|e| jadpo::store::StoreError::Unavailable(e.to_string()))?;
-            tx.execute("INSERT INTO orders VALUES ('o-1001', 4200)", [])
-                .map_err(|e| jadpo::store::StoreError::Unavailable(e.to_string()))?;
-            emit_in(tx, &[event], now)?;
+        .event::<OrderPlaced>()
+        .typed_action("score_fraud", |args: ScoreArgs, _connections| async move {
+            if args.total_cents > 1_000_000 {
+                // A declared failure: the same input fails the same way.
+                return Err(Failure::new("fraud.too_large", FailureKind::Rejected));
+            }
             Ok(())
         })
+        .build(store)
         .await?;
+
+    // Your own connection, table and transaction: the order and its event
+    // commit together or not at all, and the commit wakes the workers.
+    let mut db = rusqlite::Connection::open(&path)?;
+    db.busy_timeout(Duration::from_secs(5))?;
+    db.execute_batch("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total_cents INTEGER)")?;
+    let mut tx = db.transaction()?;
+    tx.execute("INSERT INTO orders VALUES ('o-1001', 4200)", [])?;
+    let order = OrderPlaced {
+        order_id: "o-1001".into(),
+        total_cents: 4_200,
+    };
+    jadpo.emit_event_in(&mut tx, &order)?;
+    tx.commit()?;
     // Or, without a transaction of your own:
     jadpo
-        .emit(
-            "OrderPlaced",
-            &serde_json::json!({"order_id": "o-1002", "total_cents": 2_000_000}),
-        )
+        .emit_event(&OrderPlaced {
+            order_id: "o-1002".into(),
+            total_cents: 2_000_000,
+        })
         .await?;
 
     let running = jadpo.start();
-    jadpo.wake();
     let store = jadpo.store().clone();
     for _ in 0..200 {
         let all = store.list(&DeliveryFilter::default()).await?;
@@ -117,4 +126,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Err(format!("expected 3 deliveries to succeed, {ok} did").into())
     }
+}
+
+/// `cargo test` runs the example to its end (`test = true` in Cargo.toml),
+/// so it is kept working.
+#[test]
+fn the_example_runs() {
+    main().expect("the example runs to its end");
 }

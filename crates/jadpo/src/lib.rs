@@ -24,8 +24,14 @@
 //! [`SkipError`], [`RouteError`]) has a `code()`, the same stable code the
 //! command line and the HTTP API give (`event.invalid`,
 //! `event.idempotency_conflict`, `store.unavailable`, ...), and the error it
-//! wraps as its `source()`. They are `#[non_exhaustive]`: match the
-//! variants you handle and keep an arm for the rest.
+//! wraps as its `source()`; their text says what happened and what to fix,
+//! without the code (print `error[{code}]: {text}` to show both, as the
+//! command line does). They are `#[non_exhaustive]`: match the variants you
+//! handle and keep an arm for the rest.
+//!
+//! Events and Rust actions can be types of your own ([`Event`],
+//! [`Jadpo::emit_event`], [`Builder::typed_action`]), checked against the
+//! app file by `build()` (docs/embedded.md).
 //!
 //! The features `sqlite` and `postgres` (both on by default) choose which
 //! stores, and which database drivers, are built: turn off the defaults
@@ -38,165 +44,33 @@ pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
+mod emit_in;
+mod errors;
 mod health;
 mod operator;
 mod options;
 mod route;
+mod typed;
+pub use emit_in::{EmitIn, OnCommit};
+pub use errors::{EmitError, StartError};
 pub use health::Unready;
 pub use jadpo_runtime::spans::Spans;
 pub use operator::SkipError;
 pub use options::EmitOptions;
 pub use route::{RouteError, RouteOutcome};
+pub use typed::{Event, TypeMismatch};
 
 use jadpo_core::clock::Wanted;
 use jadpo_lang::App;
 use jadpo_runtime::alerts::AlertRoute;
-use jadpo_runtime::clock::ClockError;
-use jadpo_runtime::connection::{Connections, Double, StartupError};
+use jadpo_runtime::connection::{Connections, Double};
 use jadpo_runtime::emit::{self, EventError};
 use jadpo_runtime::interpreter::{AppExecutor, RustAction};
 use jadpo_runtime::{Catalog, Engine, Running, SharedClock, TickConfig, WorkerConfig};
 use jadpo_store::{Emitted, NewEvent, ScheduleStore, StoreError};
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Why Jadpo could not start. Each has a stable code and says what to fix.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum StartError {
-    /// `app.unreadable`: the app file could not be read.
-    Unreadable {
-        /// The path as given.
-        path: String,
-        /// Why it could not be read, as the system says.
-        reason: String,
-    },
-    /// The app file has errors; `rendered` shows each with its source line.
-    Invalid {
-        /// Every error, each shown with its source line.
-        rendered: String,
-        /// How many errors.
-        count: usize,
-    },
-    /// A connection or action setting could not be resolved (missing
-    /// environment variable, bad URL); every one is listed.
-    Startup(Vec<StartupError>),
-    /// `action.unregistered`: an action declared with `uses` that a
-    /// subscriber or schedule runs has no Rust code.
-    Unregistered(Vec<String>),
-    /// `action.register_invalid`
-    Register(String),
-    /// The store could not be migrated: unreachable, or its schema and this
-    /// build do not go together (`store.schema_newer`,
-    /// `store.migration_contract`).
-    Store(StoreError),
-    /// `clock.scale_mismatch`, `clock.store_scaled`: the store keeps a
-    /// scaled clock this start cannot run on (docs/decisions.md, "One
-    /// scaled clock per store").
-    Clock(ClockError),
-}
-
-impl StartError {
-    /// The stable error code, as `error[...]` shows it (for `Startup`, the
-    /// first error's).
-    pub fn code(&self) -> &'static str {
-        match self {
-            StartError::Unreadable { .. } => "app.unreadable",
-            StartError::Invalid { .. } => "app.invalid",
-            StartError::Startup(e) => e.first().map_or("connection.invalid", |e| e.code),
-            StartError::Unregistered(_) => "action.unregistered",
-            StartError::Register(_) => "action.register_invalid",
-            StartError::Store(e) => e.code(),
-            StartError::Clock(e) => e.code(),
-        }
-    }
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Unreadable { path, reason } => {
-                write!(f, "error[app.unreadable]: cannot read the app file {path}: {reason}")
-            }
-            StartError::Invalid { rendered, count } => {
-                write!(
-                    f,
-                    "{rendered}\nerror[app.invalid]: the app file has {count} error{}",
-                    if *count == 1 { "" } else { "s" }
-                )
-            }
-            StartError::Startup(errors) => {
-                let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                f.write_str(&lines.join("\n"))
-            }
-            StartError::Unregistered(names) => write!(
-                f,
-                "error[action.unregistered]: no Rust code supplies {}: register {} with `Builder::action`",
-                names.join(", "),
-                if names.len() == 1 { "it" } else { "them" }
-            ),
-            StartError::Register(why) => write!(f, "error[action.register_invalid]: {why}"),
-            StartError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
-            StartError::Clock(e) => write!(f, "error[{}]: {e}", self.code()),
-        }
-    }
-}
-
-impl std::error::Error for StartError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StartError::Store(e) => Some(e),
-            StartError::Clock(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// Why an emit was refused.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum EmitError {
-    /// Refused before the store: an unknown event, a payload that does not fit
-    /// it or is too large, or a malformed idempotency key (`event.unknown`,
-    /// `event.invalid`, `event.too_large`, `event.idempotency_key_invalid`).
-    Event(EventError),
-    /// The store refused it (an idempotency key used before with another
-    /// payload: `event.idempotency_conflict`) or could not write it
-    /// (`store.unavailable`, or the schema's code when this build cannot
-    /// run on it).
-    Store(StoreError),
-}
-
-impl EmitError {
-    /// The stable error code, the same the command line and the HTTP API
-    /// give for it.
-    pub fn code(&self) -> &'static str {
-        match self {
-            EmitError::Event(e) => e.code,
-            EmitError::Store(e) => e.code(),
-        }
-    }
-}
-
-impl fmt::Display for EmitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EmitError::Event(e) => e.fmt(f),
-            EmitError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
-        }
-    }
-}
-
-impl std::error::Error for EmitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            EmitError::Event(e) => Some(e),
-            EmitError::Store(e) => Some(e),
-        }
-    }
-}
 
 type EnvFn = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
@@ -216,8 +90,14 @@ pub struct Builder {
     tick: TickConfig,
     doubles: Vec<(String, Double)>,
     actions: Vec<(String, RustAction)>,
+    /// The typed events' and actions' checks against the app, run by
+    /// [`Builder::ready`].
+    checks: Vec<TypeCheck>,
     spans: Spans,
 }
+
+/// A Rust type's check against the app it is built with.
+type TypeCheck = Box<dyn FnOnce(&App) -> Result<(), StartError> + Send>;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -229,6 +109,7 @@ impl Default for Builder {
             tick: TickConfig::default(),
             doubles: Vec::new(),
             actions: Vec::new(),
+            checks: Vec::new(),
             spans: Spans::off(),
         }
     }
@@ -383,6 +264,9 @@ impl Builder {
         if !missing.is_empty() {
             return Err(StartError::Unregistered(missing));
         }
+        for check in self.checks {
+            check(&app)?;
+        }
         Ok(Ready {
             app,
             executor,
@@ -535,6 +419,13 @@ impl<S: ScheduleStore> Jadpo<S> {
         })
     }
 
+    /// Emits one event of a Rust type now, in its own transaction: its
+    /// JSON is checked as [`Jadpo::emit`] checks a payload.
+    /// [`Builder::event`] checks the type against the app at `build()`.
+    pub async fn emit_event<E: Event>(&self, event: &E) -> Result<Emitted, EmitError> {
+        self.emit(E::NAME, &typed::to_payload(event)?).await
+    }
+
     /// Checks and emits one event now, in its own transaction.
     pub async fn emit(&self, event: &str, payload: &serde_json::Value) -> Result<Emitted, EmitError> {
         let e = self.prepare(event, payload).map_err(EmitError::Event)?;
@@ -567,6 +458,18 @@ impl<S: ScheduleStore> Jadpo<S> {
         payload: &serde_json::Value,
         options: &EmitOptions,
     ) -> Result<Emitted, EmitError> {
+        let e = self.prepare_with(event, payload, options)?;
+        let mut emitted = self.engine.emit_owned(vec![e]).await.map_err(EmitError::Store)?;
+        Ok(emitted.remove(0))
+    }
+
+    /// [`Jadpo::prepare`] with [`EmitOptions`].
+    pub(crate) fn prepare_with(
+        &self,
+        event: &str,
+        payload: &serde_json::Value,
+        options: &EmitOptions,
+    ) -> Result<NewEvent, EmitError> {
         let mut e = self.prepare(event, payload).map_err(EmitError::Event)?;
         if let Some(key) = &options.idempotency_key {
             e.idempotency_key = Some(jadpo_runtime::emit::idempotency_key(key).map_err(EmitError::Event)?);
@@ -574,8 +477,7 @@ impl<S: ScheduleStore> Jadpo<S> {
         if let Some(trace) = &options.trace {
             e.trace = Some(trace.clone());
         }
-        let mut emitted = self.engine.emit_owned(vec![e]).await.map_err(EmitError::Store)?;
-        Ok(emitted.remove(0))
+        Ok(e)
     }
 
     /// Checks and emits many events in one transaction: all or none.

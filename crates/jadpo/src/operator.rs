@@ -33,8 +33,8 @@ impl SkipError {
 impl fmt::Display for SkipError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SkipError::By(e) => write!(f, "error[{}]: {e}: give 1 to 64 printable characters", self.code()),
-            SkipError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+            SkipError::By(e) => write!(f, "{e}: give 1 to 64 printable characters"),
+            SkipError::Store(e) => e.fmt(f),
         }
     }
 }

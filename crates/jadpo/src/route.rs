@@ -53,9 +53,9 @@ impl RouteError {
 impl fmt::Display for RouteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RouteError::Unknown(name) => write!(f, "error[{}]: the app declares no route `{name}`", self.code()),
+            RouteError::Unknown(name) => write!(f, "the app declares no route `{name}`"),
             RouteError::Input(e) => e.fmt(f),
-            RouteError::Store(e) => write!(f, "error[{}]: {e}", self.code()),
+            RouteError::Store(e) => e.fmt(f),
         }
     }
 }

@@ -144,7 +144,8 @@ async fn start_up_refuses_what_would_fail_later() {
         .await
         .err()
         .unwrap();
-    assert!(err.to_string().contains("event.invalid"), "{err}");
+    assert_eq!(err.code(), "event.invalid", "{err}");
+    assert!(err.to_string().contains("order_id"), "{err}");
 }
 
 /// A fake of a capability's filler answers the filler's calls, as for any
@@ -374,27 +375,39 @@ async fn errors_give_their_codes_and_what_they_wrap() {
             "event.invalid",
         ),
     ];
+    assert_eq!(cases[1].0.field(), Some("order_id"), "event.invalid names the field");
+    assert_eq!(cases[0].0.field(), None);
     for (e, code) in &cases {
         assert_eq!(e.code(), *code, "{e}");
-        assert!(e.to_string().contains(&format!("error[{code}]")), "{e}");
+        assert!(
+            !e.to_string().contains(code),
+            "the code is code()'s, not the text's: {e}"
+        );
         assert!(e.source().is_some(), "{e}");
     }
     jadpo.emit_idempotent("OrderPlaced", &order, "k-1").await.unwrap();
     let other = serde_json::json!({"order_id": "o-2", "total_cents": 5});
     let e = jadpo.emit_idempotent("OrderPlaced", &other, "k-1").await.unwrap_err();
     assert_eq!(e.code(), "event.idempotency_conflict", "{e}");
+    assert!(!e.to_string().contains("event.idempotency_conflict"), "{e}");
     assert!(e.source().is_some_and(|s| s.is::<jadpo::store::StoreError>()), "{e}");
 
     let e = jadpo.skip(&[jadpo::core::DeliveryId(1)], "").await.unwrap_err();
     assert_eq!(e.code(), "skip.by_invalid", "{e}");
-    assert!(e.to_string().starts_with("error[skip.by_invalid]"), "{e}");
+    assert!(!e.to_string().contains("skip.by_invalid"), "{e}");
 
     let e = jadpo
         .run_route("nope", Default::default(), serde_json::Value::Null)
         .await
         .unwrap_err();
     assert_eq!(e.code(), "route.unknown", "{e}");
+    assert!(!e.to_string().contains("route.unknown"), "{e}");
     assert!(e.source().is_none());
+
+    let other = tempfile::tempdir().unwrap();
+    let e = builder().build(store(&other).await).await.err().unwrap();
+    assert_eq!(e.code(), "action.unregistered", "{e}");
+    assert!(!e.to_string().contains("action.unregistered"), "{e}");
 }
 
 /// The app above on a fresh store in `dir`, `score` supplied, not started.

@@ -27,7 +27,7 @@ pub struct StartupError {
 
 impl fmt::Display for StartupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.code, self.message)
+        f.write_str(&self.message)
     }
 }
 
