@@ -1,22 +1,25 @@
-//! What the operator commands (`emit`, `deliveries`, `retry`, `breakers`)
-//! build on: the app file, and a `Jadpo` that never starts workers.
+//! What the operator commands (`emit`, `deliveries`, `retry`, `skip`,
+//! `breakers`) build on: the app file, and a `jadpo::Client`, which starts
+//! no workers.
 //!
 //! These commands never run an action, so they must work where the app's
-//! environment is missing (an operator's laptop, a cron job). The `Jadpo`
-//! they use replaces every connection with a fake answering 200 and every
-//! Rust-supplied action with a stub, so `build` reads no `env(...)` or
-//! `secret(...)` and needs no registered code. Neither is ever called:
-//! `start()` is not.
+//! environment is missing (an operator's laptop, a cron job): a client
+//! reads no `env(...)` or `secret(...)` and needs no registered code.
 
 use crate::output::CliError;
-use jadpo::{Jadpo, StartError};
-use jadpo_core::{Failure, FailureKind};
-use jadpo_lang::{ActionBody, App};
-use jadpo_runtime::connection::Fake;
-use jadpo_runtime::interpreter::RustAction;
+use jadpo::StartError;
+use jadpo_lang::App;
 use jadpo_store::ScheduleStore;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+#[cfg(test)]
+use {
+    jadpo::Jadpo,
+    jadpo_core::{Failure, FailureKind},
+    jadpo_lang::ActionBody,
+    jadpo_runtime::connection::Fake,
+    jadpo_runtime::interpreter::RustAction,
+    std::sync::Arc,
+};
 
 /// The app file used when `--app` is not given.
 pub(crate) const DEFAULT_APP: &str = "app.jadpo";
@@ -86,8 +89,15 @@ pub(crate) fn empty_app() -> App {
     jadpo::check_app("(no app)", "").unwrap_or_else(|_| unreachable!("an empty app file is valid"))
 }
 
-/// A `Jadpo` for operator commands: every connection a fake, every Rust
-/// action a stub, workers never started. See the module's documentation.
+/// A client for operator commands. See the module's documentation.
+pub(crate) async fn client<S: ScheduleStore>(app: App, store: S) -> Result<jadpo::Client<S>, CliError> {
+    jadpo::Client::new(app, store).await.map_err(start_error)
+}
+
+/// A `Jadpo` that needs no environment and no Rust code, for tests of the
+/// API, which takes one: every connection a fake, every Rust action a
+/// stub, never started.
+#[cfg(test)]
 pub(crate) async fn jadpo<S: ScheduleStore>(app: App, store: S) -> Result<Jadpo<S>, CliError> {
     let mut builder = jadpo::Builder::default().env(|_| None);
     for name in app.connections.keys() {
@@ -101,6 +111,7 @@ pub(crate) async fn jadpo<S: ScheduleStore>(app: App, store: S) -> Result<Jadpo<
     builder.app(app).build(store).await.map_err(start_error)
 }
 
+#[cfg(test)]
 fn stub() -> RustAction {
     Arc::new(|_, _| Box::pin(async { Err(Failure::new("cli.action_not_supplied", FailureKind::InternalFault)) }))
 }

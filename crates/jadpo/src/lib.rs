@@ -44,6 +44,7 @@ pub use jadpo_lang as lang;
 pub use jadpo_runtime as runtime;
 pub use jadpo_store as store;
 
+mod client;
 mod emit_in;
 mod errors;
 mod health;
@@ -51,6 +52,7 @@ mod operator;
 mod options;
 mod route;
 mod typed;
+pub use client::Client;
 pub use emit_in::{EmitIn, OnCommit};
 pub use errors::{EmitError, StartError};
 pub use health::Unready;

@@ -136,8 +136,8 @@ async fn emit_in<S: ScheduleStore>(
     payload: &Value,
     options: &jadpo::EmitOptions,
 ) -> Result<Value, CliError> {
-    let jadpo = operator::jadpo(app, store).await?;
-    let emitted = jadpo.emit_with(event, payload, options).await;
+    let client = operator::client(app, store).await?;
+    let emitted = client.emit_with(event, payload, options).await;
     let emitted = emitted.map_err(|e| match e {
         jadpo::EmitError::Event(e) => event_error(e),
         jadpo::EmitError::Store(e @ jadpo_store::StoreError::IdempotencyConflict(_)) => {

@@ -216,7 +216,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
     if args.dry_run {
         retried = candidates.iter().map(|d| d.id).collect();
     } else if !candidates.is_empty() {
-        let jadpo = operator::jadpo(app.unwrap_or_else(operator::empty_app), store.clone()).await?;
+        let client = operator::client(app.unwrap_or_else(operator::empty_app), store.clone()).await?;
         let bar = if candidates.len() > CHUNK && std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(candidates.len() as u64);
             if let Ok(style) = ProgressStyle::with_template("retrying {bar:40} {pos}/{len} {elapsed}") {
@@ -228,7 +228,7 @@ async fn retry<S: ScheduleStore + Clone>(store: S, app: Option<App>, args: &Args
         };
         for chunk in candidates.chunks(CHUNK) {
             let ids: Vec<DeliveryId> = chunk.iter().map(|d| d.id).collect();
-            let done = jadpo.retry(&ids, args.spread).await.map_err(CliError::store)?;
+            let done = client.retry(&ids, args.spread).await.map_err(CliError::store)?;
             let done_set: BTreeSet<DeliveryId> = done.iter().copied().collect();
             for d in chunk.iter().filter(|d| !done_set.contains(&d.id)) {
                 skipped.push(NotRetried {

@@ -91,9 +91,9 @@ pub(crate) async fn skip<S: ScheduleStore + Clone>(
     }
     let mut skipped = Vec::new();
     if !candidates.is_empty() {
-        let jadpo = operator::jadpo(app.unwrap_or_else(operator::empty_app), store.clone()).await?;
+        let client = operator::client(app.unwrap_or_else(operator::empty_app), store.clone()).await?;
         for chunk in candidates.chunks(jadpo_store::MAX_BATCH) {
-            let done = jadpo.skip(chunk, &by).await.map_err(|e| match e {
+            let done = client.skip(chunk, &by).await.map_err(|e| match e {
                 jadpo::SkipError::Store(e) => CliError::store(e),
                 jadpo::SkipError::By(e) => CliError::environment("cli.usage", e.to_string()),
                 e => CliError::environment(e.code(), e.to_string()),
