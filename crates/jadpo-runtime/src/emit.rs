@@ -13,27 +13,94 @@ use std::fmt;
 /// The largest payload accepted, in bytes of JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
+/// Why an event was refused before anything was written: each with its
+/// stable code (`code()`), the field at fault where there is one
+/// (`field()`), and a message that says what to fix (its `Display`,
+/// without the code).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventError {
-    /// `event.unknown`, `event.invalid`, `event.too_large` or
-    /// `event.key_invalid`.
-    pub code: &'static str,
-    /// The field at fault, if one is.
-    pub field: Option<String>,
-    pub message: String,
+#[non_exhaustive]
+pub enum EventError {
+    /// `event.unknown`: the app declares no event of that name.
+    Unknown {
+        /// The name given.
+        event: String,
+        /// Which events the app declares.
+        message: String,
+    },
+    /// `event.invalid`: the payload does not fit the event's declaration
+    /// (a field missing, undeclared or of another type, or not an object).
+    Invalid {
+        /// The field at fault, if one is.
+        field: Option<String>,
+        /// What is wrong and what to change.
+        message: String,
+    },
+    /// `event.too_large`: the payload's JSON is over [`MAX_PAYLOAD_BYTES`].
+    TooLarge {
+        /// Its size in bytes.
+        bytes: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// `event.key_invalid`: a subscriber's `key:` cannot be read from the
+    /// payload.
+    KeyInvalid {
+        /// The field the key is read from.
+        field: String,
+        /// Which subscriber and why.
+        message: String,
+    },
+    /// `event.idempotency_key_invalid`: the idempotency key is not 1 to
+    /// 255 bytes of visible ASCII.
+    IdempotencyKeyInvalid {
+        /// What is wrong with it (never the key itself).
+        message: String,
+    },
+}
+
+impl EventError {
+    /// The stable code, the same the command line and the HTTP API give.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EventError::Unknown { .. } => "event.unknown",
+            EventError::Invalid { .. } => "event.invalid",
+            EventError::TooLarge { .. } => "event.too_large",
+            EventError::KeyInvalid { .. } => "event.key_invalid",
+            EventError::IdempotencyKeyInvalid { .. } => "event.idempotency_key_invalid",
+        }
+    }
+
+    /// The payload's field at fault, where one is.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            EventError::Invalid { field, .. } => field.as_deref(),
+            EventError::KeyInvalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// What is wrong and what to fix, without the code.
+    pub fn message(&self) -> &str {
+        match self {
+            EventError::Unknown { message, .. }
+            | EventError::Invalid { message, .. }
+            | EventError::TooLarge { message, .. }
+            | EventError::KeyInvalid { message, .. }
+            | EventError::IdempotencyKeyInvalid { message } => message,
+        }
+    }
 }
 
 impl fmt::Display for EventError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(self.message())
     }
 }
 
 impl std::error::Error for EventError {}
 
 fn invalid(field: &str, message: String) -> EventError {
-    EventError {
-        code: "event.invalid",
+    EventError::Invalid {
         field: Some(field.to_owned()),
         message,
     }
@@ -72,10 +139,9 @@ fn keys<'a>(
             }
             Err(e) => {
                 let field = path.join(".");
-                return Err(EventError {
-                    code: "event.key_invalid",
+                return Err(EventError::KeyInvalid {
                     message: format!("subscriber `{}` keys its deliveries on `event.{field}`: {e}", s.name),
-                    field: Some(field),
+                    field,
                 });
             }
         }
@@ -115,9 +181,7 @@ fn fits(ty: Type, v: &serde_json::Value) -> bool {
 /// call's `Idempotency-Key`, which a receiver must be able to read back
 /// as the same header.
 pub fn idempotency_key(key: &str) -> Result<String, EventError> {
-    let refused = |why: String| EventError {
-        code: "event.idempotency_key_invalid",
-        field: None,
+    let refused = |why: String| EventError::IdempotencyKeyInvalid {
         message: format!(
             "an idempotency key is 1 to {} bytes of visible ASCII; {why}",
             jadpo_store::MAX_IDEMPOTENCY_KEY
@@ -138,9 +202,8 @@ pub fn idempotency_key(key: &str) -> Result<String, EventError> {
 pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<NewEvent, EventError> {
     let Some(event) = app.events.get(name) else {
         let known: Vec<&str> = app.events.keys().map(String::as_str).collect();
-        return Err(EventError {
-            code: "event.unknown",
-            field: None,
+        return Err(EventError::Unknown {
+            event: name.to_owned(),
             message: format!(
                 "no event `{name}` is declared in the app; declared: {}",
                 known.join(", ")
@@ -148,8 +211,7 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
         });
     };
     let serde_json::Value::Object(fields) = payload else {
-        return Err(EventError {
-            code: "event.invalid",
+        return Err(EventError::Invalid {
             field: None,
             message: format!(
                 "the payload of `{name}` must be a JSON object, not {}",
@@ -188,9 +250,8 @@ pub fn prepare(app: &App, name: &str, payload: &serde_json::Value) -> Result<New
     }
     let text = payload.to_string();
     if text.len() > MAX_PAYLOAD_BYTES {
-        return Err(EventError {
-            code: "event.too_large",
-            field: None,
+        return Err(EventError::TooLarge {
+            bytes: text.len(),
             message: format!(
                 "the payload is {} bytes; at most {MAX_PAYLOAD_BYTES} are accepted",
                 text.len()
@@ -294,16 +355,12 @@ mod tests {
             ),
         ] {
             let err = prepare(&app, "Paid", &payload).unwrap_err();
-            assert_eq!(
-                (err.code, err.field.as_deref()),
-                ("event.key_invalid", Some(field)),
-                "{err}"
-            );
+            assert_eq!((err.code(), err.field()), ("event.key_invalid", Some(field)), "{err}");
             assert!(
-                err.message.contains(why) && err.message.contains("subscriber `by_"),
+                err.message().contains(why) && err.message().contains("subscriber `by_"),
                 "{err}"
             );
-            assert!(!err.message.contains("secret"), "no value in the message: {err}");
+            assert!(!err.message().contains("secret"), "no value in the message: {err}");
         }
     }
 
@@ -313,41 +370,41 @@ mod tests {
         let mut missing = paid();
         missing.as_object_mut().unwrap().remove("cents");
         let e = prepare(&app, "Paid", &missing).unwrap_err();
-        assert_eq!((e.code, e.field.as_deref()), ("event.invalid", Some("cents")));
-        assert!(e.message.contains("missing"), "{e}");
+        assert_eq!((e.code(), e.field()), ("event.invalid", Some("cents")));
+        assert!(e.message().contains("missing"), "{e}");
 
         let mut wrong = paid();
         wrong["cents"] = json!("100");
         let e = prepare(&app, "Paid", &wrong).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("cents"));
-        assert!(e.message.contains("must be int, not string"), "{e}");
+        assert_eq!(e.field(), Some("cents"));
+        assert!(e.message().contains("must be int, not string"), "{e}");
 
         let mut float_for_int = paid();
         float_for_int["cents"] = json!(1.5);
         assert_eq!(
-            prepare(&app, "Paid", &float_for_int).unwrap_err().field.as_deref(),
+            prepare(&app, "Paid", &float_for_int).unwrap_err().field(),
             Some("cents")
         );
 
         let mut extra = paid();
         extra["card_number"] = json!("4242");
         let e = prepare(&app, "Paid", &extra).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("card_number"));
-        assert!(!e.message.contains("4242"), "a value never appears in an error: {e}");
+        assert_eq!(e.field(), Some("card_number"));
+        assert!(!e.message().contains("4242"), "a value never appears in an error: {e}");
     }
 
     #[test]
     fn unknown_events_and_non_objects_are_refused() {
-        assert_eq!(prepare(&app(), "Nope", &json!({})).unwrap_err().code, "event.unknown");
+        assert_eq!(prepare(&app(), "Nope", &json!({})).unwrap_err().code(), "event.unknown");
         let e = prepare(&app(), "Paid", &json!([1])).unwrap_err();
-        assert_eq!((e.code, e.field), ("event.invalid", None));
+        assert_eq!((e.code(), e.field()), ("event.invalid", None));
     }
 
     #[test]
     fn oversized_payloads_are_refused() {
         let mut big = paid();
         big["meta"] = json!({"blob": "x".repeat(MAX_PAYLOAD_BYTES)});
-        assert_eq!(prepare(&app(), "Paid", &big).unwrap_err().code, "event.too_large");
+        assert_eq!(prepare(&app(), "Paid", &big).unwrap_err().code(), "event.too_large");
     }
 
     #[test]
@@ -361,12 +418,12 @@ mod tests {
         let mut above = paid();
         above["cents"] = json!(u64::MAX);
         let e = prepare(&app, "Paid", &above).unwrap_err();
-        assert_eq!((e.code, e.field.as_deref()), ("event.invalid", Some("cents")));
-        assert!(e.message.contains("above int's range"), "{e}");
-        assert!(!e.message.contains(&u64::MAX.to_string()), "{e}");
+        assert_eq!((e.code(), e.field()), ("event.invalid", Some("cents")));
+        assert!(e.message().contains("above int's range"), "{e}");
+        assert!(!e.message().contains(&u64::MAX.to_string()), "{e}");
         let mut just_above = paid();
         just_above["cents"] = json!(i64::MAX as u64 + 1);
-        assert_eq!(prepare(&app, "Paid", &just_above).unwrap_err().code, "event.invalid");
+        assert_eq!(prepare(&app, "Paid", &just_above).unwrap_err().code(), "event.invalid");
         // A float field takes any number.
         let mut rate = paid();
         rate["rate"] = json!(u64::MAX);
@@ -380,8 +437,8 @@ mod tests {
         }
         for bad in ["", &"x".repeat(256), "é-ключ", "a\tb", "a\nb", "\u{7f}", "\u{0}"] {
             let e = idempotency_key(bad).expect_err(bad);
-            assert_eq!(e.code, "event.idempotency_key_invalid");
-            assert!(bad.is_empty() || !e.message.contains(bad), "never the key: {e}");
+            assert_eq!(e.code(), "event.idempotency_key_invalid");
+            assert!(bad.is_empty() || !e.message().contains(bad), "never the key: {e}");
         }
     }
 }

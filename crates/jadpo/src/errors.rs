@@ -152,7 +152,7 @@ impl EmitError {
     /// give for it.
     pub fn code(&self) -> &'static str {
         match self {
-            EmitError::Event(e) => e.code,
+            EmitError::Event(e) => e.code(),
             EmitError::Store(e) => e.code(),
         }
     }
@@ -161,7 +161,7 @@ impl EmitError {
     /// `event.key_invalid`).
     pub fn field(&self) -> Option<&str> {
         match self {
-            EmitError::Event(e) => e.field.as_deref(),
+            EmitError::Event(e) => e.field(),
             EmitError::Store(_) => None,
         }
     }

@@ -44,7 +44,7 @@ impl RouteError {
     pub fn code(&self) -> &'static str {
         match self {
             RouteError::Unknown(_) => "route.unknown",
-            RouteError::Input(e) => e.code,
+            RouteError::Input(e) => e.code(),
             RouteError::Store(e) => e.code(),
         }
     }
@@ -177,7 +177,7 @@ impl<S: ScheduleStore> Jadpo<S> {
         let events = match events {
             Ok(events) => events,
             Err(e) => {
-                let code = format!("emit.{}", e.code.trim_start_matches("event."));
+                let code = format!("emit.{}", e.code().trim_start_matches("event."));
                 return Ok(RouteOutcome::Failed(Failure::new(code, FailureKind::InternalFault)));
             }
         };

@@ -46,8 +46,7 @@ pub trait Event: Serialize + DeserializeOwned + Send + Sync + 'static {
 /// not strings, a `Serialize` impl that fails).
 pub(crate) fn to_payload<E: Event>(event: &E) -> Result<serde_json::Value, crate::EmitError> {
     serde_json::to_value(event).map_err(|e| {
-        crate::EmitError::Event(jadpo_runtime::emit::EventError {
-            code: "event.invalid",
+        crate::EmitError::Event(jadpo_runtime::emit::EventError::Invalid {
             field: None,
             message: format!("`{}` did not serialize to JSON: {e}", std::any::type_name::<E>()),
         })

@@ -265,7 +265,7 @@ async fn emit_idempotent_takes_the_keys_the_cli_and_http_take() {
     }
     for key in ["é", "c\td", "", &"k".repeat(256)] {
         match jadpo.emit_idempotent("OrderPlaced", &order, key).await {
-            Err(jadpo::EmitError::Event(e)) => assert_eq!(e.code, "event.idempotency_key_invalid"),
+            Err(jadpo::EmitError::Event(e)) => assert_eq!(e.code(), "event.idempotency_key_invalid"),
             other => panic!("{key:?}: {other:?}"),
         }
     }

@@ -122,11 +122,11 @@ fn trace_of(parent: &str, state: Option<&str>) -> Result<jadpo_core::TraceContex
 }
 
 fn event_error(e: jadpo_runtime::emit::EventError) -> CliError {
-    let message = match &e.field {
-        Some(field) if !e.message.contains(field.as_str()) => format!("{} (field `{field}`)", e.message),
-        _ => e.message,
+    let message = match e.field() {
+        Some(field) if !e.message().contains(field) => format!("{} (field `{field}`)", e.message()),
+        _ => e.message().to_owned(),
     };
-    CliError::invalid(e.code, message)
+    CliError::invalid(e.code(), message)
 }
 
 async fn emit_in<S: ScheduleStore>(

@@ -75,14 +75,14 @@ impl IntoResponse for ApiError {
 /// An event the intake refused: 404 for an unknown one, 413 for one too
 /// large, 400 for the rest, naming the field at fault.
 pub(crate) fn event_refused(e: jadpo_runtime::emit::EventError) -> ApiError {
-    let status = match e.code {
+    let status = match e.code() {
         "event.unknown" => StatusCode::NOT_FOUND,
         "event.too_large" => StatusCode::PAYLOAD_TOO_LARGE,
         _ => StatusCode::BAD_REQUEST,
     };
     ApiError {
-        field: e.field,
-        ..ApiError::new(status, e.code, e.message)
+        field: e.field().map(str::to_owned),
+        ..ApiError::new(status, e.code(), e.message().to_owned())
     }
 }
 
