@@ -16,9 +16,11 @@
 //! ```
 //!
 //! To emit inside your own transaction (the transactional outbox: the event
-//! exists if and only if your transaction commits), check the payload with
-//! [`Jadpo::prepare`] and write it with the store's own function, such as
-//! `jadpo_store::sqlite::emit_in` on your `rusqlite` transaction.
+//! exists if and only if your transaction commits), pass it to
+//! [`Jadpo::emit_in`]: a `rusqlite` or `tokio-postgres` transaction of your
+//! own connection ([`EmitIn`]). A service that only emits, or an
+//! operator's tool, uses a [`Client`], which starts no workers and needs
+//! none of the app's secrets or Rust actions.
 //!
 //! Every error this crate returns ([`StartError`], [`EmitError`],
 //! [`SkipError`], [`RouteError`]) has a `code()`, the same stable code the
@@ -35,7 +37,9 @@
 //!
 //! The features `sqlite` and `postgres` (both on by default) choose which
 //! stores, and which database drivers, are built: turn off the defaults
-//! and keep the one you use to compile only its driver.
+//! and keep the one you use to compile only its driver. `rusqlite` and
+//! `tokio-postgres` (on by default too) give [`EmitIn`] to those drivers'
+//! transactions.
 
 #![warn(missing_docs)]
 
