@@ -4,17 +4,13 @@
 //! commit's notification), and it retries, skips and reads breakers as an
 //! operator's tools do.
 
+mod common;
+use common::APP;
+
 use jadpo::store::postgres::testing::TestSchema;
 use jadpo::store::DeliveryFilter;
 use jadpo_core::{DeliveryState, Failure, FailureKind};
 use std::time::Duration;
-
-const APP: &str = r#"
-event OrderPlaced { order_id: string  total_cents: int }
-connection fulfilment { base_url: env("FULFILMENT_URL") }
-action score(order_id: string, total_cents: int) uses fulfilment
-subscriber fraud_check { on: OrderPlaced  run: score(event.order_id, event.total_cents) }
-"#;
 
 #[derive(serde::Deserialize)]
 struct ScoreArgs {

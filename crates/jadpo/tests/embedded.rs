@@ -1,32 +1,15 @@
 //! The embedded API end to end on a real SQLite file: emit in your own
 //! transaction (commit and rollback), Rust actions, start-up checks.
 
+mod common;
+use common::{builder, store, APP};
+
 use jadpo::store::sqlite::{emit_in, SqliteStore};
 use jadpo::store::{DeliveryFilter, Store, StoreError};
 use jadpo::StartError;
 use jadpo_core::{DeliveryState, Failure, FailureKind};
 use std::sync::Arc;
 use std::time::Duration;
-
-const APP: &str = r#"
-event OrderPlaced { order_id: string  total_cents: int }
-connection fulfilment { base_url: env("FULFILMENT_URL") }
-action score(order_id: string, total_cents: int) uses fulfilment
-subscriber fraud_check { on: OrderPlaced  run: score(event.order_id, event.total_cents) }
-"#;
-
-async fn store(dir: &tempfile::TempDir) -> SqliteStore {
-    SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display()))
-        .await
-        .unwrap()
-}
-
-fn builder() -> jadpo::Builder {
-    jadpo::builder()
-        .app_source("app.jadpo", APP)
-        .unwrap()
-        .env(|k| (k == "FULFILMENT_URL").then(|| "http://127.0.0.1:9".to_string()))
-}
 
 fn score() -> jadpo::runtime::interpreter::RustAction {
     Arc::new(|args, _c| {

@@ -2,19 +2,14 @@
 //! struct emitted as an event and received as an action's arguments, and
 //! each disagreement with the app file refused at `build()`, field named.
 
-use jadpo::store::sqlite::SqliteStore;
+mod common;
+use common::{builder, store};
+
 use jadpo::store::Store;
 use jadpo::StartError;
 use jadpo_core::{DeliveryState, Failure, FailureKind};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-
-const APP: &str = r#"
-event OrderPlaced { order_id: string  total_cents: int }
-connection fulfilment { base_url: env("FULFILMENT_URL") }
-action score(order_id: string, total_cents: int) uses fulfilment
-subscriber fraud_check { on: OrderPlaced  run: score(event.order_id, event.total_cents) }
-"#;
 
 #[derive(Serialize, Deserialize)]
 struct OrderPlaced {
@@ -30,19 +25,6 @@ impl jadpo::Event for OrderPlaced {
 struct ScoreArgs {
     order_id: String,
     total_cents: i64,
-}
-
-async fn store(dir: &tempfile::TempDir) -> SqliteStore {
-    SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display()))
-        .await
-        .unwrap()
-}
-
-fn builder() -> jadpo::Builder {
-    jadpo::builder()
-        .app_source("app.jadpo", APP)
-        .unwrap()
-        .env(|k| (k == "FULFILMENT_URL").then(|| "http://127.0.0.1:9".to_string()))
 }
 
 #[tokio::test]
