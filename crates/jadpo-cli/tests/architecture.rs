@@ -70,6 +70,45 @@ fn architecture_md_names_every_large_file_and_only_real_ones() {
     assert!(message.is_empty(), "{message}");
 }
 
+/// The one file ARCHITECTURE.md ("No unsafe but one") lets use `unsafe`.
+const UNSAFE_ALLOWED: &str = "crates/jadpo-store/src/sqlite/emit_sqlx.rs";
+
+/// The workspace denies `unsafe` code rather than forbidding it, for one
+/// block: any other file that allows it, or writes an unsafe block, fn,
+/// impl or trait, fails here.
+#[test]
+fn unsafe_code_is_in_one_file_only() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut files = Vec::new();
+    walk(root, "", &mut files);
+    // Built from parts, so this file does not match itself.
+    let word = ["uns", "afe"].concat();
+    let patterns = [
+        format!("{word} {{"),
+        format!("{word} fn"),
+        format!("{word} impl"),
+        format!("{word} trait"),
+        format!("{word} extern"),
+        format!("allow({word}_code)"),
+    ];
+    let mut users = Vec::new();
+    for (path, _) in files
+        .iter()
+        .filter(|(p, _)| p.starts_with("crates/") && p.ends_with(".rs"))
+    {
+        let text = fs::read_to_string(root.join(path)).unwrap();
+        let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        if code.clone().any(|l| patterns.iter().any(|p| l.contains(p.as_str()))) {
+            users.push(path.clone());
+        }
+    }
+    assert_eq!(
+        users,
+        [UNSAFE_ALLOWED],
+        "files with unsafe code (ARCHITECTURE.md, \"No unsafe but one\")"
+    );
+}
+
 #[test]
 fn the_rule_reads_paths_folders_and_sections() {
     let page = "## Crates\n\n### `crates/x`: x\n\n`lib.rs`, `api/` (`mod.rs`), \

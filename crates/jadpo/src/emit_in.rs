@@ -17,6 +17,8 @@ use std::time::Duration;
 /// |---|---|---|
 /// | `tokio-postgres` | `tokio_postgres::Transaction` (what `deadpool-postgres` hands out, through `&mut *tx`) | a future |
 /// | `rusqlite` | `rusqlite::Transaction` | the result, at once |
+/// | `sqlx-postgres` | `sqlx::Transaction<'_, sqlx::Postgres>` (sqlx 0.9) | a future |
+/// | `sqlx-sqlite` | `sqlx::Transaction<'_, sqlx::Sqlite>` (sqlx 0.9) | a future |
 ///
 /// The transaction must be on the store's database: the same SQLite file,
 /// or the same PostgreSQL database with the store's schema on its
@@ -170,5 +172,58 @@ impl EmitIn for rusqlite::Transaction<'_> {
             (committed.0)(*first);
         }
         Ok(emitted)
+    }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl EmitIn for sqlx::Transaction<'_, sqlx::Postgres> {
+    type Output<'a>
+        = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>
+    where
+        Self: 'a;
+
+    /// As `tokio-postgres`: the commit notifies every engine.
+    fn write_event<'a>(
+        &'a mut self,
+        event: Result<NewEvent, EmitError>,
+        now: Timestamp,
+        _committed: OnCommit,
+    ) -> Self::Output<'a> {
+        Box::pin(async move {
+            let event = event?;
+            let mut emitted = jadpo_store::postgres::emit_in_sqlx(self, std::slice::from_ref(&event), now)
+                .await
+                .map_err(EmitError::Store)?;
+            Ok(emitted.remove(0))
+        })
+    }
+}
+
+#[cfg(feature = "sqlx-sqlite")]
+impl EmitIn for sqlx::Transaction<'_, sqlx::Sqlite> {
+    type Output<'a>
+        = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>
+    where
+        Self: 'a;
+
+    /// As `rusqlite`: the engine looks for the event's first delivery
+    /// until the commit shows it.
+    fn write_event<'a>(
+        &'a mut self,
+        event: Result<NewEvent, EmitError>,
+        now: Timestamp,
+        committed: OnCommit,
+    ) -> Self::Output<'a> {
+        Box::pin(async move {
+            let event = event?;
+            let mut emitted = jadpo_store::sqlite::emit_in_sqlx(self, std::slice::from_ref(&event), now)
+                .await
+                .map_err(EmitError::Store)?;
+            let emitted = emitted.remove(0);
+            if let (Some(first), false) = (emitted.deliveries.first(), emitted.duplicate) {
+                (committed.0)(*first);
+            }
+            Ok(emitted)
+        })
     }
 }

@@ -232,3 +232,183 @@ async fn a_tokio_postgres_transaction_delivers_if_and_only_if_it_commits() {
     assert_eq!(all_delivered(&jadpo).await, 1, "the committed one, delivered once");
     running.stop().await;
 }
+
+/// The scenario of the tests above on a `sqlx` pool of the store's
+/// database with a table `orders`: a rollback and an error after the emit
+/// leave nothing; a key twice in one transaction and again after it is
+/// one event; another payload under it is refused; a typed event; a bad
+/// payload refused before anything is written. Two committed events, each
+/// delivered once with no call to wake the workers.
+macro_rules! sqlx_delivers_if_and_only_if_it_commits {
+    ($jadpo:expr, $pool:expr) => {{
+        let (jadpo, pool) = (&$jadpo, &$pool);
+        {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("INSERT INTO orders VALUES ('o-1')").execute(&mut *tx).await.unwrap();
+            jadpo.emit_in(&mut tx, "OrderPlaced", &order("o-1")).await.unwrap();
+            tx.rollback().await.unwrap();
+        }
+        {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("INSERT INTO orders VALUES ('o-2')").execute(&mut *tx).await.unwrap();
+            jadpo.emit_in(&mut tx, "OrderPlaced", &order("o-2")).await.unwrap();
+            // The caller's own write fails, and dropping the transaction
+            // rolls it back.
+            sqlx::query("INSERT INTO orders VALUES ('o-2')")
+                .execute(&mut *tx)
+                .await
+                .unwrap_err();
+        }
+        assert_eq!(events(jadpo).await, 0, "nothing of a transaction that did not commit");
+
+        let keyed = EmitOptions::default().idempotency_key("order-3");
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("INSERT INTO orders VALUES ('o-3')").execute(&mut *tx).await.unwrap();
+        let first = jadpo
+            .emit_in_with(&mut tx, "OrderPlaced", &order("o-3"), &keyed)
+            .await
+            .unwrap();
+        let again = jadpo
+            .emit_in_with(&mut tx, "OrderPlaced", &order("o-3"), &keyed)
+            .await
+            .unwrap();
+        assert!(!first.duplicate && again.duplicate, "{first:?} {again:?}");
+        assert_eq!(again.public_id, first.public_id);
+        let typed = OrderPlaced {
+            order_id: "o-5".into(),
+            total_cents: 10,
+        };
+        jadpo.emit_event_in(&mut tx, &typed).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut tx = pool.begin().await.unwrap();
+        let later = jadpo
+            .emit_in_with(&mut tx, "OrderPlaced", &order("o-3"), &keyed)
+            .await
+            .unwrap();
+        assert!(later.duplicate, "a key committed before holds too");
+        let other = jadpo
+            .emit_in_with(&mut tx, "OrderPlaced", &order("o-4"), &keyed)
+            .await
+            .unwrap_err();
+        assert_eq!(other.code(), "event.idempotency_conflict");
+        let e = jadpo
+            .emit_in(&mut tx, "OrderPlaced", &serde_json::json!({"order_id": 5}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "event.invalid");
+        tx.commit().await.unwrap();
+
+        assert_eq!(all_delivered(jadpo).await, 2, "the committed ones, each delivered once");
+    }};
+}
+
+#[tokio::test]
+async fn an_sqlx_sqlite_transaction_delivers_if_and_only_if_it_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.db");
+    let store = jadpo::store::sqlite::SqliteStore::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let jadpo = jadpo(store).await;
+    let (running, _logs) = start_idle(&jadpo).await;
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&path)
+                .busy_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx_delivers_if_and_only_if_it_commits!(jadpo, pool);
+    running.stop().await;
+}
+
+/// The `sqlx` pool of a test schema's database, its connections on the
+/// schema.
+async fn sqlx_pool(schema: &jadpo_store::postgres::testing::TestSchema) -> sqlx::PgPool {
+    let options: sqlx::postgres::PgConnectOptions = schema.url().parse().unwrap();
+    sqlx::postgres::PgPoolOptions::new()
+        .connect_with(options.options([("search_path", schema.name())]))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_sqlx_postgres_transaction_delivers_if_and_only_if_it_commits() {
+    let Some(schema) = jadpo_store::postgres::testing::TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Default::default()).await;
+    let jadpo = jadpo(store).await;
+    let (running, _logs) = start_idle(&jadpo).await;
+    let pool = sqlx_pool(&schema).await;
+    sqlx::query("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx_delivers_if_and_only_if_it_commits!(jadpo, pool);
+    running.stop().await;
+}
+
+/// Two `sqlx` transactions emit one new idempotency key at once: the
+/// second waits for the first and, once it commits, gets its event as a
+/// duplicate in a transaction that goes on and commits its own write.
+#[tokio::test]
+async fn sqlx_postgres_transactions_racing_on_one_key_make_one_event() {
+    let Some(schema) = jadpo_store::postgres::testing::TestSchema::create().await else {
+        return;
+    };
+    let store = schema.store(Default::default()).await;
+    let jadpo = jadpo(store).await;
+    let pool = sqlx_pool(&schema).await;
+    sqlx::query("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let keyed = EmitOptions::default().idempotency_key("order-1");
+    let mut first = pool.begin().await.unwrap();
+    let won = jadpo
+        .emit_in_with(&mut first, "OrderPlaced", &order("o-1"), &keyed)
+        .await
+        .unwrap();
+    let racer = tokio::spawn({
+        let (jadpo, pool, keyed) = (jadpo.clone(), pool.clone(), keyed.clone());
+        async move {
+            let mut second = pool.begin().await.unwrap();
+            let got = jadpo
+                .emit_in_with(&mut second, "OrderPlaced", &order("o-1"), &keyed)
+                .await;
+            sqlx::query("INSERT INTO orders VALUES ('o-2')")
+                .execute(&mut *second)
+                .await
+                .unwrap();
+            second.commit().await.unwrap();
+            got
+        }
+    });
+    jadpo_testing::wait::eventually("the second waits on the first's key", async || {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE NOT l.granted AND a.query LIKE '%jadpo_events%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        (waiting > 0).then_some(())
+    })
+    .await;
+    first.commit().await.unwrap();
+    let got = racer.await.unwrap().unwrap();
+    assert!(got.duplicate, "{got:?}");
+    assert_eq!((got.event_id, &got.deliveries), (won.event_id, &won.deliveries));
+    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(orders, 1, "the second transaction committed its own write");
+    assert_eq!(events(&jadpo).await, 1, "one event, one delivery");
+}

@@ -33,13 +33,14 @@ fn the_public_api_is_the_snapshot() {
             (path.file_name().unwrap().to_string_lossy().into_owned(), file)
         })
         .collect();
-    // The crate's public types: only their impls are its surface.
+    // The crate's public types and traits: only their impls are its surface.
     let types: Vec<String> = parsed
         .iter()
         .flat_map(|(_, f)| &f.items)
         .filter_map(|item| match item {
             Item::Struct(s) if public(&s.vis) => Some(s.ident.to_string()),
             Item::Enum(e) if public(&e.vis) => Some(e.ident.to_string()),
+            Item::Trait(t) if public(&t.vis) => Some(t.ident.to_string()),
             _ => None,
         })
         .collect();
@@ -124,7 +125,9 @@ fn describe(item: &Item, types: &[String], lines: &mut Vec<String>) {
                 }
             }
         }
-        Item::Impl(i) if !left_out(&i.attrs) && of_public_type(&i.self_ty, types) => {
+        // A public trait's impl is public whatever the type: which drivers'
+        // transactions `EmitIn` takes is API too.
+        Item::Impl(i) if !left_out(&i.attrs) && (of_public_type(&i.self_ty, types) || of_public_trait(i, types)) => {
             let of = match &i.trait_ {
                 Some((_, path, _)) => format!("{} for ", tokens(path)),
                 None => String::new(),
@@ -151,6 +154,14 @@ fn describe(item: &Item, types: &[String], lines: &mut Vec<String>) {
         }
         _ => {}
     }
+}
+
+/// Whether `i` implements one of the crate's public traits.
+fn of_public_trait(i: &syn::ItemImpl, types: &[String]) -> bool {
+    i.trait_
+        .as_ref()
+        .and_then(|(_, path, _)| path.segments.last())
+        .is_some_and(|s| types.iter().any(|t| s.ident == t))
 }
 
 /// Whether `ty` is one of the crate's public types (by its last name).

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Locks each key's row, made with nothing taken if absent, and reads how
 /// many of its slots are taken. `DO UPDATE` rather than `DO NOTHING`: the
 /// row is locked and returned whether it was there or not.
-const LOCK: &str = "
+pub(super) const LOCK: &str = "
 INSERT INTO jadpo_keys AS k (subscriber, delivery_key, taken)
 SELECT s, key, 0 FROM unnest($1::text[], $2::text[]) AS u(s, key) ORDER BY s, key
 ON CONFLICT (subscriber, delivery_key) DO UPDATE SET taken = k.taken

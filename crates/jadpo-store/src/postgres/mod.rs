@@ -59,6 +59,9 @@ mod claim;
 mod clock;
 mod connect;
 mod emit;
+#[cfg(feature = "sqlx-postgres")]
+mod emit_sqlx;
+mod emit_tx;
 #[cfg(feature = "testing")]
 mod explain;
 mod finish;
@@ -96,6 +99,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 pub use emit::emit_in;
+#[cfg(feature = "sqlx-postgres")]
+pub use emit_sqlx::emit_in_sqlx;
 use transaction::refuses_writes;
 pub(crate) use transaction::{pause_before_retry, reason, Abort};
 

@@ -28,6 +28,8 @@ mod alerts;
 mod claim;
 mod clock;
 mod emit;
+#[cfg(feature = "sqlx-sqlite")]
+mod emit_sqlx;
 mod finish;
 mod footprint;
 mod keys;
@@ -46,6 +48,8 @@ mod sweep;
 pub mod testing;
 mod writes;
 
+#[cfg(feature = "sqlx-sqlite")]
+pub use emit_sqlx::emit_in_sqlx;
 pub use rusqlite;
 pub use schema::{LATEST as SCHEMA_VERSION, MIGRATIONS};
 
