@@ -74,10 +74,10 @@ pub(crate) fn start_error(e: StartError) -> CliError {
         StartError::Store(s) => CliError::store(s),
         // Every error on a line of its own, each under its own code.
         StartError::Startup(errors) if errors.len() > 1 => {
-            let lines: Vec<String> = errors.iter().map(|e| format!("error[{}]: {e}", e.code)).collect();
+            let lines: Vec<String> = errors.iter().map(|e| format!("error[{}]: {e}", e.code())).collect();
             CliError {
                 rendered: Some(lines.join("\n")),
-                ..CliError::environment(errors[0].code, errors[0].message.clone())
+                ..CliError::environment(errors[0].code(), errors[0].to_string())
             }
         }
         other => CliError::environment(other.code(), other.to_string()),

@@ -173,11 +173,7 @@ impl AppExecutor {
                 Some(v) => {
                     values.insert(n, v);
                 }
-                None => errors.push(StartupError::new(
-                    "action.env_missing",
-                    "",
-                    format!("an action reads the environment variable `{n}`, which is not set"),
-                )),
+                None => errors.push(StartupError::ActionEnvMissing { variable: n }),
             }
         }
         if !errors.is_empty() {

@@ -70,7 +70,7 @@ impl StartError {
         match self {
             StartError::Unreadable { .. } => "app.unreadable",
             StartError::Invalid { .. } => "app.invalid",
-            StartError::Startup(e) => e.first().map_or("connection.invalid", |e| e.code),
+            StartError::Startup(e) => e.first().map_or("connection.invalid", StartupError::code),
             StartError::Unregistered(_) => "action.unregistered",
             StartError::Register(_) => "action.register_invalid",
             StartError::Store(e) => e.code(),
@@ -127,6 +127,8 @@ impl std::error::Error for StartError {
         match self {
             StartError::Store(e) => Some(e),
             StartError::Clock(e) => Some(e),
+            // The first; `Display` lists them all.
+            StartError::Startup(e) => e.first().map(|e| e as _),
             _ => None,
         }
     }

@@ -17,8 +17,8 @@
 //!
 //! To emit inside your own transaction (the transactional outbox: the event
 //! exists if and only if your transaction commits), pass it to
-//! [`Jadpo::emit_in`]: a `rusqlite` or `tokio-postgres` transaction of your
-//! own connection ([`EmitIn`]). A service that only emits, or an
+//! [`Jadpo::emit_in`]: a `rusqlite`, `tokio-postgres` or `sqlx` (PostgreSQL
+//! or SQLite) transaction of your own connection or pool ([`EmitIn`]). A service that only emits, or an
 //! operator's tool, uses a [`Client`], which starts no workers and needs
 //! none of the app's secrets or Rust actions.
 //!
@@ -39,7 +39,8 @@
 //! stores, and which database drivers, are built: turn off the defaults
 //! and keep the one you use to compile only its driver. `rusqlite` and
 //! `tokio-postgres` (on by default too) give [`EmitIn`] to those drivers'
-//! transactions.
+//! transactions; `sqlx-postgres` and `sqlx-sqlite` (off by default) to
+//! sqlx 0.9's.
 
 #![warn(missing_docs)]
 
@@ -60,6 +61,7 @@ pub use client::Client;
 pub use emit_in::{EmitIn, OnCommit};
 pub use errors::{EmitError, StartError};
 pub use health::Unready;
+pub use jadpo_runtime::connection::{Setting, StartupError};
 pub use jadpo_runtime::spans::Spans;
 pub use operator::SkipError;
 pub use options::EmitOptions;

@@ -21,10 +21,12 @@ mod double;
 mod http;
 mod resolve;
 pub mod signing;
+mod startup_error;
 pub mod wire;
 
 pub use double::{Answer, Double, Fake, Received, Recording, RecordingError};
-pub use resolve::{HttpConnection, StartupError};
+pub use resolve::HttpConnection;
+pub use startup_error::{Setting, StartupError};
 pub use wire::{method_name, parse_retry_after, render_path, template_text};
 
 use jadpo_core::{CallVerdict, Failure};
@@ -231,11 +233,9 @@ impl Connections {
         let mut errors = Vec::new();
         for name in doubles.keys() {
             if !app.connections.contains_key(name) {
-                errors.push(StartupError::new(
-                    "connection.double_unknown",
-                    name,
-                    format!("a double replaces `{name}`, but the app declares no such connection"),
-                ));
+                errors.push(StartupError::DoubleUnknown {
+                    connection: name.clone(),
+                });
             }
         }
         let mut endpoints = BTreeMap::new();
@@ -263,11 +263,7 @@ impl Connections {
         let client = match http::client(shortest) {
             Ok(client) => Some(client),
             Err(e) => {
-                errors.push(StartupError::new(
-                    "connection.client_failed",
-                    "",
-                    format!("the HTTP client could not start: {e}"),
-                ));
+                errors.push(StartupError::ClientFailed { reason: e.to_string() });
                 None
             }
         };

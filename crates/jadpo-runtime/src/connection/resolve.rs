@@ -4,45 +4,12 @@
 //! setting and the variable, never a value.
 
 use super::signing::SigningKey;
+use super::startup_error::{Setting, StartupError};
 use jadpo_lang::{Connection, Value};
 use reqwest::header::{HeaderName, HeaderValue};
 use std::fmt;
 use std::time::Duration;
 use url::Url;
-
-/// A connection that can't be used as written or as the environment has it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StartupError {
-    /// Stable: `connection.env_missing`, `connection.secret_missing`,
-    /// `connection.base_url_invalid`, `connection.header_invalid`,
-    /// `connection.signing_secret_invalid`, `connection.double_unknown`,
-    /// `connection.client_failed`.
-    pub code: &'static str,
-    pub connection: String,
-    /// The environment variable concerned, if any.
-    pub variable: Option<String>,
-    /// Names the connection, the setting and the variable; never a value.
-    pub message: String,
-}
-
-impl fmt::Display for StartupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for StartupError {}
-
-impl StartupError {
-    pub(crate) fn new(code: &'static str, connection: &str, message: String) -> StartupError {
-        StartupError {
-            code,
-            connection: connection.to_owned(),
-            variable: None,
-            message,
-        }
-    }
-}
 
 /// A connection as its real driver uses it. `Debug` shows header names but
 /// not their values, and the base URL without its user information.
@@ -113,7 +80,7 @@ pub(crate) fn resolve_http(
 ) -> Option<HttpConnection> {
     let before = errors.len();
     let name = conn.name.as_str();
-    let base_url = lookup(name, "`base_url:`", &conn.base_url, env, errors)
+    let base_url = lookup(name, Setting::BaseUrl, &conn.base_url, env, errors)
         .and_then(|raw| check_base_url(name, &raw, &conn.base_url, errors));
     let headers: Vec<(HeaderName, HeaderValue)> = conn
         .headers
@@ -145,14 +112,12 @@ fn resolve_header(
     env: &dyn Fn(&str) -> Option<String>,
     errors: &mut Vec<StartupError>,
 ) -> Option<(HeaderName, HeaderValue)> {
-    let setting = format!("header `{header}`");
-    let raw = lookup(connection, &setting, value, env, errors)?;
+    let raw = lookup(connection, Setting::Header(header.to_owned()), value, env, errors)?;
     let Ok(header_name) = HeaderName::from_bytes(header.as_bytes()) else {
-        errors.push(StartupError::new(
-            "connection.header_invalid",
-            connection,
-            format!("connection `{connection}`: `{header}` is not a valid HTTP header name"),
-        ));
+        errors.push(StartupError::HeaderNameInvalid {
+            connection: connection.to_owned(),
+            header: header.to_owned(),
+        });
         return None;
     };
     match HeaderValue::from_str(&raw) {
@@ -162,17 +127,10 @@ fn resolve_header(
             Some((header_name, v))
         }
         Err(_) => {
-            errors.push(StartupError {
+            errors.push(StartupError::HeaderValueInvalid {
+                connection: connection.to_owned(),
+                header: header.to_owned(),
                 variable: variable_of(value),
-                ..StartupError::new(
-                    "connection.header_invalid",
-                    connection,
-                    format!(
-                        "connection `{connection}`: the value of header `{header}`{} holds characters \
-                         a header can't carry (such as a line break)",
-                        from_variable(value)
-                    ),
-                )
             });
             None
         }
@@ -185,20 +143,14 @@ fn resolve_signing_key(
     env: &dyn Fn(&str) -> Option<String>,
     errors: &mut Vec<StartupError>,
 ) -> Option<SigningKey> {
-    let raw = lookup(connection, "`signing_secret:`", value, env, errors)?;
+    let raw = lookup(connection, Setting::SigningSecret, value, env, errors)?;
     match SigningKey::from_secret(&raw) {
         Ok(key) => Some(key),
         Err(why) => {
-            errors.push(StartupError {
+            errors.push(StartupError::SigningSecretInvalid {
+                connection: connection.to_owned(),
                 variable: variable_of(value),
-                ..StartupError::new(
-                    "connection.signing_secret_invalid",
-                    connection,
-                    format!(
-                        "connection `{connection}`: `signing_secret:`{} can't be used: {why}",
-                        from_variable(value)
-                    ),
-                )
+                why: why.to_string(),
             });
             None
         }
@@ -207,27 +159,33 @@ fn resolve_signing_key(
 
 fn lookup(
     connection: &str,
-    setting: &str,
+    setting: Setting,
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
     errors: &mut Vec<StartupError>,
 ) -> Option<String> {
-    let (var, code, how) = match value {
-        Value::String(s) => return Some(s.clone()),
-        Value::Env(var) => (var, "connection.env_missing", "env"),
-        Value::Secret(var) => (var, "connection.secret_missing", "secret"),
-    };
-    if let Some(found) = env(var) {
+    let (connection, variable) = (
+        connection.to_owned(),
+        match value {
+            Value::String(s) => return Some(s.clone()),
+            Value::Env(var) | Value::Secret(var) => var,
+        },
+    );
+    if let Some(found) = env(variable) {
         return Some(found);
     }
-    errors.push(StartupError {
-        code,
-        connection: connection.to_owned(),
-        variable: Some(var.clone()),
-        message: format!(
-            "connection `{connection}`: {setting} reads {how}(\"{var}\"), and the environment \
-             variable `{var}` is not set"
-        ),
+    let variable = variable.clone();
+    errors.push(match value {
+        Value::Secret(_) => StartupError::SecretMissing {
+            connection,
+            setting,
+            variable,
+        },
+        _ => StartupError::EnvMissing {
+            connection,
+            setting,
+            variable,
+        },
     });
     None
 }
@@ -236,13 +194,6 @@ fn variable_of(value: &Value) -> Option<String> {
     match value {
         Value::String(_) => None,
         Value::Env(v) | Value::Secret(v) => Some(v.clone()),
-    }
-}
-
-fn from_variable(value: &Value) -> String {
-    match value {
-        Value::String(_) => String::new(),
-        Value::Env(v) | Value::Secret(v) => format!(" (from `{v}`)"),
     }
 }
 
@@ -262,16 +213,10 @@ fn check_base_url(connection: &str, raw: &str, value: &Value, errors: &mut Vec<S
     match problem {
         None => Some(raw.trim_end_matches('/').to_owned()),
         Some(why) => {
-            errors.push(StartupError {
+            errors.push(StartupError::BaseUrlInvalid {
+                connection: connection.to_owned(),
                 variable: variable_of(value),
-                ..StartupError::new(
-                    "connection.base_url_invalid",
-                    connection,
-                    format!(
-                        "connection `{connection}`: `base_url:`{} is not a valid URL: {why}",
-                        from_variable(value)
-                    ),
-                )
+                why,
             });
             None
         }
