@@ -165,12 +165,18 @@ impl Clock for ScaledClock {
 
 /// Why a start could not have the clock it asked for.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ClockError {
+    /// `clock.scale_mismatch`, `clock.store_scaled`: the store keeps a
+    /// scaled clock this start cannot run on (docs/decisions.md, "One
+    /// scaled clock per store").
     Refused(Refusal),
+    /// The store's clock could not be read.
     Store(StoreError),
 }
 
 impl ClockError {
+    /// The stable code, the same the command line shows.
     pub fn code(&self) -> &'static str {
         match self {
             ClockError::Refused(r) => r.code(),
@@ -209,7 +215,14 @@ impl std::fmt::Display for ClockError {
     }
 }
 
-impl std::error::Error for ClockError {}
+impl std::error::Error for ClockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClockError::Store(e) => Some(e),
+            ClockError::Refused(_) => None,
+        }
+    }
+}
 
 /// `600x since 2026-12-02T04:16:24Z`: how views name a scaled clock.
 pub fn anchor_text(a: &Anchor) -> String {

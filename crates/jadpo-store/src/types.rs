@@ -488,8 +488,10 @@ impl DeliveryFilter {
 }
 
 /// Why a store's method failed: each has a stable code ([`StoreError::code`])
-/// and a message that says what happened.
+/// and a message that says what happened. More may come: match the ones
+/// you handle and keep an arm for the rest.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The write names a lease that is no longer the delivery's: another
     /// worker took it over, or it finished. Nothing was changed.

@@ -23,6 +23,17 @@ use std::time::Duration;
 /// The transaction must be on the store's database: the same SQLite file,
 /// or the same PostgreSQL database with the store's schema on its
 /// `search_path`.
+///
+/// ```no_run
+/// # #[cfg(feature = "tokio-postgres")]
+/// # async fn example(jadpo: &jadpo::Jadpo<jadpo::store::postgres::PgStore>, db: &mut tokio_postgres::Client)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = db.transaction().await?;
+/// tx.execute("INSERT INTO orders (id, total_cents) VALUES ('o-1', 4200)", &[]).await?;
+/// jadpo.emit_in(&mut tx, "OrderPlaced", &serde_json::json!({"order_id": "o-1", "total_cents": 4200})).await?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
 pub trait EmitIn {
     /// What `emit_in` returns for this driver: the emitted event, or a
     /// future of it for an async driver.

@@ -10,6 +10,19 @@ use jadpo_store::StoreError;
 use std::fmt;
 
 /// Why Jadpo could not start. Each has a stable code and says what to fix.
+///
+/// ```
+/// use jadpo::{Setting, StartError, StartupError};
+/// let app = r#"connection crm { base_url: env("CRM_URL") }"#;
+/// let Err(err) = jadpo::builder().app_source("app.jadpo", app)?.env(|_| None).ready() else {
+///     panic!("CRM_URL is not set")
+/// };
+/// assert_eq!(err.code(), "connection.env_missing");
+/// let StartError::Startup(problems) = &err else { panic!("{err}") };
+/// assert!(matches!(&problems[0],
+///     StartupError::EnvMissing { setting: Setting::BaseUrl, variable, .. } if variable == "CRM_URL"));
+/// # Ok::<(), StartError>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum StartError {
@@ -135,6 +148,20 @@ impl std::error::Error for StartError {
 }
 
 /// Why an emit was refused.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = jadpo::store::sqlite::SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display())).await?;
+/// let jadpo = jadpo::builder()
+///     .app_source("app.jadpo", "event Ping { id: string  n: int }")?
+///     .build(store)
+///     .await?;
+/// let err = jadpo.emit("Ping", &serde_json::json!({"id": "1", "n": "two"})).await.unwrap_err();
+/// assert_eq!((err.code(), err.field()), ("event.invalid", Some("n")));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum EmitError {

@@ -10,6 +10,17 @@ use std::fmt;
 use std::time::Duration;
 
 /// Why a skip was refused.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = jadpo::store::sqlite::SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display())).await?;
+/// let jadpo = jadpo::builder().app_source("app.jadpo", "event Ping { id: string }")?.build(store).await?;
+/// let err = jadpo.skip(&[], "").await.unwrap_err();
+/// assert_eq!(err.code(), "skip.by_invalid");
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SkipError {

@@ -15,6 +15,36 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// How a route's run ended: either way, the request's answer.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = jadpo::store::sqlite::SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display())).await?;
+/// use jadpo::core::{Failure, FailureKind};
+/// use jadpo::RouteOutcome;
+/// use std::collections::BTreeMap;
+/// const APP: &str = r#"
+/// event RefundRequest { amount_cents: int }
+/// action refund(order_id: string, amount_cents: int)
+/// route refund { post: "/refunds/{order_id}"  input: RefundRequest  run: refund(path.order_id, input.amount_cents) }
+/// "#;
+/// #[derive(serde::Deserialize)]
+/// struct Refund { order_id: String, amount_cents: i64 }
+/// let jadpo = jadpo::builder()
+///     .app_source("app.jadpo", APP)?
+///     .typed_action("refund", |r: Refund, _| async move {
+///         if r.amount_cents > 0 { Ok(()) } else { Err(Failure::new("refund.empty", FailureKind::Invalid)) }
+///     })
+///     .build(store)
+///     .await?;
+/// let path = BTreeMap::from([("order_id".to_string(), "o-1".to_string())]);
+/// let ok = jadpo.run_route("refund", path.clone(), serde_json::json!({"amount_cents": 500})).await?;
+/// assert!(matches!(ok, RouteOutcome::Succeeded(_)));
+/// let failed = jadpo.run_route("refund", path, serde_json::json!({"amount_cents": 0})).await?;
+/// assert!(matches!(failed, RouteOutcome::Failed(f) if f.code == "refund.empty"));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub enum RouteOutcome {
     /// The action succeeded; the events it emitted, if any, are written.
@@ -26,6 +56,35 @@ pub enum RouteOutcome {
 }
 
 /// Why a route's action did not run, or its success could not be kept.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = jadpo::store::sqlite::SqliteStore::open(&format!("sqlite:{}", dir.path().join("j.db").display())).await?;
+/// use jadpo::core::{Failure, FailureKind};
+/// use std::collections::BTreeMap;
+/// const APP: &str = r#"
+/// event RefundRequest { amount_cents: int }
+/// action refund(order_id: string, amount_cents: int)
+/// route refund { post: "/refunds/{order_id}"  input: RefundRequest  run: refund(path.order_id, input.amount_cents) }
+/// "#;
+/// #[derive(serde::Deserialize)]
+/// struct Refund { order_id: String, amount_cents: i64 }
+/// let jadpo = jadpo::builder()
+///     .app_source("app.jadpo", APP)?
+///     .typed_action("refund", |r: Refund, _| async move {
+///         if r.amount_cents > 0 { Ok(()) } else { Err(Failure::new("refund.empty", FailureKind::Invalid)) }
+///     })
+///     .build(store)
+///     .await?;
+/// let path = BTreeMap::from([("order_id".to_string(), "o-1".to_string())]);
+/// let bad = jadpo.run_route("refund", path, serde_json::json!({"amount_cents": "5"})).await.unwrap_err();
+/// assert_eq!(bad.code(), "event.invalid");
+/// let unknown = jadpo.run_route("nope", BTreeMap::new(), serde_json::Value::Null).await.unwrap_err();
+/// assert_eq!(unknown.code(), "route.unknown");
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RouteError {

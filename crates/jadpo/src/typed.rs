@@ -139,6 +139,22 @@ impl Builder {
 
 /// Why a Rust type does not match the app file's declaration: the field
 /// at fault, if one is, and what to change.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Ping { id: u64 }   // the app says `id: string`
+/// impl jadpo::Event for Ping { const NAME: &'static str = "Ping"; }
+///
+/// let err = jadpo::builder()
+///     .app_source("app.jadpo", "event Ping { id: string }")?
+///     .event::<Ping>()
+///     .ready()
+///     .err()
+///     .expect("the types disagree");
+/// let jadpo::StartError::EventType { mismatch, .. } = &err else { panic!("{err}") };
+/// assert_eq!(mismatch.field.as_deref(), Some("id"));
+/// # Ok::<(), jadpo::StartError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeMismatch {
     /// The field (or parameter) at fault; `None` when the type as a whole

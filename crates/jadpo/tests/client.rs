@@ -7,9 +7,9 @@
 mod common;
 use common::APP;
 
-use jadpo::store::postgres::testing::TestSchema;
 use jadpo::store::DeliveryFilter;
 use jadpo_core::{DeliveryState, Failure, FailureKind};
+use jadpo_store::postgres::testing::TestSchema;
 use std::time::Duration;
 
 #[derive(serde::Deserialize)]

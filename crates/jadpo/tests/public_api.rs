@@ -80,6 +80,18 @@ fn tokens(t: &impl ToTokens) -> String {
 fn describe(item: &Item, types: &[String], lines: &mut Vec<String>) {
     match item {
         Item::Use(u) if public(&u.vis) && !left_out(&u.attrs) => lines.push(format!("use {}", tokens(&u.tree))),
+        // A module written inline (`pub mod sqlite { pub use ... }`): its
+        // items, under its name.
+        Item::Mod(m) if public(&m.vis) && !left_out(&m.attrs) => {
+            if let Some((_, items)) = &m.content {
+                lines.push(format!("mod {}", m.ident));
+                let mut inner = Vec::new();
+                for item in items {
+                    describe(item, types, &mut inner);
+                }
+                lines.extend(inner.into_iter().map(|l| format!("    {l}")));
+            }
+        }
         Item::Fn(f) if public(&f.vis) && !left_out(&f.attrs) => lines.push(tokens(&f.sig)),
         Item::Const(c) if public(&c.vis) && !left_out(&c.attrs) => {
             lines.push(format!("const {}: {}", c.ident, tokens(&c.ty)))

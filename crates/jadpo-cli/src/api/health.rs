@@ -86,20 +86,17 @@ pub(super) async fn readyz<S: ScheduleStore>(State(api): State<ApiState<S>>) -> 
     for (name, jadpo) in &api.stores {
         let ready = match tokio::time::timeout(STORE_WAIT, jadpo.readiness()).await {
             Ok(ready) => ready,
-            Err(_) => Err(jadpo::Unready {
-                code: "store.unavailable",
-                message: "the store does not answer".to_owned(),
-            }),
+            Err(_) => Err(jadpo::Unready::Unavailable),
         };
         match ready {
             Ok(standing) => stores.push(json!({"store": name, "schema": standing.store, "build": standing.build})),
             Err(e) => {
                 let message = if api.stores.len() == 1 {
-                    e.message
+                    e.to_string()
                 } else {
-                    format!("the store `{name}`: {}", e.message)
+                    format!("the store `{name}`: {e}")
                 };
-                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.code, message).into_response();
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), message).into_response();
             }
         }
     }

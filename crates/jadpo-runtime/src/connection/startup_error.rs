@@ -7,6 +7,20 @@ use std::fmt;
 
 /// A connection or an action's setting that can't be used as written or as
 /// the environment has it. A start reports every one at once.
+///
+/// ```
+/// use jadpo_runtime::connection::{Connections, Setting, StartupError};
+/// let text = r#"connection crm { base_url: env("CRM_URL") }"#;
+/// let app = jadpo_lang::check("app.jadpo", text).app.expect("the app checks");
+/// let Err(problems) = Connections::resolve(&app, |_| None) else { panic!("CRM_URL is unset") };
+/// assert_eq!(problems[0], StartupError::EnvMissing {
+///     connection: "crm".into(),
+///     setting: Setting::BaseUrl,
+///     variable: "CRM_URL".into(),
+/// });
+/// assert_eq!(problems[0].code(), "connection.env_missing");
+/// assert_eq!(problems[0].variable(), Some("CRM_URL"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StartupError {
