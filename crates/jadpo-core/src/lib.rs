@@ -38,6 +38,7 @@ pub mod key;
 pub mod key_rule;
 pub mod limit;
 pub mod path;
+pub mod publish;
 pub mod schedule;
 pub mod time;
 pub mod trace;

@@ -1,0 +1,195 @@
+//! How one publish to a message broker ended: the failure it is for the
+//! action, and what it says to the connection's breaker. The broker
+//! drivers' counterpart of [`crate::call::classify`], with the same rule
+//! for the breaker: only an ending that says the broker surely did nothing,
+//! or that no answer came back, counts as unavailable; any answer, a
+//! refusal included, ends a run of failures.
+
+use crate::breaker::CallVerdict;
+use crate::failure::{Failure, FailureKind};
+
+/// The broker a connection publishes to (its `driver:`), which names the
+/// failure codes (`amqp.unroutable`, `nats.unconfirmed`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Broker {
+    /// RabbitMQ and other AMQP 0-9-1 brokers: an exchange and a routing
+    /// key, publisher confirms, `mandatory`.
+    Amqp,
+    /// NATS JetStream: a subject a stream captures, its acknowledgement.
+    Nats,
+    /// A Redis stream: `XADD`.
+    Redis,
+    /// An MQTT broker: QoS 1, its `PUBACK`.
+    Mqtt,
+}
+
+impl Broker {
+    /// Every broker, in the order docs/retries.md lists them.
+    pub const ALL: [Broker; 4] = [Broker::Amqp, Broker::Nats, Broker::Redis, Broker::Mqtt];
+
+    /// The driver's name in the app file, and its failure codes' prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Broker::Amqp => "amqp",
+            Broker::Nats => "nats",
+            Broker::Redis => "redis",
+            Broker::Mqtt => "mqtt",
+        }
+    }
+
+    /// Whether the broker itself drops a second publish of one idempotency
+    /// key: JetStream does, within its stream's duplicate window, for the
+    /// key sent as `Nats-Msg-Id`. The others hand the key to the consumer,
+    /// which must drop the second itself.
+    pub fn drops_duplicates(self) -> bool {
+        matches!(self, Broker::Nats)
+    }
+}
+
+/// How one publish ended, as its driver tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishEnd {
+    /// The broker took it: a publisher confirm, a JetStream acknowledgement,
+    /// the id `XADD` returns, a `PUBACK`.
+    Confirmed,
+    /// It never left: the broker unreachable, the connection refused or
+    /// reset before the message was written.
+    NeverLeft,
+    /// It was written, and no confirmation came within the call's timeout,
+    /// or the connection died after the bytes left: the broker may have it.
+    Unconfirmed,
+    /// The broker pushes back: overloaded, a memory or disk alarm, flow
+    /// control, Redis out of memory.
+    Overloaded,
+    /// The broker answered that nothing takes it: an unroutable message
+    /// returned under `mandatory`, a subject no stream captures, an exchange
+    /// that does not exist.
+    NoTarget,
+    /// The broker answered and refused this message: a negative confirm, a
+    /// JetStream error, a Redis error reply (a key of another type), a
+    /// `PUBACK` with a failure reason.
+    Refused,
+    /// Authentication or the publish's permission was refused.
+    Unauthorized,
+    /// Larger than the broker takes.
+    TooLarge,
+}
+
+impl PublishEnd {
+    /// Every ending, for tables and tests.
+    pub const ALL: [PublishEnd; 8] = [
+        PublishEnd::Confirmed,
+        PublishEnd::NeverLeft,
+        PublishEnd::Unconfirmed,
+        PublishEnd::Overloaded,
+        PublishEnd::NoTarget,
+        PublishEnd::Refused,
+        PublishEnd::Unauthorized,
+        PublishEnd::TooLarge,
+    ];
+}
+
+/// The action's result and the breaker's verdict for one publish to
+/// `broker`. A publish whose confirmation never came is sent again later
+/// only when that is safe: it carries an idempotency key, which the
+/// broker (JetStream) or the consumer drops a second copy by; without one
+/// it may already be out, and is `outcome_unknown` (parked).
+pub fn classify(broker: Broker, end: PublishEnd, idempotency_key: bool) -> (Result<(), Failure>, CallVerdict) {
+    use CallVerdict::{Answered, Unavailable};
+    let (what, kind, verdict) = match end {
+        PublishEnd::Confirmed => return (Ok(()), Answered),
+        PublishEnd::NeverLeft => ("never_left", FailureKind::Unavailable, Unavailable),
+        PublishEnd::Unconfirmed if idempotency_key => ("unconfirmed", FailureKind::Unavailable, Unavailable),
+        PublishEnd::Unconfirmed => ("unconfirmed", FailureKind::OutcomeUnknown, Unavailable),
+        PublishEnd::Overloaded => ("overloaded", FailureKind::Unavailable, Unavailable),
+        PublishEnd::NoTarget => ("no_target", FailureKind::NotFound, Answered),
+        PublishEnd::Refused => ("refused", FailureKind::Rejected, Answered),
+        PublishEnd::Unauthorized => ("unauthorized", FailureKind::Unauthorized, Answered),
+        PublishEnd::TooLarge => ("too_large", FailureKind::Rejected, Answered),
+    };
+    (Err(Failure::new(format!("{}.{what}", broker.name()), kind)), verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::Disposition;
+    use CallVerdict::{Answered, Unavailable as Down};
+    use FailureKind::*;
+
+    /// Every ending, row by row, with and without an idempotency key: its
+    /// code, kind and verdict (the table in docs/retries.md, "Publishing
+    /// to a broker").
+    #[test]
+    fn every_ending_has_its_kind_and_verdict() {
+        #[rustfmt::skip]
+        let table: &[(PublishEnd, bool, Option<(&str, FailureKind)>, CallVerdict)] = &[
+            (PublishEnd::Confirmed, false, None, Answered),
+            (PublishEnd::Confirmed, true, None, Answered),
+            (PublishEnd::NeverLeft, false, Some(("never_left", Unavailable)), Down),
+            (PublishEnd::NeverLeft, true, Some(("never_left", Unavailable)), Down),
+            (PublishEnd::Unconfirmed, false, Some(("unconfirmed", OutcomeUnknown)), Down),
+            (PublishEnd::Unconfirmed, true, Some(("unconfirmed", Unavailable)), Down),
+            (PublishEnd::Overloaded, false, Some(("overloaded", Unavailable)), Down),
+            (PublishEnd::Overloaded, true, Some(("overloaded", Unavailable)), Down),
+            (PublishEnd::NoTarget, false, Some(("no_target", NotFound)), Answered),
+            (PublishEnd::NoTarget, true, Some(("no_target", NotFound)), Answered),
+            (PublishEnd::Refused, false, Some(("refused", Rejected)), Answered),
+            (PublishEnd::Refused, true, Some(("refused", Rejected)), Answered),
+            (PublishEnd::Unauthorized, false, Some(("unauthorized", FailureKind::Unauthorized)), Answered),
+            (PublishEnd::Unauthorized, true, Some(("unauthorized", FailureKind::Unauthorized)), Answered),
+            (PublishEnd::TooLarge, false, Some(("too_large", Rejected)), Answered),
+            (PublishEnd::TooLarge, true, Some(("too_large", Rejected)), Answered),
+        ];
+        assert_eq!(table.len(), PublishEnd::ALL.len() * 2, "every ending, both ways");
+        for broker in Broker::ALL {
+            for &(end, key, want, verdict) in table {
+                let (result, got) = classify(broker, end, key);
+                let got_failure = result.err().map(|f| (f.code, f.kind));
+                let want_failure = want.map(|(what, kind)| (format!("{}.{what}", broker.name()), kind));
+                assert_eq!((got_failure, got), (want_failure, verdict), "{broker:?} {end:?} key={key}");
+            }
+        }
+    }
+
+    /// Only a publish that may be out already, without a key to drop the
+    /// second copy by, is parked; what the broker surely did not take is
+    /// retried; what it answered and refused is not.
+    #[test]
+    fn a_publish_is_sent_again_only_when_that_is_safe() {
+        for broker in Broker::ALL {
+            for end in PublishEnd::ALL {
+                for key in [false, true] {
+                    let Err(f) = classify(broker, end, key).0 else { continue };
+                    let disposition = f.kind.disposition();
+                    let may_be_out = end == PublishEnd::Unconfirmed;
+                    if may_be_out && !key {
+                        assert_eq!(disposition, Disposition::Park, "{broker:?} {end:?}");
+                    } else if matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded) {
+                        assert_eq!(disposition, Disposition::Retry, "{broker:?} {end:?} key={key}");
+                    } else {
+                        assert_eq!(disposition, Disposition::Fail, "{broker:?} {end:?} key={key}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The breaker counts what HTTP counts: no answer, or one that says the
+    /// broker could not take anything now. Every answer about the message
+    /// itself ends a run of failures.
+    #[test]
+    fn only_a_broker_that_took_nothing_counts_for_the_breaker() {
+        for end in PublishEnd::ALL {
+            let (_, verdict) = classify(Broker::Amqp, end, false);
+            let down = matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded);
+            assert_eq!(verdict == Down, down, "{end:?}");
+        }
+    }
+
+    #[test]
+    fn only_jetstream_drops_a_duplicate_itself() {
+        let dropping: Vec<Broker> = Broker::ALL.into_iter().filter(|b| b.drops_duplicates()).collect();
+        assert_eq!(dropping, [Broker::Nats]);
+    }
+}
