@@ -147,7 +147,11 @@ mod tests {
                 let (result, got) = classify(broker, end, key);
                 let got_failure = result.err().map(|f| (f.code, f.kind));
                 let want_failure = want.map(|(what, kind)| (format!("{}.{what}", broker.name()), kind));
-                assert_eq!((got_failure, got), (want_failure, verdict), "{broker:?} {end:?} key={key}");
+                assert_eq!(
+                    (got_failure, got),
+                    (want_failure, verdict),
+                    "{broker:?} {end:?} key={key}"
+                );
             }
         }
     }
@@ -165,7 +169,10 @@ mod tests {
                     let may_be_out = end == PublishEnd::Unconfirmed;
                     if may_be_out && !key {
                         assert_eq!(disposition, Disposition::Park, "{broker:?} {end:?}");
-                    } else if matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded) {
+                    } else if matches!(
+                        end,
+                        PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded
+                    ) {
                         assert_eq!(disposition, Disposition::Retry, "{broker:?} {end:?} key={key}");
                     } else {
                         assert_eq!(disposition, Disposition::Fail, "{broker:?} {end:?} key={key}");
@@ -182,7 +189,10 @@ mod tests {
     fn only_a_broker_that_took_nothing_counts_for_the_breaker() {
         for end in PublishEnd::ALL {
             let (_, verdict) = classify(Broker::Amqp, end, false);
-            let down = matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded);
+            let down = matches!(
+                end,
+                PublishEnd::NeverLeft | PublishEnd::Unconfirmed | PublishEnd::Overloaded
+            );
             assert_eq!(verdict == Down, down, "{end:?}");
         }
     }

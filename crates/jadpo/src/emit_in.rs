@@ -134,31 +134,44 @@ pub(crate) const WATCH: Duration = Duration::from_secs(30);
 /// The longest wait between two looks.
 pub(crate) const WATCH_STEP: Duration = Duration::from_millis(500);
 
+/// What an async driver's `emit_in` returns.
+pub(crate) type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>;
+
+/// The one event of a one-event emit, its store error as an emit's.
+fn only(emitted: Result<Vec<Emitted>, jadpo_store::StoreError>) -> Result<Emitted, EmitError> {
+    let mut emitted = emitted.map_err(EmitError::Store)?;
+    Ok(emitted.remove(0))
+}
+
+/// For a driver whose commit wakes no worker: has `committed` look for a
+/// new event's first delivery (a duplicate's is there already).
+fn watched(emitted: Emitted, committed: OnCommit) -> Emitted {
+    if let (Some(first), false) = (emitted.deliveries.first(), emitted.duplicate) {
+        (committed.0)(*first);
+    }
+    emitted
+}
+
+/// PostgreSQL's commit sends the notification every engine listens to,
+/// so `committed` is not needed.
 #[cfg(feature = "tokio-postgres")]
 impl EmitIn for tokio_postgres::Transaction<'_> {
     type Output<'a>
-        = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>
+        = Pending<'a>
     where
         Self: 'a;
 
-    /// PostgreSQL's commit sends the notification every engine listens to,
-    /// so `committed` is not needed.
-    fn write_event<'a>(
-        &'a mut self,
-        event: Result<NewEvent, EmitError>,
-        now: Timestamp,
-        _committed: OnCommit,
-    ) -> Self::Output<'a> {
+    fn write_event<'a>(&'a mut self, event: Result<NewEvent, EmitError>, now: Timestamp, _: OnCommit) -> Pending<'a> {
         Box::pin(async move {
             let event = event?;
-            let mut emitted = jadpo_store::postgres::emit_in(self, std::slice::from_ref(&event), now)
-                .await
-                .map_err(EmitError::Store)?;
-            Ok(emitted.remove(0))
+            only(jadpo_store::postgres::emit_in(self, std::slice::from_ref(&event), now).await)
         })
     }
 }
 
+/// SQLite tells no other connection of a commit, and a commit hook needs
+/// the connection itself (a transaction only lends it), so the engine looks
+/// for the event's first delivery until it is there.
 #[cfg(feature = "rusqlite")]
 impl EmitIn for rusqlite::Transaction<'_> {
     type Output<'a>
@@ -166,9 +179,6 @@ impl EmitIn for rusqlite::Transaction<'_> {
     where
         Self: 'a;
 
-    /// SQLite tells no other connection of a commit, and a commit hook
-    /// needs the connection itself (a transaction only lends it), so the
-    /// engine looks for the event's first delivery until it is there.
     fn write_event<'a>(
         &'a mut self,
         event: Result<NewEvent, EmitError>,
@@ -176,65 +186,45 @@ impl EmitIn for rusqlite::Transaction<'_> {
         committed: OnCommit,
     ) -> Self::Output<'a> {
         let event = event?;
-        let mut emitted =
-            jadpo_store::sqlite::emit_in(self, std::slice::from_ref(&event), now).map_err(EmitError::Store)?;
-        let emitted = emitted.remove(0);
-        if let (Some(first), false) = (emitted.deliveries.first(), emitted.duplicate) {
-            (committed.0)(*first);
-        }
-        Ok(emitted)
+        only(jadpo_store::sqlite::emit_in(self, std::slice::from_ref(&event), now)).map(|e| watched(e, committed))
     }
 }
 
+/// As `tokio-postgres`: the commit notifies every engine.
 #[cfg(feature = "sqlx-postgres")]
 impl EmitIn for sqlx::Transaction<'_, sqlx::Postgres> {
     type Output<'a>
-        = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>
+        = Pending<'a>
     where
         Self: 'a;
 
-    /// As `tokio-postgres`: the commit notifies every engine.
-    fn write_event<'a>(
-        &'a mut self,
-        event: Result<NewEvent, EmitError>,
-        now: Timestamp,
-        _committed: OnCommit,
-    ) -> Self::Output<'a> {
+    fn write_event<'a>(&'a mut self, event: Result<NewEvent, EmitError>, now: Timestamp, _: OnCommit) -> Pending<'a> {
         Box::pin(async move {
             let event = event?;
-            let mut emitted = jadpo_store::postgres::emit_in_sqlx(self, std::slice::from_ref(&event), now)
-                .await
-                .map_err(EmitError::Store)?;
-            Ok(emitted.remove(0))
+            only(jadpo_store::postgres::emit_in_sqlx(self, std::slice::from_ref(&event), now).await)
         })
     }
 }
 
+/// As `rusqlite`: the engine looks for the event's first delivery until
+/// the commit shows it.
 #[cfg(feature = "sqlx-sqlite")]
 impl EmitIn for sqlx::Transaction<'_, sqlx::Sqlite> {
     type Output<'a>
-        = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>
+        = Pending<'a>
     where
         Self: 'a;
 
-    /// As `rusqlite`: the engine looks for the event's first delivery
-    /// until the commit shows it.
     fn write_event<'a>(
         &'a mut self,
         event: Result<NewEvent, EmitError>,
         now: Timestamp,
         committed: OnCommit,
-    ) -> Self::Output<'a> {
+    ) -> Pending<'a> {
         Box::pin(async move {
             let event = event?;
-            let mut emitted = jadpo_store::sqlite::emit_in_sqlx(self, std::slice::from_ref(&event), now)
-                .await
-                .map_err(EmitError::Store)?;
-            let emitted = emitted.remove(0);
-            if let (Some(first), false) = (emitted.deliveries.first(), emitted.duplicate) {
-                (committed.0)(*first);
-            }
-            Ok(emitted)
+            only(jadpo_store::sqlite::emit_in_sqlx(self, std::slice::from_ref(&event), now).await)
+                .map(|e| watched(e, committed))
         })
     }
 }
