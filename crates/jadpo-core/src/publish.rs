@@ -117,13 +117,17 @@ mod tests {
     use CallVerdict::{Answered, Unavailable as Down};
     use FailureKind::*;
 
+    /// An ending, whether it carried an idempotency key, the failure's code
+    /// suffix and kind (none: succeeded), and the breaker's verdict.
+    type Row = (PublishEnd, bool, Option<(&'static str, FailureKind)>, CallVerdict);
+
     /// Every ending, row by row, with and without an idempotency key: its
     /// code, kind and verdict (the table in docs/retries.md, "Publishing
     /// to a broker").
     #[test]
     fn every_ending_has_its_kind_and_verdict() {
         #[rustfmt::skip]
-        let table: &[(PublishEnd, bool, Option<(&str, FailureKind)>, CallVerdict)] = &[
+        let table: &[Row] = &[
             (PublishEnd::Confirmed, false, None, Answered),
             (PublishEnd::Confirmed, true, None, Answered),
             (PublishEnd::NeverLeft, false, Some(("never_left", Unavailable)), Down),

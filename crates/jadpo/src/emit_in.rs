@@ -135,7 +135,8 @@ pub(crate) const WATCH: Duration = Duration::from_secs(30);
 pub(crate) const WATCH_STEP: Duration = Duration::from_millis(500);
 
 /// What an async driver's `emit_in` returns.
-pub(crate) type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>;
+pub(crate) type Pending<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Emitted, EmitError>> + Send + 'a>>;
 
 /// The one event of a one-event emit, its store error as an emit's.
 fn only(emitted: Result<Vec<Emitted>, jadpo_store::StoreError>) -> Result<Emitted, EmitError> {
