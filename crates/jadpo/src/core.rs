@@ -15,7 +15,7 @@ pub use jadpo_core::{
     TraceContext, Waiting,
 };
 
-/// W3C trace context (docs/tracing.md).
+/// W3C trace context (docs/observability.md, "The trace an event belongs to").
 pub mod trace {
     pub use jadpo_core::trace::TraceError;
 }

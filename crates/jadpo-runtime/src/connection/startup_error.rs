@@ -73,7 +73,7 @@ pub enum StartupError {
         variable: Option<String>,
     },
     /// `connection.signing_secret_invalid`: `signing_secret:` is not a
-    /// usable secret (docs/app-file.md, "Signing").
+    /// usable secret (docs/app-file.md, "Signed calls").
     SigningSecretInvalid {
         /// The connection.
         connection: String,
