@@ -458,7 +458,7 @@ fn reply_for(behaviour: &Behaviour, state: &mut State_, shared: &Shared, now: In
         Behaviour::Status(s) => *s,
         Behaviour::Flapping { period } => {
             let phase = now.duration_since(state.since).as_nanos() / period.as_nanos().max(1);
-            if phase % 2 == 0 {
+            if phase.is_multiple_of(2) {
                 200
             } else {
                 503

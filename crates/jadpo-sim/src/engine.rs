@@ -193,7 +193,7 @@ impl Sim {
             // After every step, the deliveries it changed; at each tick and
             // every so many steps, every one.
             let changed = self.store.take_changed();
-            let full = is_tick || steps % 10_000 == 0;
+            let full = is_tick || steps.is_multiple_of(10_000);
             if full || self.cfg.check_every_step {
                 let which = if full { None } else { Some(changed.as_slice()) };
                 self.check(which).map_err(|what| self.violation(what))?;

@@ -103,7 +103,7 @@ pub(crate) fn duration_text(d: Duration) -> String {
         return "0s".to_string();
     }
     for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms >= per && ms % per == 0 {
+        if ms >= per && ms.is_multiple_of(per) {
             return format!("{}{unit}", ms / per);
         }
     }
