@@ -7,6 +7,59 @@
 
 use crate::breaker::CallVerdict;
 use crate::failure::{Failure, FailureKind};
+use crate::path::Piece;
+
+/// The code of a publish whose target a parameter's value would not keep
+/// to one word of it.
+pub const TARGET_WORD_INVALID: &str = "publish.target_word_invalid";
+
+/// The code of a publish whose target is longer than every broker takes.
+pub const TARGET_TOO_LONG: &str = "publish.target_too_long";
+
+/// The longest target, in bytes: AMQP's limit on a routing key, and well
+/// within the others'.
+pub const MAX_TARGET_BYTES: usize = 255;
+
+/// The characters a parameter's value may not hold: each broker's word
+/// separators (`.` NATS and AMQP topics, `/` MQTT, `:` Redis key
+/// conventions) and wildcards (`*`, `>`, `+`, `#`). One rule for every
+/// broker, so a target means the same on each.
+pub const TARGET_WORD_FORBIDDEN: [char; 7] = ['.', '/', ':', '*', '>', '+', '#'];
+
+/// Whether `value` can fill one word of a target: not empty, none of
+/// [`TARGET_WORD_FORBIDDEN`], no whitespace or control character. A value
+/// that fails would publish somewhere the app file never named (an
+/// `order_id` of `a.b` moving `orders.{order_id}` one level down), so the
+/// publish is never sent.
+pub fn is_target_word(value: &str) -> bool {
+    !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| TARGET_WORD_FORBIDDEN.contains(&c) || c.is_whitespace() || c.is_control())
+}
+
+/// The target to publish to, each parameter's value checked by
+/// [`is_target_word`]: `publish.target_word_invalid` (naming the
+/// parameter, never its value) or `publish.target_too_long`, both
+/// `internal_fault`, since the same input fails the same way.
+pub fn render_target<'a>(pieces: impl IntoIterator<Item = Piece<'a>>) -> Result<String, Failure> {
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Literal(s) => out.push_str(s),
+            Piece::Param { name, value } => {
+                if !is_target_word(value) {
+                    return Err(Failure::new(TARGET_WORD_INVALID, FailureKind::InternalFault).with_field("param", name));
+                }
+                out.push_str(value);
+            }
+        }
+    }
+    if out.len() > MAX_TARGET_BYTES {
+        return Err(Failure::new(TARGET_TOO_LONG, FailureKind::InternalFault));
+    }
+    Ok(out)
+}
 
 /// The broker a connection publishes to (its `driver:`), which names the
 /// failure codes (`amqp.unroutable`, `nats.unconfirmed`, ...).
@@ -113,6 +166,79 @@ pub fn classify(broker: Broker, end: PublishEnd, idempotency_key: bool) -> (Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_value_fills_one_word_or_the_publish_is_refused() {
+        #[rustfmt::skip]
+        let table: &[(&str, bool)] = &[
+            ("p_1", true), ("42", true), ("ÄÖ-ü", true), ("a@b", true),
+            ("", false), ("a.b", false), (".", false), ("..", false), ("a/b", false),
+            ("a:b", false), ("*", false), (">", false), ("+", false), ("#", false),
+            ("a b", false), ("a\tb", false), ("a\nb", false), ("\u{0}", false), ("a\u{2003}b", false),
+        ];
+        for &(value, ok) in table {
+            assert_eq!(is_target_word(value), ok, "{value:?}");
+            let rendered = render_target([Piece::Literal("orders."), Piece::Param { name: "id", value }]);
+            match rendered {
+                Ok(t) => {
+                    assert!(ok, "{value:?}");
+                    assert_eq!(t, format!("orders.{value}"));
+                }
+                Err(f) => {
+                    assert!(!ok, "{value:?}");
+                    assert_eq!(
+                        (f.code.as_str(), f.kind),
+                        (TARGET_WORD_INVALID, FailureKind::InternalFault)
+                    );
+                    assert_eq!(
+                        f.fields.get("param").map(String::as_str),
+                        Some("id"),
+                        "names the parameter"
+                    );
+                    assert!(
+                        !f.fields.values().any(|v| v == value && !value.is_empty()),
+                        "never the value"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_target_is_at_most_255_bytes() {
+        let long = "x".repeat(MAX_TARGET_BYTES - 2);
+        assert!(render_target([
+            Piece::Literal("a."),
+            Piece::Param {
+                name: "p",
+                value: &long
+            }
+        ])
+        .is_ok());
+        let f = render_target([
+            Piece::Literal("ab."),
+            Piece::Param {
+                name: "p",
+                value: &long,
+            },
+        ])
+        .unwrap_err();
+        assert_eq!(f.code, TARGET_TOO_LONG);
+    }
+
+    proptest! {
+        /// Whatever the value, a target that renders holds the template's
+        /// literals in place and the value as one word: splitting it at
+        /// any separator gives back exactly the template's words.
+        #[test]
+        fn a_rendered_target_keeps_its_words(value in "\\PC{0,12}") {
+            if let Ok(t) = render_target([Piece::Literal("a."), Piece::Param { name: "p", value: &value }, Piece::Literal(".z")]) {
+                let words: Vec<&str> = t.split(|c| TARGET_WORD_FORBIDDEN.contains(&c)).collect();
+                prop_assert_eq!(words, vec!["a", value.as_str(), "z"]);
+            }
+        }
+    }
     use crate::failure::Disposition;
     use CallVerdict::{Answered, Unavailable as Down};
     use FailureKind::*;

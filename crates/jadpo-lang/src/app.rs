@@ -4,6 +4,7 @@
 
 use crate::diagnostic::Span;
 use jadpo_core::limit::{Limits, Rate};
+use jadpo_core::publish::Broker;
 use jadpo_core::Budget;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -183,16 +184,50 @@ pub enum Value {
     Secret(String),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a connection talks to (`driver:`), with the settings only that
+/// driver takes (docs/app-file.md, "Connections to a broker").
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Driver {
+    /// HTTP calls under a base URL: `call NAME.post("/path", ...)`.
     Http,
+    /// RabbitMQ (AMQP 0-9-1): publishes to `exchange:` (the default
+    /// exchange, `""`, when absent) with the publish's target as the
+    /// routing key.
+    Amqp { exchange: String },
+    /// NATS JetStream: the target is the subject.
+    Nats,
+    /// A Redis stream: the target is the stream's key; `max_len:` trims it
+    /// to about that many entries (`XADD ... MAXLEN ~`).
+    Redis { max_len: Option<u64> },
+    /// An MQTT broker: the target is the topic.
+    Mqtt,
+}
+
+impl Driver {
+    /// The broker it publishes to; `None` for HTTP.
+    pub fn broker(&self) -> Option<Broker> {
+        match self {
+            Driver::Http => None,
+            Driver::Amqp { .. } => Some(Broker::Amqp),
+            Driver::Nats => Some(Broker::Nats),
+            Driver::Redis { .. } => Some(Broker::Redis),
+            Driver::Mqtt => Some(Broker::Mqtt),
+        }
+    }
+
+    /// Its name in the app file.
+    pub fn name(&self) -> &'static str {
+        self.broker().map_or("http", Broker::name)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Connection {
     pub name: String,
     pub driver: Driver,
-    pub base_url: Value,
+    /// Where it connects: an HTTP connection's `base_url:`, a broker
+    /// connection's `url:`.
+    pub url: Value,
     /// Header names as written; HTTP compares them case-insensitively.
     pub headers: BTreeMap<String, Value>,
     /// One send's time limit.
@@ -342,9 +377,29 @@ pub struct Emit {
     pub span: Span,
 }
 
+/// `call NAME.publish("target", body:, headers:, idempotency_key:)` on a
+/// broker connection: one message, confirmed by the broker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Publish {
+    pub connection: String,
+    /// The routing key, subject, stream key or topic, split at its
+    /// placeholders like a call's path; each parameter's value must be
+    /// one whole word of it (no separators, no wildcards).
+    pub target: PathTemplate,
+    pub body: Option<Expr>,
+    /// Message headers (AMQP headers, NATS headers, MQTT 5 user
+    /// properties, Redis stream fields), after the connection's own.
+    pub headers: Vec<(String, Expr)>,
+    /// Sent as the message's idempotency key (`Nats-Msg-Id` on NATS) so
+    /// that a resend after a lost confirmation is dropped.
+    pub idempotency_key: Option<Expr>,
+    pub span: Span,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
     Call(Call),
+    Publish(Publish),
     Run(Run),
     Emit(Emit),
 }

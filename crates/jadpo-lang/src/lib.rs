@@ -21,8 +21,8 @@ mod syntax;
 
 pub use app::{
     Action, ActionBody, AlertRoute, App, Call, Capability, Connection, Driver, Emit, Event, Expr, Field, Method,
-    PathPart, PathTemplate, Route, RoutePath, RouteSegment, Run, Runnable, Schedule, Statement, StoreDecl, Subscriber,
-    Trigger, Type, Value,
+    PathPart, PathTemplate, Publish, Route, RoutePath, RouteSegment, Run, Runnable, Schedule, Statement, StoreDecl,
+    Subscriber, Trigger, Type, Value,
 };
 pub use diagnostic::{Code, Diagnostic, LineIndex, Position, Span};
 

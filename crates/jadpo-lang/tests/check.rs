@@ -192,7 +192,7 @@ fn the_checked_app_keeps_settings_unresolved_and_calls_structured() {
         }",
     );
     let pay = &app.connections["pay"];
-    assert_eq!(pay.base_url, Value::Env("PAY_URL".into()));
+    assert_eq!(pay.url, Value::Env("PAY_URL".into()));
     assert_eq!(pay.headers["Authorization"], Value::Secret("PAY_TOKEN".into()));
     assert_eq!(pay.headers["Accept"], Value::String("application/json".into()));
     assert_eq!(pay.attempts, 3);

@@ -6,7 +6,8 @@
 //! call through a real driver is written to the run's [`CallLog`](crate::run::CallLog) so the
 //! breakers count it; a fake's or a recording's answer is not.
 
-use crate::connection::{render_path, template_text, CallRequest, Connections, Response, StartupError};
+use crate::connection::broker::PublishRequest;
+use crate::connection::{render_path, render_target, template_text, CallRequest, Connections, Response, StartupError};
 use crate::run::{Executor, RunContext, RunKind};
 use futures::future::BoxFuture;
 use jadpo_core::{Failure, FailureKind};
@@ -91,7 +92,7 @@ impl ConnectionHandle {
             trace: self.ctx.trace.clone(),
             spans: self.ctx.spans.clone(),
         };
-        let counts = matches!(self.ctx.kind, RunKind::Delivery { .. }) && !self.connections.is_double(connection);
+        let counts = self.counts(connection);
         if counts {
             self.ctx.calls.started(connection);
         }
@@ -100,20 +101,95 @@ impl ConnectionHandle {
             let retry_after = outcome.result.as_ref().err().and_then(|f| f.retry_after);
             self.ctx.calls.rate_limited(connection, retry_after);
         }
-        if counts {
-            // A send the run's limit cut short got no answer in the time it
-            // had: for the breaker, the provider was unavailable.
-            let cut = outcome.sends > 0 && matches!(&outcome.result, Err(f) if f.kind == FailureKind::DeadlineExceeded);
-            let verdict = if cut {
-                Some(jadpo_core::CallVerdict::Unavailable)
-            } else {
-                outcome.verdict
-            };
-            self.ctx.calls.ended(connection, verdict);
-        } else {
-            self.ctx.calls.ended(connection, None);
-        }
+        self.ended(connection, counts, outcome.sends, &outcome.result, outcome.verdict);
         outcome.result
+    }
+
+    /// Publishes one message through a broker connection the action may
+    /// use; confirmed is `Ok`, anything else the failure
+    /// `jadpo_core::publish::classify` gives it. Counted for the breaker as
+    /// a call is.
+    pub async fn publish(
+        &self,
+        connection: &str,
+        target: &str,
+        body: Option<Value>,
+        headers: Vec<(String, String)>,
+        idempotency_key: Option<String>,
+    ) -> Result<(), Failure> {
+        self.publish_as(
+            connection,
+            target.to_owned(),
+            target.to_owned(),
+            body,
+            headers,
+            idempotency_key,
+        )
+        .await
+    }
+
+    async fn publish_as(
+        &self,
+        connection: &str,
+        target: String,
+        target_template: String,
+        body: Option<Value>,
+        headers: Vec<(String, String)>,
+        idempotency_key: Option<String>,
+    ) -> Result<(), Failure> {
+        if !self.allowed.contains(connection) {
+            return Err(Failure::new("action.connection_undeclared", FailureKind::InternalFault)
+                .with_field("connection", connection));
+        }
+        let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let req = PublishRequest {
+            connection: connection.to_owned(),
+            target,
+            target_template,
+            body,
+            headers,
+            idempotency_key,
+            message_id: message_id(&self.ctx, n),
+            trace: self.ctx.trace.clone(),
+            spans: self.ctx.spans.clone(),
+        };
+        let counts = self.counts(connection);
+        if counts {
+            self.ctx.calls.started(connection);
+        }
+        let outcome = self.connections.publish(req, self.ctx.deadline, rand::random()).await;
+        self.ended(connection, counts, outcome.sends, &outcome.result, outcome.verdict);
+        outcome.result
+    }
+
+    /// Whether a send through `connection` counts for its breaker and
+    /// limits: a delivery's, through a real driver.
+    fn counts(&self, connection: &str) -> bool {
+        matches!(self.ctx.kind, RunKind::Delivery { .. }) && !self.connections.is_double(connection)
+    }
+
+    /// Tells the run's call log how a send ended, for the breaker.
+    fn ended<T>(
+        &self,
+        connection: &str,
+        counts: bool,
+        sends: u32,
+        result: &Result<T, Failure>,
+        verdict: Option<jadpo_core::CallVerdict>,
+    ) {
+        if !counts {
+            self.ctx.calls.ended(connection, None);
+            return;
+        }
+        // A send the run's limit cut short got no answer in the time it
+        // had: for the breaker, the provider was unavailable.
+        let cut = sends > 0 && matches!(result, Err(f) if f.kind == FailureKind::DeadlineExceeded);
+        let verdict = if cut {
+            Some(jadpo_core::CallVerdict::Unavailable)
+        } else {
+            verdict
+        };
+        self.ctx.calls.ended(connection, verdict);
     }
 }
 
@@ -151,6 +227,13 @@ impl AppExecutor {
                     c.body
                         .iter()
                         .chain(&c.idempotency_key)
+                        .for_each(|e| env_names(e, &mut names));
+                }
+                Statement::Publish(p) => {
+                    p.body
+                        .iter()
+                        .chain(&p.idempotency_key)
+                        .chain(p.headers.iter().map(|(_, v)| v))
                         .for_each(|e| env_names(e, &mut names));
                 }
                 Statement::Run(r) => r.args.iter().for_each(|e| env_names(e, &mut names)),
@@ -349,6 +432,19 @@ impl AppExecutor {
                                 let key = c.idempotency_key.as_ref().map(|e| text(&self.eval(e, ctx, &args)));
                                 handle
                                     .send(&c.connection, c.method, path, template_text(&c.path), body, key)
+                                    .await?;
+                            }
+                            Statement::Publish(p) => {
+                                let target = render_target(&p.target, |n| args.get(n).map(text))?;
+                                let body = p.body.as_ref().map(|e| self.eval(e, ctx, &args));
+                                let headers = p
+                                    .headers
+                                    .iter()
+                                    .map(|(name, e)| (name.clone(), text(&self.eval(e, ctx, &args))))
+                                    .collect();
+                                let key = p.idempotency_key.as_ref().map(|e| text(&self.eval(e, ctx, &args)));
+                                handle
+                                    .publish_as(&p.connection, target, template_text(&p.target), body, headers, key)
                                     .await?;
                             }
                             Statement::Run(r) => {

@@ -250,6 +250,25 @@ impl Spans {
         })
     }
 
+    /// One publish to a broker: a producer span in the run's trace, named
+    /// by the OpenTelemetry messaging conventions (`publish TARGET`, the
+    /// target as written, never as rendered).
+    pub fn publish(&self, run: Option<&TraceContext>, p: &Publish<'_>) -> Recording {
+        self.start(format!("publish {}", p.template), SpanKind::Producer, run, |b| {
+            let mut attributes = vec![
+                KeyValue::new("messaging.system", self.name(p.system)),
+                KeyValue::new("messaging.operation.type", "send"),
+                KeyValue::new("messaging.operation.name", "publish"),
+                KeyValue::new("messaging.destination.template", self.name(p.template)),
+                KeyValue::new("jadpo.connection", self.name(p.connection)),
+            ];
+            if p.resend > 0 {
+                attributes.push(KeyValue::new("jadpo.resend_count", i64::from(p.resend)));
+            }
+            b.with_attributes(attributes)
+        })
+    }
+
     /// A schedule's run: the first span of a trace of its own.
     pub fn schedule(&self, name: &str) -> Recording {
         self.start(format!("schedule {name}"), SpanKind::Internal, None, |b| {
@@ -296,6 +315,15 @@ pub struct Call<'a> {
     pub template: &'a str,
     pub host: Option<&'a str>,
     pub port: Option<u16>,
+    pub resend: u32,
+}
+
+/// What a publish's span says of it.
+pub struct Publish<'a> {
+    pub connection: &'a str,
+    /// `messaging.system`: `rabbitmq`, `nats`, `redis` or `mqtt`.
+    pub system: &'a str,
+    pub template: &'a str,
     pub resend: u32,
 }
 

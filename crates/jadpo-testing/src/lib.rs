@@ -11,9 +11,12 @@
 //! - [`pg_server`]: a PostgreSQL server of a test's own (its settings, its
 //!   files, a restart).
 //! - [`pgbouncer`]: a PgBouncer of a test's own in front of a server.
+//! - [`broker_server`]: a Redis or NATS server of a test's own, to kill
+//!   and start again on its port with what it stored.
 //! - [`proxy`]: a TCP proxy in front of a server (PostgreSQL) that can cut,
 //!   refuse and stall connections, for store outages.
 
+pub mod broker_server;
 pub mod logs;
 pub mod pg_server;
 pub mod pgbouncer;

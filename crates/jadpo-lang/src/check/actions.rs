@@ -1,6 +1,7 @@
 //! `action NAME(PARAMS) { call ... run ... emit ... }` and `action NAME(PARAMS) uses ...`
 
-use super::exprs::{EventUse, Scope};
+use super::connection::DriverName;
+use super::exprs::{EventUse, Scope, Template};
 use super::graph::Edges;
 use super::{hint, Checker};
 use crate::app::{Action, ActionBody, Call, Method, Run, Statement};
@@ -109,16 +110,38 @@ impl Checker<'_> {
                 if known {
                     edges.conns.insert(conn.name.clone());
                 }
+                let driver = self.connection_drivers.get(&conn.name).copied().flatten();
+                if method_name.name == "publish" {
+                    return self.publish(stmt, driver, known, scope, uses);
+                }
                 let method = Method::from_name(&method_name.name);
-                if method.is_none() {
-                    let help = hint(&method_name.name, Method::NAMES.into_iter(), || {
-                        format!("the methods are {}", Method::NAMES.join(", "))
-                    });
-                    self.err(
-                        Code::CallMethodUnknown,
-                        method_name.span,
-                        format!("`{}` is not an HTTP method; {help}", method_name.name),
-                    );
+                match (method, driver) {
+                    (None, _) => {
+                        let help = hint(&method_name.name, Method::NAMES.into_iter(), || {
+                            format!("the methods are {}", Method::NAMES.join(", "))
+                        });
+                        self.err(
+                            Code::CallMethodUnknown,
+                            method_name.span,
+                            format!("`{}` is not an HTTP method; {help}", method_name.name),
+                        );
+                    }
+                    (Some(_), Some(d)) if d != DriverName::Http => {
+                        self.err(
+                            Code::CallMethodUnknown,
+                            method_name.span,
+                            format!(
+                                "`{}` publishes to a broker (`driver: {}`), it takes no HTTP method; \
+                                 write `call {}.publish(\"target\", body: ...)`",
+                                conn.name,
+                                d.name(),
+                                conn.name
+                            ),
+                        );
+                        self.call_args(stmt, scope, uses);
+                        return None;
+                    }
+                    _ => {}
                 }
                 let call = self.call_args(stmt, scope, uses);
                 let (path, body, idempotency_key) = call?;
@@ -172,7 +195,7 @@ impl Checker<'_> {
             );
             ok = false;
         }
-        let path = self.path_template(&path_arg.value, name, what, params);
+        let path = self.path_template(&path_arg.value, Template::Path, name, what, params);
         let mut body = None;
         let mut key = None;
         for arg in stmt.args.iter().filter(|a| a.name.is_some()) {

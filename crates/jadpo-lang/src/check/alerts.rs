@@ -1,5 +1,6 @@
 //! `alerts { connection: NAME  path: "/..." }`
 
+use super::connection::DriverName;
 use super::values::describe;
 use super::{and_list, hint, Checker};
 use crate::app::AlertRoute;
@@ -59,6 +60,23 @@ impl Checker<'_> {
             }
         };
         if self.connection_names.contains(&name.name) {
+            if let Some(Some(d)) = self
+                .connection_drivers
+                .get(&name.name)
+                .filter(|d| **d != Some(DriverName::Http))
+            {
+                self.err(
+                    Code::ValueInvalid,
+                    name.span,
+                    format!(
+                        "alerts are posted over HTTP, and `{}` publishes to a broker (`driver: {}`); \
+                         name an HTTP connection",
+                        name.name,
+                        d.name()
+                    ),
+                );
+                return None;
+            }
             return Some(name.name.clone());
         }
         let help = self.unknown_connection_help(name);

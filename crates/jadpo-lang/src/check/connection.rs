@@ -17,29 +17,60 @@ const RATE_TAKES: &str = "`rate:` takes calls per unit, as in `rate: 50/s` (unit
 impl Checker<'_> {
     pub(crate) fn connection(&mut self, item: &Item, entries: &[Entry]) -> Option<Connection> {
         let what = format!("connection `{}`", item.name.name);
-        let allowed = [
-            "driver",
-            "base_url",
-            "headers",
-            "timeout",
-            "retry",
-            "signing_secret",
-            "rate",
-            "concurrency",
-        ];
-        let keys = self.keyed(&what, entries, &allowed, Code::KeyUnknown, Code::NameDuplicate);
-        let ok = keys.len() == entries.len();
-
-        let driver = match keys.get("driver") {
-            None => Some(Driver::Http),
+        // The driver decides which keys the block takes, so it is read
+        // first; a bad one is reported once, and the rest checked as HTTP.
+        let driver_entry = entries.iter().find(|e| e.key.name == "driver");
+        let driver = match driver_entry {
+            None => Some(DriverName::Http),
             Some(e) => self.driver(&e.value),
         };
-        let base_url = match keys.get("base_url") {
-            Some(e) => self.base_url(&e.value),
-            None => {
-                self.missing(item, &what, "base_url", "env(\"PAYMENTS_URL\")");
+        // A driver that failed to read is reported once: its keys are then
+        // every driver's, and none is missing.
+        let allowed = driver.map_or(DriverName::ALL_KEYS, DriverName::keys);
+        let (url_key, other_key) = match driver {
+            Some(DriverName::Http) => ("base_url", "url"),
+            _ => ("url", "base_url"),
+        };
+        // The other driver's address key is reported with what to write
+        // instead, and read as the right one, so it is reported once.
+        let misnamed = driver.and_then(|_| entries.iter().find(|e| e.key.name == other_key));
+        if let Some(e) = misnamed {
+            self.err(
+                Code::KeyUnknown,
+                e.key.span,
+                format!(
+                    "{what} has no key `{other_key}:`; `driver: {}` names where it connects with `{url_key}:`",
+                    driver.map_or("http", DriverName::name)
+                ),
+            );
+        }
+        let checked: Vec<Entry> = entries
+            .iter()
+            .filter(|e| misnamed.is_none_or(|m| !std::ptr::eq(*e, m)))
+            .cloned()
+            .collect();
+        let keys = self.keyed(&what, &checked, allowed, Code::KeyUnknown, Code::NameDuplicate);
+        let ok = keys.len() == entries.len() && misnamed.is_none();
+        let url = match (keys.get(url_key), misnamed, driver) {
+            (Some(e), _, Some(d)) => self.url(&e.value, url_key, d),
+            (None, Some(e), Some(d)) => self.url(&e.value, url_key, d),
+            (_, _, None) => None,
+            (None, None, Some(d)) => {
+                let example = match d {
+                    DriverName::Http => "env(\"PAYMENTS_URL\")",
+                    _ => "env(\"BROKER_URL\")",
+                };
+                self.missing(item, &what, url_key, example);
                 None
             }
+        };
+        let exchange = match keys.get("exchange") {
+            Some(e) => self.exchange(&e.value),
+            None => Some(String::new()),
+        };
+        let max_len = match keys.get("max_len") {
+            Some(e) => self.max_len(&e.value).map(Some),
+            None => Some(None),
         };
         let headers = match keys.get("headers") {
             Some(e) => self.headers(&e.value),
@@ -68,10 +99,17 @@ impl Checker<'_> {
         if !ok || item.broken {
             return None;
         }
+        let driver = match driver? {
+            DriverName::Http => Driver::Http,
+            DriverName::Amqp => Driver::Amqp { exchange: exchange? },
+            DriverName::Nats => Driver::Nats,
+            DriverName::Redis => Driver::Redis { max_len: max_len? },
+            DriverName::Mqtt => Driver::Mqtt,
+        };
         Some(Connection {
             name: item.name.name.clone(),
-            driver: driver?,
-            base_url: base_url?,
+            driver,
+            url: url?,
             headers: headers?,
             timeout: timeout?,
             attempts: attempts?,
@@ -82,37 +120,80 @@ impl Checker<'_> {
         })
     }
 
-    /// `driver: http`, the only driver there is.
-    fn driver(&mut self, e: &Expr) -> Option<Driver> {
+    /// `driver: http`, `amqp`, `nats`, `redis` or `mqtt`.
+    fn driver(&mut self, e: &Expr) -> Option<DriverName> {
+        if let Some(name) = DriverName::written(e) {
+            return Some(name);
+        }
+        self.err(
+            Code::ValueInvalid,
+            e.span,
+            format!("`driver:` takes http, amqp, nats, redis or mqtt; found {}", describe(e)),
+        );
+        None
+    }
+
+    /// `base_url:` (HTTP) or `url:` (a broker): a setting that, when
+    /// written as a literal, has the driver's scheme.
+    fn url(&mut self, e: &Expr, key: &str, driver: DriverName) -> Option<Value> {
+        let v = self.setting(e, &format!("`{key}:`"), true);
+        if let Some(Value::String(url)) = &v {
+            let schemes = driver.schemes();
+            if !schemes.iter().any(|s| url.starts_with(&format!("{s}://"))) {
+                let list: Vec<String> = schemes.iter().map(|s| format!("{s}://")).collect();
+                self.err(
+                    Code::ValueInvalid,
+                    e.span,
+                    format!("`{key}:` starts with {}, not {url:?}", list.join(" or ")),
+                );
+                return None;
+            }
+        }
+        v
+    }
+
+    /// `exchange: "orders"`: the AMQP exchange publishes go to; `""` is the
+    /// default exchange, which routes by queue name.
+    fn exchange(&mut self, e: &Expr) -> Option<String> {
         match &e.kind {
-            ExprKind::Path(p) if path_text(p) == "http" => Some(Driver::Http),
-            ExprKind::Str(s) if s == "http" => Some(Driver::Http),
+            ExprKind::Str(s)
+                if s.len() <= 127 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c)) =>
+            {
+                Some(s.clone())
+            }
             _ => {
                 self.err(
                     Code::ValueInvalid,
                     e.span,
-                    format!("`driver:` takes `http`, the only driver; found {}", describe(e)),
+                    format!(
+                        "`exchange:` takes an exchange's name in quotes (letters, digits, `-`, `_`, `.`, `:`; at most 127), \
+                         as in `exchange: \"orders\"`; found {}",
+                        describe(e)
+                    ),
                 );
                 None
             }
         }
     }
 
-    /// `base_url:`, a setting that, when written as a literal, is an
-    /// http:// or https:// URL.
-    fn base_url(&mut self, e: &Expr) -> Option<Value> {
-        let v = self.setting(e, "`base_url:`", true);
-        if let Some(Value::String(url)) = &v {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                self.err(
-                    Code::ValueInvalid,
-                    e.span,
-                    format!("`base_url:` starts with http:// or https://, not {url:?}"),
-                );
-                return None;
+    /// `max_len: 100000`: a Redis stream trimmed to about that many
+    /// entries on each publish.
+    fn max_len(&mut self, e: &Expr) -> Option<u64> {
+        if let ExprKind::Number(n) = &e.kind {
+            if let Some(v) = n.as_int().filter(|v| (1..=i128::from(u32::MAX)).contains(v)) {
+                return u64::try_from(v).ok();
             }
         }
-        v
+        self.err(
+            Code::ValueInvalid,
+            e.span,
+            format!(
+                "`max_len:` takes a whole number of entries from 1 to {}, as in `max_len: 100000`; found {}",
+                u32::MAX,
+                describe(e)
+            ),
+        );
+        None
     }
 
     /// `headers: { NAME: SETTING, ... }`; `None` when any header failed,
@@ -185,6 +266,123 @@ impl Checker<'_> {
             format!("`concurrency:` takes a whole number from 1 to {max}, not {found}"),
         );
         None
+    }
+}
+
+/// A `driver:` as written, before its own settings are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DriverName {
+    Http,
+    Amqp,
+    Nats,
+    Redis,
+    Mqtt,
+}
+
+impl DriverName {
+    /// The driver a `driver:` value names, bare or quoted.
+    pub(crate) fn written(e: &Expr) -> Option<DriverName> {
+        match &e.kind {
+            ExprKind::Path(p) => DriverName::from_name(&path_text(p)),
+            ExprKind::Str(s) => DriverName::from_name(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DriverName::Http => "http",
+            DriverName::Amqp => "amqp",
+            DriverName::Nats => "nats",
+            DriverName::Redis => "redis",
+            DriverName::Mqtt => "mqtt",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<DriverName> {
+        Some(match name {
+            "http" => DriverName::Http,
+            "amqp" => DriverName::Amqp,
+            "nats" => DriverName::Nats,
+            "redis" => DriverName::Redis,
+            "mqtt" => DriverName::Mqtt,
+            _ => return None,
+        })
+    }
+
+    /// Every key of every driver.
+    const ALL_KEYS: &'static [&'static str] = &[
+        "driver",
+        "base_url",
+        "url",
+        "exchange",
+        "max_len",
+        "headers",
+        "timeout",
+        "retry",
+        "signing_secret",
+        "rate",
+        "concurrency",
+    ];
+
+    /// Every key a connection of this driver takes, in the order a
+    /// message lists them.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            DriverName::Http => &[
+                "driver",
+                "base_url",
+                "headers",
+                "timeout",
+                "retry",
+                "signing_secret",
+                "rate",
+                "concurrency",
+            ],
+            DriverName::Amqp => &[
+                "driver",
+                "url",
+                "exchange",
+                "headers",
+                "timeout",
+                "retry",
+                "signing_secret",
+                "rate",
+                "concurrency",
+            ],
+            DriverName::Nats | DriverName::Mqtt => &[
+                "driver",
+                "url",
+                "headers",
+                "timeout",
+                "retry",
+                "signing_secret",
+                "rate",
+                "concurrency",
+            ],
+            DriverName::Redis => &[
+                "driver",
+                "url",
+                "max_len",
+                "headers",
+                "timeout",
+                "retry",
+                "signing_secret",
+                "rate",
+                "concurrency",
+            ],
+        }
+    }
+
+    /// The URL schemes its `url:` (or `base_url:`) may have.
+    fn schemes(self) -> &'static [&'static str] {
+        match self {
+            DriverName::Http => &["http", "https"],
+            DriverName::Amqp => &["amqp", "amqps"],
+            DriverName::Nats => &["nats", "tls"],
+            DriverName::Redis => &["redis", "rediss"],
+            DriverName::Mqtt => &["mqtt", "mqtts"],
+        }
     }
 }
 

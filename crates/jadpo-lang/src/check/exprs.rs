@@ -321,21 +321,25 @@ impl Checker<'_> {
         None
     }
 
-    /// The first argument of `call`: a path in quotes whose `{name}`
-    /// placeholders are parameters of the action (or capability: `what`).
+    /// The first argument of `call`: a path (or a publish's target, as
+    /// `of` says) in quotes whose `{name}` placeholders are parameters of
+    /// the action (or capability: `what`).
     pub(crate) fn path_template(
         &mut self,
         e: &Expr,
+        of: Template,
         action: &str,
         what: &str,
         params: &[Field],
     ) -> Option<PathTemplate> {
+        let noun = of.noun();
         let ExprKind::Str(text) = &e.kind else {
             self.err(
                 CODE,
                 e.span,
                 format!(
-                    "a call's first argument is its path in quotes, as in \"/payments/{{payment_id}}\"; found {}",
+                    "a call's first argument is its {noun} in quotes, as in {}; found {}",
+                    of.example(),
                     describe(e)
                 ),
             );
@@ -362,7 +366,7 @@ impl Checker<'_> {
                         self.err(
                             CODE,
                             at(i, text.len()),
-                            "this `{` in the path is never closed; add a `}`".to_string(),
+                            format!("this `{{` in the {noun} is never closed; add a `}}`"),
                         );
                         return None;
                     };
@@ -370,7 +374,7 @@ impl Checker<'_> {
                     while rest.peek().is_some_and(|(j, _)| *j <= close) {
                         rest.next();
                     }
-                    if self.path_placeholder(name, at(i, close + 1), action, what, params) {
+                    if self.path_placeholder(name, noun, at(i, close + 1), action, what, params) {
                         if !literal.is_empty() {
                             parts.push(PathPart::Literal(std::mem::take(&mut literal)));
                         }
@@ -383,7 +387,7 @@ impl Checker<'_> {
                     self.err(
                         CODE,
                         at(i, i + 1),
-                        "this `}` in the path has no `{`; remove it".to_string(),
+                        format!("this `}}` in the {noun} has no `{{`; remove it"),
                     );
                     ok = false;
                 }
@@ -398,14 +402,22 @@ impl Checker<'_> {
 
     /// Whether `{name}` in a path names a parameter a path can hold (a
     /// string, number or bool), reporting when it does not.
-    fn path_placeholder(&mut self, name: &str, span: Span, action: &str, what: &str, params: &[Field]) -> bool {
+    fn path_placeholder(
+        &mut self,
+        name: &str,
+        noun: &str,
+        span: Span,
+        action: &str,
+        what: &str,
+        params: &[Field],
+    ) -> bool {
         match params.iter().find(|p| p.name == name) {
             Some(p) if matches!(p.ty, Type::Object | Type::List) => {
                 self.err(
                     CODE,
                     span,
                     format!(
-                        "`{{{name}}}` is {} {}; only strings, numbers and bools go in a path",
+                        "`{{{name}}}` is {} {}; only strings, numbers and bools go in a {noun}",
                         article(p.ty),
                         p.ty.name()
                     ),
@@ -424,10 +436,34 @@ impl Checker<'_> {
                 self.err(
                     CODE,
                     span,
-                    format!("`{{{name}}}` in the path is not a parameter of {what} `{action}`; {help}"),
+                    format!("`{{{name}}}` in the {noun} is not a parameter of {what} `{action}`; {help}"),
                 );
                 false
             }
+        }
+    }
+}
+
+/// What a `call`'s first argument is: an HTTP call's path, or a
+/// publish's target (the routing key, subject, stream or topic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Template {
+    Path,
+    Target,
+}
+
+impl Template {
+    fn noun(self) -> &'static str {
+        match self {
+            Template::Path => "path",
+            Template::Target => "target",
+        }
+    }
+
+    fn example(self) -> &'static str {
+        match self {
+            Template::Path => "\"/payments/{payment_id}\"",
+            Template::Target => "\"payments.{payment_id}\"",
         }
     }
 }

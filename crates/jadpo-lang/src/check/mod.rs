@@ -14,6 +14,7 @@ mod emits;
 mod exprs;
 mod graph;
 mod items;
+mod publish;
 mod routes;
 mod stores;
 mod values;
@@ -33,6 +34,7 @@ pub(crate) fn check_items(src: &str, items: &[Item], diags: &mut Vec<Diagnostic>
         events: BTreeMap::new(),
         lax_events: BTreeSet::new(),
         connection_names: BTreeSet::new(),
+        connection_drivers: BTreeMap::new(),
         store_names: BTreeSet::new(),
         sigs: BTreeMap::new(),
     };
@@ -59,6 +61,10 @@ pub(crate) struct Checker<'a> {
     /// reported unknown for them, the field may be the one that failed.
     pub lax_events: BTreeSet<String>,
     pub connection_names: BTreeSet<String>,
+    /// Each connection's `driver:` as written, read before any body so a
+    /// call can be checked against it; `None` when it is not a driver
+    /// (reported once, at the connection).
+    pub connection_drivers: BTreeMap<String, Option<connection::DriverName>>,
     pub store_names: BTreeSet<String>,
     /// Actions and capabilities, which share one namespace.
     pub sigs: BTreeMap<String, Sig>,
@@ -163,8 +169,13 @@ impl Checker<'_> {
                         self.events.insert(event.name.clone(), event);
                     }
                 }
-                ItemKind::Connection { .. } if is_first(i) => {
+                ItemKind::Connection { entries, .. } if is_first(i) => {
                     self.connection_names.insert(item.name.name.clone());
+                    let driver = match entries.iter().find(|e| e.key.name == "driver") {
+                        None => Some(connection::DriverName::Http),
+                        Some(e) => connection::DriverName::written(&e.value),
+                    };
+                    self.connection_drivers.insert(item.name.name.clone(), driver);
                 }
                 ItemKind::Action { params, .. } | ItemKind::Capability { params } => {
                     let (params, lax) = self.params(params);

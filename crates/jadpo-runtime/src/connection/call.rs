@@ -2,13 +2,12 @@
 
 use super::double::{Answer, Double, Received};
 use super::http::{self, Prepared};
+use super::resend::Resends;
 use super::wire::{method_name, parse_retry_after};
 use super::{CallOutcome, CallRequest, Connections, Endpoint, Response, Sent};
 use crate::spans;
 use jadpo_core::call::{classify, is_idempotent, CallEnd};
-use jadpo_core::{Backoff, CallVerdict, Failure, FailureKind};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
+use jadpo_core::{CallVerdict, Failure, FailureKind};
 use reqwest::header::{HeaderValue, DATE, RETRY_AFTER};
 use std::time::{Duration, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -41,8 +40,7 @@ impl Connections {
             Err(failure) => return CallOutcome::failed(failure),
         };
         let idempotent = is_idempotent(method_name(req.method), req.idempotency_key.is_some());
-        let attempts = endpoint.attempts().max(1);
-        let mut rng: Option<StdRng> = None;
+        let mut resends = Resends::new(endpoint.attempts(), seed);
         let mut out = CallOutcome::failed(Failure::deadline_exceeded());
         loop {
             if Instant::now() >= deadline {
@@ -80,6 +78,7 @@ impl Connections {
                     (sent, true)
                 }
                 Endpoint::Double { double, .. } => (answer_double(double, req), false),
+                Endpoint::Broker(_) => unreachable!("`prepare` refuses a broker connection"),
             };
             let (result, verdict, status) = judge(sent, idempotent, now_s);
             if real && verdict.is_some() {
@@ -93,24 +92,12 @@ impl Connections {
                 }
                 Err(failure) => failure,
             };
-            let again =
-                matches!(failure.kind, FailureKind::Unavailable | FailureKind::RateLimited) && out.sends < attempts;
-            if !again {
+            if !resends
+                .again(out.sends, &failure, deadline, &mut out.waits, &mut out.skipped_wait)
+                .await
+            {
                 out.result = Err(failure);
                 return out;
-            }
-            let rng = rng.get_or_insert_with(|| StdRng::seed_from_u64(seed));
-            let wait = Backoff::CALL.draw(out.sends, failure.retry_after, rng);
-            match Instant::now().checked_add(wait) {
-                Some(resume) if resume < deadline => {
-                    out.waits.push(wait);
-                    tokio::time::sleep_until(resume).await;
-                }
-                _ => {
-                    out.skipped_wait = Some(wait);
-                    out.result = Err(failure);
-                    return out;
-                }
             }
         }
     }
@@ -155,6 +142,9 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
             // fails as a request that can't be built, as it always did.
             Err(_) => None,
         },
+        // A Rust action's mistake: the app file lets only `publish` reach
+        // a broker connection.
+        Endpoint::Broker(_) => return Err(invalid("call.connection_not_http")),
         Endpoint::Double { .. } => {
             if url::Url::parse(&format!("http://h{}", req.path)).is_err() {
                 return Err(invalid("call.path_invalid"));
@@ -330,6 +320,7 @@ mod tests {
     #[test]
     fn a_path_without_a_leading_slash_is_refused_whatever_answers() {
         let fake = Endpoint::Double {
+            broker: None,
             double: Fake::ok().into(),
             attempts: 1,
         };

@@ -16,9 +16,11 @@
 //! Nothing here logs or prints a header value, a secret, a body or an
 //! interpolated path.
 
+pub mod broker;
 mod call;
 mod double;
 mod http;
+mod resend;
 mod resolve;
 pub mod signing;
 mod startup_error;
@@ -27,7 +29,7 @@ pub mod wire;
 pub use double::{Answer, Double, Fake, Received, Recording, RecordingError};
 pub use resolve::HttpConnection;
 pub use startup_error::{Setting, StartupError};
-pub use wire::{method_name, parse_retry_after, render_path, template_text};
+pub use wire::{method_name, parse_retry_after, render_path, render_target, template_text};
 
 use jadpo_core::{CallVerdict, Failure};
 use jadpo_lang::{App, Method};
@@ -157,13 +159,21 @@ pub(crate) enum Sent {
 
 enum Endpoint {
     Http(HttpConnection),
-    Double { double: Double, attempts: u32 },
+    Broker(Box<broker::BrokerConnection>),
+    /// A fake or a recording; `broker` is the connection's when it
+    /// publishes, so a double's endings carry the broker's codes.
+    Double {
+        double: Double,
+        attempts: u32,
+        broker: Option<jadpo_core::publish::Broker>,
+    },
 }
 
 impl Endpoint {
     fn attempts(&self) -> u32 {
         match self {
             Endpoint::Http(conn) => conn.attempts,
+            Endpoint::Broker(conn) => conn.attempts,
             Endpoint::Double { attempts, .. } => *attempts,
         }
     }
@@ -173,6 +183,7 @@ impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Endpoint::Http(conn) => conn.fmt(f),
+            Endpoint::Broker(conn) => conn.fmt(f),
             Endpoint::Double { double, .. } => double.fmt(f),
         }
     }
@@ -244,6 +255,11 @@ impl Connections {
                 Some(double) => Endpoint::Double {
                     double,
                     attempts: conn.attempts.max(1),
+                    broker: conn.driver.broker(),
+                },
+                None if conn.driver.broker().is_some() => match broker::resolve_broker(conn, &env, &mut errors) {
+                    Some(resolved) => Endpoint::Broker(Box::new(resolved)),
+                    None => continue,
                 },
                 None => match resolve::resolve_http(conn, &env, &mut errors) {
                     Some(resolved) => Endpoint::Http(resolved),
@@ -256,7 +272,7 @@ impl Connections {
             .values()
             .filter_map(|e| match e {
                 Endpoint::Http(conn) => Some(conn.timeout),
-                Endpoint::Double { .. } => None,
+                Endpoint::Broker(_) | Endpoint::Double { .. } => None,
             })
             .min()
             .unwrap_or(jadpo_lang::Connection::DEFAULT_TIMEOUT);
@@ -286,9 +302,15 @@ impl Connections {
             .get_mut(name)
             .ok_or_else(|| UnknownConnection(name.to_owned()))?;
         let attempts = endpoint.attempts();
+        let broker = match endpoint {
+            Endpoint::Broker(conn) => Some(conn.broker),
+            Endpoint::Double { broker, .. } => *broker,
+            Endpoint::Http(_) => None,
+        };
         *endpoint = Endpoint::Double {
             double: double.into(),
             attempts,
+            broker,
         };
         Ok(())
     }
@@ -308,7 +330,15 @@ impl Connections {
     pub fn http(&self, name: &str) -> Option<&HttpConnection> {
         match self.endpoints.get(name)? {
             Endpoint::Http(conn) => Some(conn),
-            Endpoint::Double { .. } => None,
+            Endpoint::Broker(_) | Endpoint::Double { .. } => None,
+        }
+    }
+
+    /// The resolved broker connection, when its real driver publishes.
+    pub fn broker(&self, name: &str) -> Option<&broker::BrokerConnection> {
+        match self.endpoints.get(name)? {
+            Endpoint::Broker(conn) => Some(conn),
+            Endpoint::Http(_) | Endpoint::Double { .. } => None,
         }
     }
 

@@ -61,7 +61,7 @@ impl fmt::Debug for HttpConnection {
 }
 
 /// The base URL without user name, password, query or fragment.
-fn shown_url(base: &str) -> String {
+pub(super) fn shown_url(base: &str) -> String {
     match Url::parse(base) {
         Ok(url) => {
             let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
@@ -80,8 +80,8 @@ pub(crate) fn resolve_http(
 ) -> Option<HttpConnection> {
     let before = errors.len();
     let name = conn.name.as_str();
-    let base_url = lookup(name, Setting::BaseUrl, &conn.base_url, env, errors)
-        .and_then(|raw| check_base_url(name, &raw, &conn.base_url, errors));
+    let base_url = lookup(name, Setting::BaseUrl, &conn.url, env, errors)
+        .and_then(|raw| check_base_url(name, &raw, &conn.url, errors));
     let headers: Vec<(HeaderName, HeaderValue)> = conn
         .headers
         .iter()
@@ -105,7 +105,7 @@ pub(crate) fn resolve_http(
     })
 }
 
-fn resolve_header(
+pub(super) fn resolve_header(
     connection: &str,
     header: &str,
     value: &Value,
@@ -137,7 +137,7 @@ fn resolve_header(
     }
 }
 
-fn resolve_signing_key(
+pub(super) fn resolve_signing_key(
     connection: &str,
     value: &Value,
     env: &dyn Fn(&str) -> Option<String>,
@@ -157,7 +157,7 @@ fn resolve_signing_key(
     }
 }
 
-fn lookup(
+pub(super) fn lookup(
     connection: &str,
     setting: Setting,
     value: &Value,
@@ -190,7 +190,7 @@ fn lookup(
     None
 }
 
-fn variable_of(value: &Value) -> Option<String> {
+pub(super) fn variable_of(value: &Value) -> Option<String> {
     match value {
         Value::String(_) => None,
         Value::Env(v) | Value::Secret(v) => Some(v.clone()),

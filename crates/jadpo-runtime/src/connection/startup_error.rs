@@ -54,6 +54,16 @@ pub enum StartupError {
         /// What is wrong with it, without its value.
         why: String,
     },
+    /// `connection.url_invalid`: a broker connection's `url:` is not a URL
+    /// of its driver's scheme with a host.
+    UrlInvalid {
+        /// The connection.
+        connection: String,
+        /// The variable it was read from, if any.
+        variable: Option<String>,
+        /// What is wrong with it, without its value.
+        why: String,
+    },
     /// `connection.header_invalid`: a header's name is not an HTTP header
     /// name.
     HeaderNameInvalid {
@@ -107,6 +117,8 @@ pub enum StartupError {
 pub enum Setting {
     /// `base_url:`
     BaseUrl,
+    /// A broker connection's `url:`
+    Url,
     /// A header of `headers:`, by name.
     Header(String),
     /// `signing_secret:`
@@ -117,6 +129,7 @@ impl fmt::Display for Setting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Setting::BaseUrl => f.write_str("`base_url:`"),
+            Setting::Url => f.write_str("`url:`"),
             Setting::Header(h) => write!(f, "header `{h}`"),
             Setting::SigningSecret => f.write_str("`signing_secret:`"),
         }
@@ -130,6 +143,7 @@ impl StartupError {
             StartupError::EnvMissing { .. } => "connection.env_missing",
             StartupError::SecretMissing { .. } => "connection.secret_missing",
             StartupError::BaseUrlInvalid { .. } => "connection.base_url_invalid",
+            StartupError::UrlInvalid { .. } => "connection.url_invalid",
             StartupError::HeaderNameInvalid { .. } | StartupError::HeaderValueInvalid { .. } => {
                 "connection.header_invalid"
             }
@@ -146,6 +160,7 @@ impl StartupError {
             StartupError::EnvMissing { connection, .. }
             | StartupError::SecretMissing { connection, .. }
             | StartupError::BaseUrlInvalid { connection, .. }
+            | StartupError::UrlInvalid { connection, .. }
             | StartupError::HeaderNameInvalid { connection, .. }
             | StartupError::HeaderValueInvalid { connection, .. }
             | StartupError::SigningSecretInvalid { connection, .. }
@@ -161,6 +176,7 @@ impl StartupError {
             | StartupError::SecretMissing { variable, .. }
             | StartupError::ActionEnvMissing { variable } => Some(variable),
             StartupError::BaseUrlInvalid { variable, .. }
+            | StartupError::UrlInvalid { variable, .. }
             | StartupError::HeaderValueInvalid { variable, .. }
             | StartupError::SigningSecretInvalid { variable, .. } => variable.as_deref(),
             StartupError::HeaderNameInvalid { .. }
@@ -211,6 +227,15 @@ impl fmt::Display for StartupError {
             } => write!(
                 f,
                 "connection `{connection}`: `base_url:`{} is not a valid URL: {why}",
+                FromVariable(variable)
+            ),
+            StartupError::UrlInvalid {
+                connection,
+                variable,
+                why,
+            } => write!(
+                f,
+                "connection `{connection}`: `url:`{} is not a valid broker URL: {why}",
                 FromVariable(variable)
             ),
             StartupError::HeaderNameInvalid { connection, header } => {

@@ -63,18 +63,7 @@ pub fn template_text(template: &PathTemplate) -> String {
 /// `.` or `..` is `call.path_segment_invalid`). A parameter `arg` doesn't
 /// know is a defect (`internal_fault`).
 pub fn render_path(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>) -> Result<String, Failure> {
-    let mut values = Vec::new();
-    for part in &template.parts {
-        if let PathPart::Param(p) = part {
-            match arg(p) {
-                Some(value) => values.push(value),
-                None => {
-                    return Err(Failure::new("call.path_param_missing", FailureKind::InternalFault)
-                        .with_field("param", p.clone()))
-                }
-            }
-        }
-    }
+    let values = params(template, arg, "call.path_param_missing")?;
     let mut values = values.iter();
     path::render(template.parts.iter().map(|part| match part {
         PathPart::Literal(s) => Piece::Literal(s),
@@ -83,6 +72,40 @@ pub fn render_path(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>
             value: values.next().map_or("", String::as_str),
         },
     }))
+}
+
+/// A publish's target: each parameter's value one word of it
+/// (`jadpo_core::publish::render_target`: `publish.target_word_invalid`
+/// otherwise). A parameter `arg` doesn't know is a defect
+/// (`internal_fault`).
+pub fn render_target(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>) -> Result<String, Failure> {
+    let values = params(template, arg, "publish.target_param_missing")?;
+    let mut values = values.iter();
+    jadpo_core::publish::render_target(template.parts.iter().map(|part| match part {
+        PathPart::Literal(s) => Piece::Literal(s),
+        PathPart::Param(name) => Piece::Param {
+            name,
+            value: values.next().map_or("", String::as_str),
+        },
+    }))
+}
+
+/// Each parameter's value, in the template's order.
+fn params(
+    template: &PathTemplate,
+    arg: impl Fn(&str) -> Option<String>,
+    missing: &str,
+) -> Result<Vec<String>, Failure> {
+    let mut values = Vec::new();
+    for part in &template.parts {
+        if let PathPart::Param(p) = part {
+            match arg(p) {
+                Some(value) => values.push(value),
+                None => return Err(Failure::new(missing, FailureKind::InternalFault).with_field("param", p.clone())),
+            }
+        }
+    }
+    Ok(values)
 }
 
 #[cfg(test)]
