@@ -198,6 +198,28 @@ fn bench_over_http_compares_with_a_plain_http_loop() {
     assert!(v["http_ratio"].as_f64().is_some_and(|r| r > 0.0), "{v:#}");
 }
 
+/// Each broker on this machine (docs/app-file.md, "Connections to a
+/// broker"): every delivery published with its confirmation, and a plain
+/// client loop to the same broker to compare.
+#[test]
+fn bench_publishing_to_each_broker_compares_with_a_plain_client_loop() {
+    let f = Folder::empty();
+    let url = format!("sqlite:{}", f.path().join("jadpo.db").display());
+    for driver in ["redis", "nats", "amqp", "mqtt"] {
+        let run = f.run(&[
+            "bench", "--store", &url, "--driver", driver, "--events", "300", "--json",
+        ]);
+        run.expect(0, None);
+        let v = last_json(&run);
+        assert_eq!(v["subscriber"], "publish", "{driver}");
+        assert_eq!(v["driver"], driver);
+        assert_eq!(v["counts"]["succeeded"], 300, "{driver}: {v:#}");
+        assert!(v["broker_baseline_per_s"].as_f64().is_some_and(|r| r > 0.0), "{v:#}");
+        assert!(v["broker_ratio"].as_f64().is_some_and(|r| r > 0.0), "{v:#}");
+        assert!(v["http_ratio"].is_null());
+    }
+}
+
 #[test]
 fn bad_bench_arguments_exit_2_with_their_code() {
     let f = Folder::empty();
@@ -207,6 +229,7 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         (vec!["bench", "--rate", "fast"], "bench.rate_invalid"),
         (vec!["bench", "--concurrency", "0"], "bench.concurrency_invalid"),
         (vec!["bench", "--http", "--latency", "1h"], "bench.latency_invalid"),
+        (vec!["bench", "--driver", "kafka"], "bench.driver_invalid"),
         (vec!["bench", "--store", "mysql://h/db"], "store.url_invalid"),
         (
             vec!["bench", "--rate", "5/s", "--duration", "5s"],
@@ -250,6 +273,8 @@ fn bad_bench_arguments_exit_2_with_their_code() {
         vec!["bench", "--rate", "5/s", "--duration", "1m", "--events", "10"],
         vec!["bench", "--report-every", "1s"],
         vec!["bench", "--order", "fifo"],
+        vec!["bench", "--driver", "nats", "--http"],
+        vec!["bench", "--broker-url", "nats://127.0.0.1:4222"],
         vec!["bench", "--keys", "5", "--order", "fifo", "--concurrency-per-key", "2"],
     ] {
         assert_eq!(f.run(&args).code(), 2, "{args:?}");

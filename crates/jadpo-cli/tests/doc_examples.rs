@@ -52,7 +52,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ("jadpo migrate [--store URL | --store NAME] [--app FILE]", SYNOPSIS),
     ("jadpo completions bash|zsh|fish|elvish|powershell", SYNOPSIS),
     (
-        "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N] [--hot-key]] [--http [--latency D] [--connection-rate R/s]] [--json] [--keep]",
+        "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N] [--hot-key]] [--http [--latency D] [--connection-rate R/s] | --driver amqp|nats|redis|mqtt [--broker-url URL]] [--json] [--keep]",
         SYNOPSIS,
     ),
     // docs/cli.md: `jadpo deliveries skip` (delivery 11 is failed).
@@ -88,6 +88,7 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ),
     ("jadpo bench --rate 2000/s --events 20000", BENCH),
     ("jadpo bench --http --latency 50ms --concurrency 100 --json", BENCH),
+    ("jadpo bench --driver nats --events 20000      # JetStream on 127.0.0.1:4222", BENCH),
     (
         "jadpo bench --store postgres://postgres@127.0.0.1/test --rate 5000/s --duration 30m --retention 5m",
         Skip("a 30-minute soak; tests/bench.rs runs a short one"),

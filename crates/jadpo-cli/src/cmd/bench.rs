@@ -1,6 +1,7 @@
 //! `jadpo bench`: the real engine (the workers, the completer and the tick
 //! `jadpo serve` runs) draining deliveries to a subscriber that does nothing,
-//! or with `--http` to a local HTTP sink over real HTTP, timed.
+//! with `--http` to a local HTTP sink over real HTTP, or with `--driver` to
+//! a broker (`broker.rs`), timed.
 //!
 //! `--backlog` (the default) emits every event first, 1,000 per store
 //! emit, then starts the engine and times the drain; `--rate R/s` starts
@@ -14,6 +15,7 @@
 //! end unless `--keep`. Its flags and their checks are `settings.rs`. See
 //! docs/cli.md.
 
+mod broker;
 mod finishes;
 mod histogram;
 mod hot;
@@ -171,6 +173,10 @@ async fn measure_in(scratch: &Scratch, s: &Settings, finishes: Arc<Finishes>) ->
         Some(latency) => Some(sink::Sink::start(latency).await?),
         None => None,
     };
+    let target = match &s.broker {
+        Some((broker, url)) => Some(broker::Target::make(*broker, url).await?),
+        None => None,
+    };
     let sink_url = sink.as_ref().map(sink::Sink::url);
     // A soak reads the store's size through a handle of its own.
     let reader = match s.duration {
@@ -178,7 +184,21 @@ async fn measure_in(scratch: &Scratch, s: &Settings, finishes: Arc<Finishes>) ->
         None => None,
     };
     let reader = reader.as_ref();
-    let mut report = measure(store, s, sink_url.clone(), finishes, reader).await?;
+    let measured = measure(store, s, sink_url.clone(), target.as_ref(), finishes, reader).await;
+    let mut report = match (measured, &target) {
+        (Ok(report), _) => report,
+        (Err(e), Some(target)) => {
+            target.remove().await;
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    if let Some(target) = &target {
+        let baseline = target.baseline(s.events, s.concurrency).await;
+        target.remove().await;
+        report.broker_baseline_per_s = Some(baseline?);
+        report.driver = s.broker.as_ref().map(|(b, _)| b.name());
+    }
     report.store = scratch.kind();
     report.schema = scratch.schema().map(str::to_owned);
     if let (Some(sink), Some(url)) = (sink, sink_url) {
@@ -209,11 +229,12 @@ async fn measure<S: ScheduleStore>(
     store: S,
     s: &Settings,
     sink_url: Option<String>,
+    target: Option<&broker::Target>,
     finishes: Arc<Finishes>,
     reader: Option<&crate::store_url::AnyStore>,
 ) -> Result<Report, CliError> {
     let others = s.hot_key.then(|| hot::Others::new(s.events, s.keys.unwrap_or(2)));
-    let jadpo = build_engine(store, s, sink_url, others.as_ref()).await?;
+    let jadpo = build_engine(store, s, sink_url, target, others.as_ref()).await?;
     let n = s.events;
     let Run {
         emit,
@@ -242,7 +263,11 @@ async fn measure<S: ScheduleStore>(
         concurrency: s.concurrency,
         mode: if s.rate.is_some() { "rate" } else { "backlog" },
         rate_per_s: s.rate,
-        subscriber: if s.latency.is_some() { "http" } else { "noop" },
+        subscriber: match (s.latency, &s.broker) {
+            (Some(_), _) => "http",
+            (None, Some(_)) => "publish",
+            (None, None) => "noop",
+        },
         http_latency: s.latency,
         connection_rate: s.connection_rate,
         keys: s.keys,
@@ -268,10 +293,16 @@ async fn build_engine<S: ScheduleStore>(
     store: S,
     s: &Settings,
     sink_url: Option<String>,
+    target: Option<&broker::Target>,
     others: Option<&Arc<hot::Others>>,
 ) -> Result<Jadpo<S>, CliError> {
+    let broker_url = s.broker.as_ref().map(|(_, url)| url.clone());
     let builder = jadpo::builder()
-        .env(move |k| if k == SINK_VAR { sink_url.clone() } else { None })
+        .env(move |k| match k {
+            SINK_VAR => sink_url.clone(),
+            broker::URL_VAR => broker_url.clone(),
+            _ => None,
+        })
         .worker(WorkerConfig {
             name: worker_name("bench"),
             concurrency: s.concurrency,
@@ -280,7 +311,9 @@ async fn build_engine<S: ScheduleStore>(
         .spans(s.spans.clone())
         .retention(s.retention.or(jadpo_runtime::TickConfig::default().retention));
     let key = |app: String| if s.keys.is_some() { keyed(&app, s.key_rule) } else { app };
-    let builder = if s.latency.is_some() {
+    let builder = if let Some(target) = target {
+        builder.app_source("bench.jadpo", &key(target.app()))
+    } else if s.latency.is_some() {
         builder.app_source("bench.jadpo", &key(http_app(s.connection_rate)))
     } else {
         builder

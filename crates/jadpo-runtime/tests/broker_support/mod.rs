@@ -15,6 +15,7 @@ use std::time::Duration;
 
 pub(crate) const SHARED_REDIS: &str = "redis://127.0.0.1:6379";
 pub(crate) const SHARED_NATS: &str = "nats://127.0.0.1:4222";
+pub(crate) const SHARED_AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 
@@ -57,25 +58,79 @@ pub(crate) fn connections(source: &str, url: &str) -> Connections {
 pub(crate) enum Outage {
     Redis,
     Nats,
+    /// The shared RabbitMQ behind a proxy the test cuts: the queue is
+    /// [`OUTAGE_QUEUE`], bound to `amq.direct`.
+    Amqp,
+    /// The shared Mosquitto behind a proxy the test cuts, a subscriber
+    /// connected to it directly all along.
+    Mqtt,
 }
 
-impl Outage {
-    fn kind(self) -> Kind {
+/// The queue an AMQP outage publishes to, through `amq.direct`: one per
+/// test process, so runs side by side never share it.
+static OUTAGE_QUEUE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("jadpo-outage-{}", unique()));
+
+/// What goes down: a server of the test's own, or a proxy in front of the
+/// shared one.
+enum Down {
+    Own(BrokerServer),
+    Proxied(jadpo_testing::proxy::Proxy, String),
+}
+
+impl Down {
+    async fn start(broker: Outage) -> Option<Down> {
+        Some(match broker {
+            Outage::Redis => Down::Own(BrokerServer::start(Kind::Redis)?),
+            Outage::Nats => Down::Own(BrokerServer::start(Kind::Nats)?),
+            Outage::Amqp => {
+                let proxy = jadpo_testing::proxy::Proxy::start("127.0.0.1:5672").await;
+                let url = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port());
+                Down::Proxied(proxy, url)
+            }
+            Outage::Mqtt => {
+                let proxy = jadpo_testing::proxy::Proxy::start("127.0.0.1:1883").await;
+                let url = format!("mqtt://127.0.0.1:{}", proxy.port());
+                Down::Proxied(proxy, url)
+            }
+        })
+    }
+
+    fn url(&self) -> String {
         match self {
-            Outage::Redis => Kind::Redis,
-            Outage::Nats => Kind::Nats,
+            Down::Own(s) => s.url(),
+            Down::Proxied(_, url) => url.clone(),
         }
     }
 
+    fn kill(&mut self) {
+        match self {
+            Down::Own(s) => s.kill(),
+            Down::Proxied(p, _) => {
+                p.cut();
+            }
+        }
+    }
+
+    fn start_again(&mut self) {
+        match self {
+            Down::Own(s) => s.start_again(),
+            Down::Proxied(p, _) => p.set(jadpo_testing::proxy::Mode::Up),
+        }
+    }
+}
+
+impl Outage {
     fn app(self) -> String {
-        let (driver, target) = match self {
-            Outage::Redis => ("redis", "payments"),
-            Outage::Nats => ("nats", "payments.{id}"),
+        let (driver, settings, target) = match self {
+            Outage::Redis => ("redis", "", "payments"),
+            Outage::Nats => ("nats", "", "payments.{id}"),
+            Outage::Amqp => ("amqp", r#"exchange: "amq.direct""#, OUTAGE_QUEUE.as_str()),
+            Outage::Mqtt => ("mqtt", "", OUTAGE_TOPIC.as_str()),
         };
         format!(
             r#"
 event Paid {{ id: string  amount: int }}
-connection bus {{ driver: {driver}  url: env("BUS_URL")  timeout: 2s }}
+connection bus {{ driver: {driver}  url: env("BUS_URL")  timeout: 2s  {settings} }}
 action announce(id: string) {{
     call bus.publish("{target}", body: event, headers: {{ "Amount": event.amount }}, idempotency_key: id)
 }}
@@ -88,6 +143,11 @@ subscriber announce_payment {{ on: Paid  run: announce(event.id) }}
     /// messages.
     async fn prepare(self, url: &str) {
         match self {
+            Outage::Mqtt => {
+                let filter = format!("{}/#", OUTAGE_QUEUE.as_str());
+                let got = mqtt_subscribe(&filter).await;
+                assert!(MQTT_RECEIVED.set(got).is_ok(), "one MQTT outage per test binary");
+            }
             Outage::Redis => {
                 let client = redis::Client::open(url).unwrap();
                 let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -98,6 +158,23 @@ subscriber announce_payment {{ on: Paid  run: announce(event.id) }}
                     .arg("$")
                     .arg("MKSTREAM")
                     .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            Outage::Amqp => {
+                let channel = amqp_channel(url).await;
+                channel
+                    .queue_declare(OUTAGE_QUEUE.as_str().into(), Default::default(), expiring())
+                    .await
+                    .unwrap();
+                channel
+                    .queue_bind(
+                        OUTAGE_QUEUE.as_str().into(),
+                        "amq.direct".into(),
+                        OUTAGE_QUEUE.as_str().into(),
+                        Default::default(),
+                        Default::default(),
+                    )
                     .await
                     .unwrap();
             }
@@ -134,6 +211,29 @@ subscriber announce_payment {{ on: Paid  run: announce(event.id) }}
                     .map(|(_, f)| (f["idempotency-key"].clone(), f["body"].clone()))
                     .collect()
             }
+            Outage::Mqtt => {
+                let got = MQTT_RECEIVED.get().expect("prepared").clone();
+                // The subscriber's copies come over its own connection, a
+                // moment after each PUBACK.
+                jadpo_testing::wait::until_async("every message at the subscriber", || async {
+                    mqtt_keys(&got).len() >= 41
+                })
+                .await;
+                let got = got.lock().unwrap();
+                got.iter()
+                    .map(|m| {
+                        (
+                            m.user_properties.get("idempotency-key").cloned().unwrap_or_default(),
+                            m.body.clone(),
+                        )
+                    })
+                    .collect()
+            }
+            Outage::Amqp => amqp_messages(&amqp_channel(url).await, &OUTAGE_QUEUE)
+                .await
+                .into_iter()
+                .map(|m| (m.message_id.unwrap_or_default(), m.body))
+                .collect(),
             Outage::Nats => {
                 use futures::StreamExt;
                 let client = async_nats::connect(url).await.unwrap();
@@ -213,7 +313,7 @@ async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
 /// probe releases every held delivery. Every message arrives with its key
 /// (on NATS exactly once: the stream drops a resend by its message id).
 pub(crate) async fn outage(broker: Outage) {
-    let Some(mut server) = BrokerServer::start(broker.kind()) else {
+    let Some(mut server) = Down::start(broker).await else {
         return;
     };
     let url = server.url();
@@ -320,4 +420,246 @@ pub(crate) async fn outage(broker: Outage) {
     if broker == Outage::Nats {
         assert_eq!(received.len(), 41, "exactly once: the stream dropped every resend");
     }
+}
+
+/// A channel to the broker at `url`.
+pub(crate) async fn amqp_channel(url: &str) -> lapin::Channel {
+    let connection = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| panic!("RabbitMQ at {url}: {e}"));
+    let channel = connection.create_channel().await.unwrap();
+    // The connection lives as long as the process: a test's channels are few.
+    std::mem::forget(connection);
+    channel
+}
+
+/// One message as a consumer reads it.
+pub(crate) struct AmqpMessage {
+    pub(crate) body: String,
+    pub(crate) message_id: Option<String>,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) delivery_mode: Option<u8>,
+    pub(crate) content_type: Option<String>,
+}
+
+/// Every message in `queue`, taken off it.
+pub(crate) async fn amqp_messages(channel: &lapin::Channel, queue: &str) -> Vec<AmqpMessage> {
+    let mut out = Vec::new();
+    while let Some(m) = channel
+        .basic_get(queue.into(), lapin::options::BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        let p = &m.delivery.properties;
+        let headers = p
+            .headers()
+            .as_ref()
+            .map(|t| {
+                t.inner()
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = match v {
+                            lapin::types::AMQPValue::LongString(s) => {
+                                String::from_utf8_lossy(s.as_bytes()).into_owned()
+                            }
+                            other => format!("{other:?}"),
+                        };
+                        (k.to_string(), text)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(AmqpMessage {
+            body: String::from_utf8(m.delivery.data.clone()).unwrap(),
+            message_id: p.message_id().as_ref().map(|s| s.to_string()),
+            headers,
+            delivery_mode: *p.delivery_mode(),
+            content_type: p.content_type().as_ref().map(|s| s.to_string()),
+        });
+    }
+    out
+}
+
+/// The topic an MQTT outage publishes to, under [`OUTAGE_QUEUE`].
+static OUTAGE_TOPIC: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{}/payments/{{id}}", OUTAGE_QUEUE.as_str()));
+
+/// What the MQTT outage's subscriber received.
+static MQTT_RECEIVED: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<MqttMessage>>>> = std::sync::OnceLock::new();
+
+fn mqtt_keys(got: &std::sync::Mutex<Vec<MqttMessage>>) -> std::collections::BTreeSet<String> {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.user_properties.get("idempotency-key").cloned())
+        .collect()
+}
+
+/// One message as an MQTT subscriber reads it.
+#[derive(Clone, Debug)]
+pub(crate) struct MqttMessage {
+    pub(crate) topic: String,
+    pub(crate) body: String,
+    pub(crate) user_properties: BTreeMap<String, String>,
+    pub(crate) content_type: Option<String>,
+}
+
+/// A subscriber on the shared Mosquitto to `filter`, at QoS 1, subscribed
+/// when this returns; what it receives is pushed as it comes.
+pub(crate) async fn mqtt_subscribe(filter: &str) -> Arc<std::sync::Mutex<Vec<MqttMessage>>> {
+    use rumqttc::v5::mqttbytes::v5::Packet;
+    use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+    let options = MqttOptions::new(format!("jadpo-test-{}", unique()), "127.0.0.1", 1883);
+    let (client, mut events) = AsyncClient::new(options, 100);
+    client
+        .subscribe(filter, rumqttc::v5::mqttbytes::QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let got: Arc<std::sync::Mutex<Vec<MqttMessage>>> = Arc::default();
+    let (subscribed, wait) = tokio::sync::oneshot::channel();
+    let kept = got.clone();
+    tokio::spawn(async move {
+        let _client = client;
+        let mut subscribed = Some(subscribed);
+        loop {
+            match events.poll().await {
+                Ok(Event::Incoming(Packet::SubAck(_))) => {
+                    if let Some(s) = subscribed.take() {
+                        let _ = s.send(());
+                    }
+                }
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    let props = p.properties.clone().unwrap_or_default();
+                    kept.lock().unwrap().push(MqttMessage {
+                        topic: String::from_utf8_lossy(&p.topic).into_owned(),
+                        body: String::from_utf8_lossy(&p.payload).into_owned(),
+                        user_properties: props.user_properties.into_iter().collect(),
+                        content_type: props.content_type,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => panic!("the test's MQTT subscriber failed: {e}"),
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("SUBACK within 10 s")
+        .unwrap();
+    got
+}
+
+/// A test queue's arguments: RabbitMQ deletes it after a minute unused, so
+/// the shared server keeps none.
+pub(crate) fn expiring() -> lapin::types::FieldTable {
+    let mut args = lapin::types::FieldTable::default();
+    args.insert("x-expires".into(), lapin::types::AMQPValue::LongInt(60_000));
+    args
+}
+
+/// An action that calls an HTTP provider, then publishes to Redis (a server
+/// of the test's own). Redis is killed: the publishes fail after their
+/// calls, the broker connection's breaker opens, and from then on its
+/// deliveries are held before anything runs, so the provider sees no more
+/// calls than the runs that started; the HTTP connection's breaker stays
+/// closed, its provider having answered every call. Redis back, every
+/// delivery runs once more, calls and publishes.
+pub(crate) async fn mixed_outage() {
+    use jadpo_runtime::provider::TestProvider;
+    let Some(mut server) = BrokerServer::start(Kind::Redis) else {
+        return;
+    };
+    Outage::Redis.prepare(&server.url()).await;
+    let provider = TestProvider::start().await;
+    let source = r#"
+event Paid { id: string  amount: int }
+connection payments { base_url: env("PAYMENTS_URL")  timeout: 2s }
+connection bus { driver: redis  url: env("BUS_URL")  timeout: 2s }
+action record(id: string) {
+    call payments.post("/payments/{id}", body: event, idempotency_key: id)
+    call bus.publish("payments", body: event, idempotency_key: id)
+}
+subscriber announce_payment { on: Paid  run: record(event.id) }
+"#;
+    let checked = jadpo_lang::check("app.jadpo", source);
+    let rendered = checked.render(source);
+    let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
+    let (bus_url, payments_url) = (server.url(), provider.url());
+    let env = move |k: &str| match k {
+        "BUS_URL" => Some(bus_url.clone()),
+        "PAYMENTS_URL" => Some(payments_url.clone()),
+        _ => None,
+    };
+    let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
+    let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let config = WorkerConfig {
+        name: "mixed".into(),
+        concurrency: 4,
+        ..WorkerConfig::default()
+    };
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(executor),
+        Arc::new(clock.clone()),
+        Catalog::from_app(&app),
+        config,
+    );
+    let running = engine.start();
+    server.kill();
+    engine.emit(&paid(40)).await.unwrap();
+    eventually("the bus's breaker open, every delivery held or waiting", || async {
+        breaker(&*store)
+            .await
+            .is_some_and(|b| b.breaker.state == BreakerState::Open)
+            && count(&*store, DeliveryState::Held).await + count(&*store, DeliveryState::Due).await == 40
+    })
+    .await;
+    let runs: u64 = store
+        .list(&DeliveryFilter::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| u64::from(d.attempts))
+        .sum();
+    assert_eq!(
+        provider.calls(),
+        runs,
+        "each run called once before it published; held ones called nothing"
+    );
+    let payments = store
+        .breakers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.breaker.connection == "payments");
+    assert!(
+        payments.is_none_or(|b| b.breaker.state == BreakerState::Closed),
+        "the provider answered: its breaker is closed"
+    );
+
+    server.start_again();
+    clock.advance(Duration::from_secs(61));
+    for i in 0..3000 {
+        if count(&*store, DeliveryState::Succeeded).await == 40 {
+            break;
+        }
+        if i % 50 == 49 {
+            clock.advance(Duration::from_secs(1));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(count(&*store, DeliveryState::Succeeded).await, 40);
+    running.stop().await;
+    let all = store.list(&DeliveryFilter::default()).await.unwrap();
+    let runs: u64 = all.iter().map(|d| u64::from(d.attempts)).sum();
+    assert_eq!(provider.calls(), runs, "one call a run, no more");
+    let keys: std::collections::BTreeSet<String> = Outage::Redis
+        .received(&server.url())
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys.len(), 40, "every delivery published");
 }

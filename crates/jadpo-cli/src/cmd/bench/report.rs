@@ -13,8 +13,10 @@ pub(super) struct Report {
     /// `backlog` or `rate`.
     pub mode: &'static str,
     pub rate_per_s: Option<u64>,
-    /// `noop` or `http`.
+    /// `noop`, `http` or `publish`.
     pub subscriber: &'static str,
+    /// `--driver`: the broker published to.
+    pub driver: Option<&'static str>,
     pub http_latency: Option<Duration>,
     /// `--connection-rate`: the sink connection's `rate:`.
     pub connection_rate: Option<u64>,
@@ -37,6 +39,8 @@ pub(super) struct Report {
     pub counts: BTreeMap<DeliveryState, u64>,
     pub sink_requests: Option<u64>,
     pub http_baseline_per_s: Option<f64>,
+    /// `--driver`: a plain client loop's confirmed publishes a second.
+    pub broker_baseline_per_s: Option<f64>,
     /// Deliveries seen finishing in process.
     pub seen_finished: u64,
     /// A soak's length and its intervals.
@@ -111,6 +115,13 @@ impl Report {
             .map(|b| self.drain_per_s() / b)
     }
 
+    /// The engine's drain against the plain client loop, as a fraction.
+    pub(super) fn broker_ratio(&self) -> Option<f64> {
+        self.broker_baseline_per_s
+            .filter(|b| *b > 0.0)
+            .map(|b| self.drain_per_s() / b)
+    }
+
     pub(super) fn json(&self) -> Value {
         let counts: Map<String, Value> = self
             .counts
@@ -142,6 +153,9 @@ impl Report {
             "sink_requests": self.sink_requests,
             "http_baseline_per_s": self.http_baseline_per_s.map(tenth),
             "http_ratio": self.http_ratio().map(|r| (r * 1000.0).round() / 1000.0),
+            "driver": self.driver,
+            "broker_baseline_per_s": self.broker_baseline_per_s.map(tenth),
+            "broker_ratio": self.broker_ratio().map(|r| (r * 1000.0).round() / 1000.0),
             "seen_finished": self.seen_finished,
             "duration_seconds": self.duration.map(|d| d.as_secs_f64()),
             "retention_seconds": self.retention.map(|d| d.as_secs_f64()),
@@ -155,12 +169,13 @@ impl Report {
 
     pub(super) fn human(&self) -> String {
         let mut out = String::new();
-        let subscriber = match self.http_latency {
-            Some(l) => format!(
+        let subscriber = match (self.http_latency, self.driver) {
+            (Some(l), _) => format!(
                 "HTTP subscriber (sink answers after {})",
                 crate::output::duration_short(l)
             ),
-            None => "no-op subscriber".to_owned(),
+            (None, Some(driver)) => format!("subscriber publishing to {driver}"),
+            (None, None) => "no-op subscriber".to_owned(),
         };
         let mode = match self.rate_per_s {
             Some(r) => format!("emitting at {r}/s"),
@@ -224,6 +239,13 @@ impl Report {
         if let (Some(base), Some(ratio)) = (self.http_baseline_per_s, self.http_ratio()) {
             out.push_str(&format!(
                 "  http      a plain HTTP loop: {base:.0} requests/s; the engine drained at {:.1}% of it\n",
+                ratio * 100.0
+            ));
+        }
+        if let (Some(base), Some(ratio), Some(driver)) = (self.broker_baseline_per_s, self.broker_ratio(), self.driver)
+        {
+            out.push_str(&format!(
+                "  {driver:<9} a plain client loop: {base:.0} confirmed publishes/s; the engine drained at {:.1}% of it\n",
                 ratio * 100.0
             ));
         }

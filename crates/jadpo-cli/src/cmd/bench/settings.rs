@@ -52,6 +52,16 @@ pub(crate) struct Args {
     /// engine keeps to it and what the limit costs.
     #[arg(long, value_name = "R/s", requires = "http")]
     pub connection_rate: Option<String>,
+    /// The subscriber publishes each delivery to a broker (amqp, nats,
+    /// redis or mqtt) with its confirmation; a plain client loop publishing
+    /// the same messages is timed against it.
+    #[arg(long, value_name = "DRIVER", conflicts_with = "http")]
+    pub driver: Option<String>,
+    /// With --driver: the broker's URL; default: the machine's own
+    /// (amqp://guest:guest@127.0.0.1:5672/%2f, nats://127.0.0.1:4222,
+    /// redis://127.0.0.1:6379, mqtt://127.0.0.1:1883).
+    #[arg(long, value_name = "URL", requires = "driver")]
+    pub broker_url: Option<String>,
     /// The bench's subscriber keys its deliveries (`key: event.k`), event
     /// `i` getting key `i mod N` (1 to 1,000,000): what a key costs.
     #[arg(long, value_name = "N")]
@@ -108,6 +118,8 @@ pub(super) struct Settings {
     pub latency: Option<Duration>,
     /// The sink connection's `rate:`, calls a second.
     pub connection_rate: Option<u64>,
+    /// `--driver` and the broker's URL.
+    pub broker: Option<(jadpo_core::publish::Broker, String)>,
     /// `--keys N`: deliveries keyed over N keys.
     pub keys: Option<u64>,
     /// `--order` or `--concurrency-per-key`: the keys' rule.
@@ -282,11 +294,11 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
     };
     if args.hot_key {
         let keys = args.keys.unwrap_or(0);
-        if keys < 2 || keys > events || rate.is_some() || args.http {
+        if keys < 2 || keys > events || rate.is_some() || args.http || args.driver.is_some() {
             return Err(usage(
                 "bench.hot_key_invalid",
                 format!(
-                    "--hot-key needs --keys from 2 to --events ({events}), without --rate or --http; \
+                    "--hot-key needs --keys from 2 to --events ({events}), without --rate, --http or --driver; \
                      given --keys {keys}"
                 ),
             ));
@@ -303,6 +315,17 @@ pub(super) fn check(args: &Args) -> Result<Settings, CliError> {
         rate,
         latency,
         connection_rate: args.connection_rate.as_deref().map(parse_connection_rate).transpose()?,
+        broker: match &args.driver {
+            Some(d) => {
+                let broker = super::broker::parse(d)?;
+                let url = args
+                    .broker_url
+                    .clone()
+                    .unwrap_or_else(|| super::broker::default_url(broker).to_owned());
+                Some((broker, url))
+            }
+            None => None,
+        },
         keys: args.keys,
         key_rule,
         hot_key: args.hot_key,

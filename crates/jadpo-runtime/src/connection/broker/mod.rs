@@ -8,7 +8,9 @@
 //! every broker. Nothing here logs a body, a header's value, the rendered
 //! target or the broker's URL beyond its host.
 
+mod amqp;
 mod link;
+mod mqtt;
 mod nats;
 mod publish;
 mod redis;
@@ -90,8 +92,10 @@ pub(crate) struct Message {
 
 /// The driver behind a broker connection.
 enum Publisher {
-    Redis(redis::Redis),
+    Amqp(amqp::Amqp),
+    Mqtt(mqtt::Mqtt),
     Nats(nats::Nats),
+    Redis(redis::Redis),
 }
 
 impl Publisher {
@@ -99,8 +103,10 @@ impl Publisher {
     /// confirmation (connecting first when the link is down).
     async fn publish(&self, message: &Message, limit: Duration) -> PublishEnd {
         match self {
-            Publisher::Redis(r) => r.publish(message, limit).await,
+            Publisher::Amqp(a) => a.publish(message, limit).await,
+            Publisher::Mqtt(m) => m.publish(message, limit).await,
             Publisher::Nats(n) => n.publish(message, limit).await,
+            Publisher::Redis(r) => r.publish(message, limit).await,
         }
     }
 }
@@ -153,15 +159,17 @@ pub(crate) fn resolve_broker(
                 return None;
             }
         },
+        (Driver::Amqp { exchange }, _) => Publisher::Amqp(amqp::Amqp::new(&url, exchange)),
         (_, Broker::Nats) => Publisher::Nats(nats::Nats::new(&url)),
-        (_, other) => {
-            errors.push(url_invalid(
-                name,
-                &conn.url,
-                format!("the {} driver is not available yet", other.name()),
-            ));
-            return None;
-        }
+        (_, Broker::Mqtt) => match mqtt::Mqtt::new(&url) {
+            Ok(m) => Publisher::Mqtt(m),
+            Err(why) => {
+                errors.push(url_invalid(name, &conn.url, why));
+                return None;
+            }
+        },
+        // `Driver::Amqp` and `Driver::Redis` above carry their settings.
+        (_, Broker::Amqp | Broker::Redis) => unreachable!("matched by driver"),
     };
     Some(BrokerConnection {
         name: name.to_owned(),
