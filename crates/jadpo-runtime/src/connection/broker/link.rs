@@ -14,8 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Mutex;
 
 pub(crate) struct Link<C> {
-    /// The client and the number of the connect that made it.
-    slot: Mutex<Option<(u64, C)>>,
+    /// The client and the number of the connect that made it: read by
+    /// every publish, so a read lock, held for a clone only.
+    current: std::sync::RwLock<Option<(u64, C)>>,
+    /// Held while connecting, so one connect runs at a time.
+    slot: Mutex<()>,
     /// Connects made so far: the number of the next client.
     made: AtomicU64,
     /// Connects that failed so far.
@@ -25,7 +28,8 @@ pub(crate) struct Link<C> {
 impl<C: Clone> Link<C> {
     pub(crate) fn new() -> Link<C> {
         Link {
-            slot: Mutex::new(None),
+            current: std::sync::RwLock::new(None),
+            slot: Mutex::new(()),
             made: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         }
@@ -40,10 +44,13 @@ impl<C: Clone> Link<C> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<C, PublishEnd>>,
     {
+        if let Some(found) = self.read() {
+            return Ok(found);
+        }
         let failed_before = self.failed.load(Ordering::Acquire);
-        let mut slot = self.slot.lock().await;
-        if let Some((n, client)) = slot.as_ref() {
-            return Ok((*n, client.clone()));
+        let _connecting = self.slot.lock().await;
+        if let Some(found) = self.read() {
+            return Ok(found);
         }
         if self.failed.load(Ordering::Acquire) != failed_before {
             // An attempt failed while this publish waited for it: this
@@ -53,7 +60,7 @@ impl<C: Clone> Link<C> {
         match connect().await {
             Ok(client) => {
                 let n = self.made.fetch_add(1, Ordering::AcqRel) + 1;
-                *slot = Some((n, client.clone()));
+                *self.write() = Some((n, client.clone()));
                 Ok((n, client))
             }
             Err(end) => {
@@ -66,10 +73,18 @@ impl<C: Clone> Link<C> {
     /// The client numbered `n` is broken: the next publish connects again.
     /// A later client, made since, is kept.
     pub(crate) async fn broken(&self, n: u64) {
-        let mut slot = self.slot.lock().await;
-        if slot.as_ref().is_some_and(|(made, _)| *made == n) {
-            *slot = None;
+        let mut current = self.write();
+        if current.as_ref().is_some_and(|(made, _)| *made == n) {
+            *current = None;
         }
+    }
+
+    fn read(&self) -> Option<(u64, C)> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Option<(u64, C)>> {
+        self.current.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 

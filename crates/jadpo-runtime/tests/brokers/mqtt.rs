@@ -1,0 +1,87 @@
+use super::*;
+
+async fn reachable() -> bool {
+    match tokio::net::TcpStream::connect("127.0.0.1:1883").await {
+        Ok(_) => true,
+        Err(e) => {
+            jadpo_testing::skip::missing("Mosquitto at 127.0.0.1:1883", &e.to_string(), "start mosquitto");
+            false
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_publish_is_one_message_with_its_body_user_properties_and_key() {
+    if !reachable().await {
+        return;
+    }
+    let topic = format!("jadpo-test/{}", unique());
+    let got = mqtt_subscribe(&format!("{topic}/#")).await;
+    let connections = connections(
+        r#"connection bus { driver: mqtt  url: env("BUS_URL")  headers: { "Source": "jadpo" } }"#,
+        "mqtt://127.0.0.1:1883",
+    );
+    let mut req = request("bus", &format!("{topic}/payments"));
+    req.headers = vec![("Tenant".into(), "t1".into())];
+    req.idempotency_key = Some("pay_1".into());
+    let out = publish(&connections, req).await;
+    assert_eq!(out.result, Ok(()));
+    assert_eq!(out.verdict, Some(CallVerdict::Answered));
+    jadpo_testing::wait::until_async("the subscriber's copy", || async { !got.lock().unwrap().is_empty() }).await;
+    let m = got.lock().unwrap()[0].clone();
+    assert_eq!(m.topic, format!("{topic}/payments"));
+    assert_eq!(m.body, r#"{"id":"pay_1"}"#);
+    assert_eq!(m.content_type.as_deref(), Some("application/json"));
+    assert_eq!(m.user_properties.get("source").map(String::as_str), Some("jadpo"));
+    assert_eq!(m.user_properties.get("Tenant").map(String::as_str), Some("t1"));
+    assert_eq!(
+        m.user_properties.get("idempotency-key").map(String::as_str),
+        Some("pay_1")
+    );
+}
+
+#[tokio::test]
+async fn publishes_side_by_side_each_get_their_own_puback() {
+    if !reachable().await {
+        return;
+    }
+    let topic = format!("jadpo-test/{}", unique());
+    let got = mqtt_subscribe(&format!("{topic}/#")).await;
+    let connections = Arc::new(connections(
+        r#"connection bus { driver: mqtt  url: env("BUS_URL") }"#,
+        "mqtt://127.0.0.1:1883",
+    ));
+    let publishes = (0..200).map(|i| {
+        let connections = connections.clone();
+        let mut req = request("bus", &format!("{topic}/p{i}"));
+        req.idempotency_key = Some(format!("k{i}"));
+        tokio::spawn(async move { publish(&connections, req).await })
+    });
+    for p in publishes.collect::<Vec<_>>() {
+        let out = p.await.unwrap();
+        assert_eq!((out.result, out.sends), (Ok(()), 1));
+    }
+    jadpo_testing::wait::until_async("200 copies", || async { got.lock().unwrap().len() >= 200 }).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable_and_counts_for_the_breaker() {
+    let connections = connections(
+        r#"connection bus { driver: mqtt  url: env("BUS_URL")  timeout: 2s }"#,
+        &format!("mqtt://127.0.0.1:{}", closed_port()),
+    );
+    let out = publish(&connections, request("bus", "x")).await;
+    let failure = out.result.unwrap_err();
+    assert_eq!(
+        (failure.code.as_str(), failure.kind),
+        ("mqtt.never_left", FailureKind::Unavailable)
+    );
+    assert_eq!(out.verdict, Some(CallVerdict::Unavailable));
+}
+
+/// The outage through the engine, Mosquitto behind a proxy the test
+/// cuts.
+#[tokio::test]
+async fn an_outage_holds_probes_and_releases_every_message() {
+    outage(Outage::Mqtt).await;
+}
