@@ -27,31 +27,13 @@ action record(id: string) {
 }
 subscriber announce_payment { on: Paid  run: record(event.id) }
 "#;
-    let checked = jadpo_lang::check("app.jadpo", source);
-    let rendered = checked.render(source);
-    let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
     let (bus_url, payments_url) = (server.url(), provider.url());
     let env = move |k: &str| match k {
         "BUS_URL" => Some(bus_url.clone()),
         "PAYMENTS_URL" => Some(payments_url.clone()),
         _ => None,
     };
-    let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
-    let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
-    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
-    let clock = ManualClock::new(T0);
-    let config = WorkerConfig {
-        name: "mixed".into(),
-        concurrency: 4,
-        ..WorkerConfig::default()
-    };
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(executor),
-        Arc::new(clock.clone()),
-        Catalog::from_app(&app),
-        config,
-    );
+    let (store, clock, engine) = engine(source, env);
     let running = engine.start();
     server.kill();
     engine.emit(&paid(40)).await.unwrap();

@@ -313,26 +313,19 @@ async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
         .find(|b| b.breaker.connection == "bus")
 }
 
-/// The broker is killed before 40 events; the breaker opens, holds the
-/// rest without spending their attempts, raises one alert, probes with a
-/// real publish that fails while it is down, and once it is back the next
-/// probe releases every held delivery. Every message arrives with its key
-/// (on NATS exactly once: the stream drops a resend by its message id).
-pub(crate) async fn outage(broker: Outage) {
-    let Some(mut server) = Down::start(broker).await else {
-        return;
-    };
-    let url = server.url();
-    broker.prepare(&url).await;
-
-    let source = broker.app();
-    let checked = jadpo_lang::check("app.jadpo", &source);
-    let rendered = checked.render(&source);
+/// The real engine on `source`, its settings read through `env`, over a
+/// store in memory and a clock the test moves.
+pub(crate) fn engine(
+    source: &str,
+    env: impl Fn(&str) -> Option<String> + Clone,
+) -> (
+    Arc<SharedMemoryStore>,
+    ManualClock,
+    Engine<SharedMemoryStore, AppExecutor>,
+) {
+    let checked = jadpo_lang::check("app.jadpo", source);
+    let rendered = checked.render(source);
     let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
-    let env = {
-        let url = url.clone();
-        move |k: &str| (k == "BUS_URL").then(|| url.clone())
-    };
     let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
     let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
     let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
@@ -349,6 +342,23 @@ pub(crate) async fn outage(broker: Outage) {
         Catalog::from_app(&app),
         config,
     );
+    (store, clock, engine)
+}
+
+/// The broker is killed before 40 events; the breaker opens, holds the
+/// rest without spending their attempts, raises one alert, probes with a
+/// real publish that fails while it is down, and once it is back the next
+/// probe releases every held delivery. Every message arrives with its key
+/// (on NATS exactly once: the stream drops a resend by its message id).
+pub(crate) async fn outage(broker: Outage) {
+    let Some(mut server) = Down::start(broker).await else {
+        return;
+    };
+    let url = server.url();
+    broker.prepare(&url).await;
+
+    let url_ = url.clone();
+    let (store, clock, engine) = engine(&broker.app(), move |k: &str| (k == "BUS_URL").then(|| url_.clone()));
     let running = engine.start();
 
     // One publish while it is up: the link is made, and then broken by
