@@ -20,7 +20,7 @@
 
 use jadpo_core::Timestamp;
 use jadpo_store::Claimed;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// A claimed delivery waiting for a slot.
@@ -39,6 +39,9 @@ pub(crate) const MAX_QUEUED_BYTES: usize = 32 << 20;
 pub(crate) struct LocalQueue {
     items: VecDeque<Queued>,
     bytes: usize,
+    /// How many queued deliveries have each `start_by`: the earliest is
+    /// read after every run, so it is kept rather than scanned for.
+    starts: BTreeMap<Timestamp, usize>,
 }
 
 impl LocalQueue {
@@ -53,7 +56,22 @@ impl LocalQueue {
 
     pub(crate) fn push(&mut self, claimed: Claimed, start_by: Timestamp) {
         self.bytes += claimed.payload.len();
+        *self.starts.entry(start_by).or_default() += 1;
         self.items.push_back(Queued { claimed, start_by });
+    }
+
+    /// The earliest `start_by` queued.
+    fn earliest(&self) -> Option<Timestamp> {
+        self.starts.keys().next().copied()
+    }
+
+    fn forget_start(&mut self, start_by: Timestamp) {
+        if let Some(n) = self.starts.get_mut(&start_by) {
+            *n -= 1;
+            if *n == 0 {
+                self.starts.remove(&start_by);
+            }
+        }
     }
 
     /// The next delivery that may still start at `now`, in claim order.
@@ -62,6 +80,7 @@ impl LocalQueue {
         let i = self.items.iter().position(|q| now <= q.start_by)?;
         let q = self.items.remove(i).expect("position is in range");
         self.bytes -= q.claimed.payload.len();
+        self.forget_start(q.start_by);
         Some(q)
     }
 
@@ -69,23 +88,27 @@ impl LocalQueue {
     pub(crate) fn take_late(&mut self, now: Timestamp) -> Vec<Queued> {
         // Called after every run: the common case, nothing late, moves
         // nothing.
-        if self.items.iter().all(|q| now <= q.start_by) {
+        if self.earliest().is_none_or(|earliest| now <= earliest) {
             return Vec::new();
         }
         let (late, keep): (Vec<Queued>, Vec<Queued>) = self.items.drain(..).partition(|q| now > q.start_by);
         self.items = keep.into();
         self.bytes -= late.iter().map(|q| q.claimed.payload.len()).sum::<usize>();
+        for q in &late {
+            self.forget_start(q.start_by);
+        }
         late
     }
 
     /// When the next queued delivery's start window closes.
     pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
-        self.items.iter().map(|q| q.start_by).min()
+        self.earliest()
     }
 
     /// Everything queued, for a worker that stops.
     pub(crate) fn drain(&mut self) -> Vec<Queued> {
         self.bytes = 0;
+        self.starts.clear();
         self.items.drain(..).collect()
     }
 }
@@ -174,6 +197,44 @@ mod tests {
 
     fn at(ms: i64) -> Timestamp {
         Timestamp::from_millis(ms)
+    }
+
+    proptest::proptest! {
+        /// Whatever is pushed, popped, taken late or drained, in any
+        /// order, the kept earliest start is the queue's true minimum, and
+        /// `take_late` takes exactly the late ones.
+        #[test]
+        fn the_earliest_start_is_always_the_queues_minimum(
+            ops in proptest::collection::vec((0u8..4, 0i64..50), 1..200)
+        ) {
+            let mut q = LocalQueue::default();
+            let mut id = 0;
+            for (op, t) in ops {
+                let now = Timestamp::from_millis(t);
+                match op {
+                    0 | 1 => {
+                        id += 1;
+                        q.push(claimed(id, "x"), Timestamp::from_millis((t * 7 + id) % 50));
+                    }
+                    2 => {
+                        let popped = q.pop(now);
+                        proptest::prop_assert!(popped.is_none_or(|p| now <= p.start_by));
+                    }
+                    _ => {
+                        let late_before = q.items.iter().filter(|i| now > i.start_by).count();
+                        let late = q.take_late(now);
+                        proptest::prop_assert_eq!(late.len(), late_before);
+                        proptest::prop_assert!(late.iter().all(|i| now > i.start_by));
+                        proptest::prop_assert!(q.items.iter().all(|i| now <= i.start_by));
+                    }
+                }
+                let min = q.items.iter().map(|i| i.start_by).min();
+                proptest::prop_assert_eq!(q.next_deadline(), min);
+                proptest::prop_assert_eq!(q.starts.values().sum::<usize>(), q.len());
+            }
+            q.drain();
+            proptest::prop_assert_eq!(q.next_deadline(), None);
+        }
     }
 
     #[test]
