@@ -280,7 +280,7 @@ subscriber announce_payment {{ on: Paid  run: announce(event.id) }}
     }
 }
 
-fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
+pub(crate) fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
     (0..n)
         .map(|i| jadpo_store::NewEvent {
             name: "Paid".into(),
@@ -293,7 +293,7 @@ fn paid(n: usize) -> Vec<jadpo_store::NewEvent> {
         .collect()
 }
 
-async fn count<S: Store>(store: &S, state: DeliveryState) -> usize {
+pub(crate) async fn count<S: Store>(store: &S, state: DeliveryState) -> usize {
     store
         .list(&DeliveryFilter {
             state: Some(state),
@@ -323,11 +323,27 @@ pub(crate) fn engine(
     ManualClock,
     Engine<SharedMemoryStore, AppExecutor>,
 ) {
+    engine_with(source, env, Vec::new())
+}
+
+/// As [`engine`], with Rust actions registered by name.
+pub(crate) fn engine_with(
+    source: &str,
+    env: impl Fn(&str) -> Option<String> + Clone,
+    rust: Vec<(&str, jadpo_runtime::interpreter::RustAction)>,
+) -> (
+    Arc<SharedMemoryStore>,
+    ManualClock,
+    Engine<SharedMemoryStore, AppExecutor>,
+) {
     let checked = jadpo_lang::check("app.jadpo", source);
     let rendered = checked.render(source);
     let app = Arc::new(checked.app.unwrap_or_else(|| panic!("{rendered}")));
     let connections = Arc::new(Connections::resolve(&app, &env).unwrap_or_else(|e| panic!("{e:?}")));
-    let executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut executor = AppExecutor::new(app.clone(), connections, &env).unwrap_or_else(|e| panic!("{e:?}"));
+    for (name, action) in rust {
+        executor.register(name, action).unwrap_or_else(|e| panic!("{e}"));
+    }
     let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
     let clock = ManualClock::new(T0);
     let config = WorkerConfig {

@@ -129,6 +129,52 @@ async fn a_publish_is_a_producer_span_whose_context_the_message_carries() {
     let _: () = conn.del(&key).await.unwrap();
 }
 
+/// A Rust action (`uses bus`) publishes through its handle, with the same
+/// message an app file's `publish` makes.
+#[tokio::test]
+async fn a_rust_action_publishes_through_its_handle() {
+    let Some(mut conn) = shared().await else { return };
+    let key = stream(&mut conn).await;
+    let source = r#"
+event Paid { id: string  amount: int }
+connection bus { driver: redis  url: env("BUS_URL") }
+action announce(id: string) uses bus
+subscriber announce_payment { on: Paid  run: announce(event.id) }
+"#;
+    let target = key.clone();
+    let action: jadpo_runtime::interpreter::RustAction = Arc::new(move |args, handle| {
+        let target = target.clone();
+        Box::pin(async move {
+            let id = args.args["id"].as_str().unwrap_or_default().to_owned();
+            let headers = vec![("Kind".to_owned(), "paid".to_owned())];
+            let body = Some(serde_json::json!({ "id": id }));
+            handle.publish("bus", &target, body, headers, Some(id)).await
+        })
+    });
+    let env = |k: &str| (k == "BUS_URL").then(|| SHARED_REDIS.to_owned());
+    let (store, _clock, engine) = engine_with(source, env, vec![("announce", action)]);
+    let running = engine.start();
+    engine.emit(&paid(3)).await.unwrap();
+    jadpo_testing::wait::until_async("three published", || async {
+        count(&*store, jadpo_core::DeliveryState::Succeeded).await == 3
+    })
+    .await;
+    running.stop().await;
+    let got = entries(&mut conn, &key).await;
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|fields| {
+            let field = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap();
+            assert_eq!(field("Kind"), "paid");
+            assert_eq!(field("body"), format!(r#"{{"id":"{}"}}"#, field("idempotency-key")));
+            field("idempotency-key")
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["p0", "p1", "p2"]);
+    let _: () = conn.del(&key).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_stream_that_does_not_exist_fails_once_and_is_not_sent_again() {
     let Some(mut conn) = shared().await else { return };
