@@ -232,6 +232,27 @@ async fn max_len_trims_the_stream() {
     let _: () = conn.del(&key).await.unwrap();
 }
 
+/// A header value from an event holding a line break or a NUL is refused
+/// before anything is sent (no broker is reached: nothing listens there).
+#[tokio::test]
+async fn a_header_value_with_a_control_character_is_never_sent() {
+    let connections = connections(
+        r#"connection bus { driver: redis  url: env("BUS_URL") }"#,
+        &format!("redis://127.0.0.1:{}", closed_port()),
+    );
+    for value in ["a\r\nNats-Msg-Id: x", "a\u{0}b", "tab\there"] {
+        let mut req = request("bus", "anything");
+        req.headers = vec![("Tenant".into(), value.into())];
+        let out = publish(&connections, req).await;
+        let failure = out.result.unwrap_err();
+        assert_eq!(
+            (failure.code.as_str(), failure.kind),
+            ("publish.header_value_invalid", FailureKind::InternalFault)
+        );
+        assert_eq!((out.sends, out.verdict), (0, None), "{value:?}");
+    }
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable_and_counts_for_the_breaker() {
     let connections = connections(

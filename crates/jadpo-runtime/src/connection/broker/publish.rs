@@ -111,6 +111,12 @@ impl Connections {
                 return invalid("publish.idempotency_key_invalid");
             }
         }
+        // A value from an event may hold a line break or a NUL, which one
+        // broker would cut, another rewrite and a third carry: refused the
+        // same way on all of them, before anything is sent.
+        if req.headers.iter().any(|(_, v)| v.chars().any(char::is_control)) {
+            return invalid("publish.header_value_invalid");
+        }
         let body = match &req.body {
             None => bytes::Bytes::new(),
             Some(v) => match serde_json::to_vec(v) {
