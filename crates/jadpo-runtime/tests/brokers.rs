@@ -8,7 +8,9 @@
 //! unreachable broker that is `unavailable`; an outage that opens the
 //! breaker, holds the deliveries without spending attempts, probes with a
 //! real publish, releases them once the broker is back, and every message
-//! arrives (at least once with its key, or exactly once on NATS).
+//! arrives (at least once with its key, or exactly once on NATS). Above
+//! the drivers, the engine's `rate:`, `concurrency:` and capabilities hold
+//! a broker connection as an HTTP one (`brokers/rules.rs`).
 
 mod broker_support;
 
@@ -20,6 +22,9 @@ use std::time::Duration;
 
 #[path = "brokers/redis.rs"]
 mod redis_stream;
+
+#[path = "brokers/rules.rs"]
+mod rules;
 
 mod mixed {
     /// An HTTP and a broker connection in one action keep their rules.

@@ -44,6 +44,31 @@ pub(crate) fn closed_port() -> u16 {
 /// What `secret("BUS_SECRET")` reads.
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
+/// The message carries Standard Webhooks headers that sign `body` with
+/// [`SECRET`] under the request's message id, `msg_1`.
+pub(crate) fn assert_signed(header: impl Fn(&str) -> Option<String>, body: &str) {
+    let key = jadpo_runtime::connection::signing::SigningKey::from_secret(SECRET).unwrap();
+    assert_eq!(header("webhook-id").as_deref(), Some("msg_1"));
+    let at: i64 = header("webhook-timestamp")
+        .expect("a webhook-timestamp")
+        .parse()
+        .expect("seconds");
+    let signature = header("webhook-signature").expect("a webhook-signature");
+    assert!(key.verify("msg_1", at, body.as_bytes(), &signature), "{signature}");
+}
+
+/// The outcome is a failure with `code` of `kind`, the broker having
+/// answered it.
+pub(crate) fn assert_refused(
+    out: &jadpo_runtime::connection::broker::PublishOutcome,
+    code: &str,
+    kind: jadpo_core::FailureKind,
+) {
+    let failure = out.result.clone().unwrap_err();
+    assert_eq!((failure.code.as_str(), failure.kind), (code, kind));
+    assert_eq!(out.verdict, Some(jadpo_core::CallVerdict::Answered));
+}
+
 /// The connections of `source`, its `env("BUS_URL")` set to `url` and its
 /// `secret("BUS_SECRET")` to [`SECRET`].
 pub(crate) fn connections(source: &str, url: &str) -> Connections {
@@ -304,7 +329,7 @@ pub(crate) async fn count<S: Store>(store: &S, state: DeliveryState) -> usize {
         .len()
 }
 
-async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
+pub(crate) async fn breaker<S: Store>(store: &S) -> Option<jadpo_store::BreakerView> {
     store
         .breakers()
         .await

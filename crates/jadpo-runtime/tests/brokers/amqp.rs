@@ -34,10 +34,11 @@ const DIRECT: &str =
     r#"connection bus { driver: amqp  url: env("BUS_URL")  exchange: "amq.direct"  retry: { attempts: 3 } }"#;
 
 #[tokio::test]
-async fn a_publish_is_one_persistent_message_with_its_body_headers_and_key() {
+async fn a_publish_is_one_persistent_signed_message_with_its_body_headers_and_key() {
     let Some((channel, name)) = queue().await else { return };
     let connections = connections(
-        r#"connection bus { driver: amqp  url: env("BUS_URL")  exchange: "amq.direct"  headers: { "Source": "jadpo" } }"#,
+        r#"connection bus { driver: amqp  url: env("BUS_URL")  exchange: "amq.direct"  headers: { "Source": "jadpo" }
+           signing_secret: secret("BUS_SECRET") }"#,
         SHARED_AMQP,
     );
     let mut req = request("bus", &name);
@@ -56,6 +57,7 @@ async fn a_publish_is_one_persistent_message_with_its_body_headers_and_key() {
     assert_eq!(m.headers.get("source").map(String::as_str), Some("jadpo"));
     assert_eq!(m.headers.get("Tenant").map(String::as_str), Some("t1"));
     assert_eq!(m.headers.get("idempotency-key").map(String::as_str), Some("pay_1"));
+    assert_signed(|n| m.headers.get(n).cloned(), &m.body);
 }
 
 #[tokio::test]

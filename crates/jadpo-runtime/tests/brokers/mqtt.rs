@@ -1,4 +1,5 @@
 use super::*;
+use jadpo_testing::broker_server::{BrokerServer, Kind};
 
 async fn reachable() -> bool {
     match tokio::net::TcpStream::connect("127.0.0.1:1883").await {
@@ -11,14 +12,15 @@ async fn reachable() -> bool {
 }
 
 #[tokio::test]
-async fn a_publish_is_one_message_with_its_body_user_properties_and_key() {
+async fn a_publish_is_one_signed_message_with_its_body_user_properties_and_key() {
     if !reachable().await {
         return;
     }
     let topic = format!("jadpo-test/{}", unique());
     let got = mqtt_subscribe(&format!("{topic}/#")).await;
     let connections = connections(
-        r#"connection bus { driver: mqtt  url: env("BUS_URL")  headers: { "Source": "jadpo" } }"#,
+        r#"connection bus { driver: mqtt  url: env("BUS_URL")  headers: { "Source": "jadpo" }
+           signing_secret: secret("BUS_SECRET") }"#,
         "mqtt://127.0.0.1:1883",
     );
     let mut req = request("bus", &format!("{topic}/payments"));
@@ -38,6 +40,7 @@ async fn a_publish_is_one_message_with_its_body_user_properties_and_key() {
         m.user_properties.get("idempotency-key").map(String::as_str),
         Some("pay_1")
     );
+    assert_signed(|n| m.user_properties.get(n).cloned(), &m.body);
 }
 
 #[tokio::test]
@@ -62,6 +65,46 @@ async fn publishes_side_by_side_each_get_their_own_puback() {
         assert_eq!((out.result, out.sends), (Ok(()), 1));
     }
     jadpo_testing::wait::until_async("200 copies", || async { got.lock().unwrap().len() >= 200 }).await;
+}
+
+/// A server that lets no anonymous client in refuses the connect:
+/// `unauthorized`, answered, and not sent again.
+#[tokio::test]
+async fn a_refused_login_is_unauthorized() {
+    let Some(server) = BrokerServer::start_with(Kind::Mqtt, &["allow_anonymous false"], &[]) else {
+        return;
+    };
+    let connections = connections(
+        r#"connection bus { driver: mqtt  url: env("BUS_URL")  retry: { attempts: 3 } }"#,
+        &server.url(),
+    );
+    let out = publish(&connections, request("bus", "payments")).await;
+    assert_refused(&out, "mqtt.unauthorized", FailureKind::Unauthorized);
+    assert_eq!(out.sends, 1);
+}
+
+/// A topic the server's access list does not let this client write to:
+/// the `PUBACK` says so (MQTT 5 reason 0x87), the publish is
+/// `unauthorized`, not sent again, and the link still carries the next
+/// publish to a topic it may write.
+#[tokio::test]
+async fn a_publish_the_access_list_refuses_is_unauthorized_and_the_next_goes() {
+    let Some(server) = BrokerServer::start_with(
+        Kind::Mqtt,
+        &["allow_anonymous true", "acl_file {dir}/acl"],
+        &[("acl", "topic write allowed/#\ntopic read #\n")],
+    ) else {
+        return;
+    };
+    let connections = connections(
+        r#"connection bus { driver: mqtt  url: env("BUS_URL")  retry: { attempts: 3 } }"#,
+        &server.url(),
+    );
+    let out = publish(&connections, request("bus", "denied/payments")).await;
+    assert_refused(&out, "mqtt.unauthorized", FailureKind::Unauthorized);
+    assert_eq!(out.sends, 1);
+    let out = publish(&connections, request("bus", "allowed/payments")).await;
+    assert_eq!((out.result, out.sends), (Ok(()), 1));
 }
 
 #[tokio::test]

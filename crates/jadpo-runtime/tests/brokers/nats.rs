@@ -57,10 +57,11 @@ async fn messages(js: &jetstream::Context, name: &str) -> Vec<(async_nats::Heade
 }
 
 #[tokio::test]
-async fn a_publish_is_one_message_with_its_body_headers_and_key() {
+async fn a_publish_is_one_signed_message_with_its_body_headers_and_key() {
     let Some((js, name)) = stream().await else { return };
     let connections = connections(
-        r#"connection bus { driver: nats  url: env("BUS_URL")  headers: { "Source": "jadpo" } }"#,
+        r#"connection bus { driver: nats  url: env("BUS_URL")  headers: { "Source": "jadpo" }
+           signing_secret: secret("BUS_SECRET") }"#,
         SHARED_NATS,
     );
     let mut req = request("bus", &format!("{name}.payments"));
@@ -84,6 +85,7 @@ async fn a_publish_is_one_message_with_its_body_headers_and_key() {
             .as_deref(),
         Some("pay_1")
     );
+    assert_signed(header, body);
 }
 
 #[tokio::test]
@@ -137,6 +139,23 @@ async fn a_subject_no_stream_captures_fails_once_and_is_not_sent_again() {
     );
     assert_eq!((out.sends, out.verdict), (1, Some(CallVerdict::Answered)));
     js.delete_stream(&name).await.unwrap();
+}
+
+/// A server that asks for a user and password refuses a wrong one:
+/// `unauthorized`, answered, and not sent again.
+#[tokio::test]
+async fn a_refused_login_is_unauthorized() {
+    use jadpo_testing::broker_server::{BrokerServer, Kind};
+    let Some(server) = BrokerServer::start_with(Kind::Nats, &["--user", "jadpo", "--pass", "right"], &[]) else {
+        return;
+    };
+    let connections = connections(
+        r#"connection bus { driver: nats  url: env("BUS_URL")  retry: { attempts: 3 } }"#,
+        &format!("nats://jadpo:wrong@127.0.0.1:{}", server.port()),
+    );
+    let out = publish(&connections, request("bus", "payments")).await;
+    assert_refused(&out, "nats.unauthorized", FailureKind::Unauthorized);
+    assert_eq!(out.sends, 1);
 }
 
 #[tokio::test]
