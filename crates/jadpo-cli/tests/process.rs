@@ -106,6 +106,72 @@ fn dev_serves_the_api_runs_deliveries_and_stops_on_sigterm() {
     );
 }
 
+/// A broker connection shows wherever a connection does: `jadpo dev`
+/// publishing to a Redis nobody listens on opens `bus`'s breaker, and
+/// `jadpo breakers`, the console's breakers page (with its limit) and
+/// `/metrics` (its breaker, its limit, its attempts' timings) show it.
+#[test]
+fn a_broker_connections_breaker_shows_in_the_cli_the_console_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("app.jadpo"),
+        r#"
+event Ping { id: string }
+connection bus { driver: redis  url: "redis://127.0.0.1:1"  rate: 100/s }
+action forward(id: string) { call bus.publish("pings", body: event, idempotency_key: id) }
+subscriber forward_ping { on: Ping  run: forward(event.id) }
+"#,
+    )
+    .unwrap();
+    let mut child = Logged::spawn(jadpo(dir.path()).args(["dev", "--port", "0"]).stdout(Stdio::null()));
+    let port = child.port("api.listening");
+    for i in 0..10 {
+        let (status, body) = http("POST", port, "/events/Ping", Some(&format!(r#"{{"id":"p{i}"}}"#)), None);
+        assert_eq!(status, 202, "{body}");
+    }
+    let start = Instant::now();
+    loop {
+        let (_, body) = http("GET", port, "/breakers", None, None);
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if list[0]["connection"] == "bus" && list[0]["state"] == "open" && list[0]["held"].as_u64() > Some(0) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "bus never opened: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let store = format!("sqlite:{}", dir.path().join(".jadpo/jadpo.db").display());
+    let out = jadpo(dir.path())
+        .args(["breakers", "--store", &store, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["connection"], "bus", "{list}");
+    assert_eq!(list[0]["state"], "open", "{list}");
+
+    let (status, page) = http("GET", port, "/ui/breakers", None, None);
+    assert_eq!(status, 200, "{page}");
+    let row = page
+        .split("<tr data-connection=\"bus\">")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for bus: {page}"));
+    assert!(row.contains("state-open"), "{row}");
+    assert!(row.contains("100/s"), "its limit: {row}");
+
+    let (_, metrics) = http("GET", port, "/metrics", None, None);
+    for line in [
+        "jadpo_breaker_state{connection=\"bus\",state=\"open\"} 1",
+        "jadpo_connection_tokens{connection=\"bus\"}",
+        "jadpo_attempt_duration_seconds_count{connection=\"bus\"}",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    let (status, logs) = child.terminate();
+    assert!(status.success(), "{status}: {logs}");
+}
+
 /// `--retention DURATION`: a delivery that failed is pruned once a minute
 /// of engine time has passed (120 times faster here), with its event; a
 /// retention under a minute, or both flags, is a usage error.

@@ -37,7 +37,9 @@ async fn waiting<S: Store>(store: &S, what: WaitFor) -> usize {
         .filter(|d| {
             d.state == DeliveryState::Due
                 && d.attempts == 0
-                && d.waiting.as_ref().is_some_and(|w| w.connection == "bus" && w.reason == what)
+                && d.waiting
+                    .as_ref()
+                    .is_some_and(|w| w.connection == "bus" && w.reason == what)
         })
         .count()
 }
