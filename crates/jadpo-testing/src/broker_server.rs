@@ -1,13 +1,16 @@
-//! A broker server of a test's own (Redis, NATS with JetStream, Mosquitto)
+//! A broker server of a test's own (Redis, NATS with JetStream, Mosquitto,
+//! RabbitMQ)
 //! that the test can stop as a crash would and start again on the same
 //! port with what it had stored, or start with settings of its own
 //! (a password, an access list): what the shared brokers cannot show.
 //!
-//! The binaries are Debian's (`redis-server`, `nats-server`, `mosquitto`).
-//! Each server keeps its data in a temporary folder (Redis in an
-//! append-only file written at every command, NATS in JetStream's file
-//! store, Mosquitto in its persistence file), so a stream made before a
-//! stop is there after the start.
+//! The binaries are Debian's (`redis-server`, `nats-server`, `mosquitto`,
+//! `rabbitmq-server`). Each server keeps its data in a temporary folder
+//! (Redis in an append-only file written at every command, NATS in
+//! JetStream's file store, Mosquitto in its persistence file, RabbitMQ in
+//! its node's database), so a stream made before a stop is there after the
+//! start. A RabbitMQ node takes about five seconds to start: the shared one
+//! behind a proxy serves every test that does not need settings of its own.
 
 use crate::pg_server::free_port;
 use crate::process::Logged;
@@ -20,7 +23,13 @@ pub enum Kind {
     Redis,
     Nats,
     Mqtt,
+    /// A RabbitMQ node of its own, named `jadpo-PORT@localhost`.
+    Amqp,
 }
+
+/// Debian's RabbitMQ without its wrapper, which would run it as the
+/// `rabbitmq` user: this one runs as the test does.
+const RABBITMQ: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 
 impl Kind {
     fn binary(self) -> &'static str {
@@ -28,15 +37,19 @@ impl Kind {
             Kind::Redis => "redis-server",
             Kind::Nats => "nats-server",
             Kind::Mqtt => "mosquitto",
+            Kind::Amqp => RABBITMQ,
         }
     }
 
-    /// How the binary says its version: `mosquitto` has no `--version`
-    /// and exits non-zero for `-h`, which is enough to know it is there.
-    fn version_flag(self) -> &'static str {
+    /// Whether its binary is there: asked for its version, or for
+    /// `mosquitto`, which has no `--version`, its help (it exits non-zero,
+    /// which is enough); RabbitMQ's would start a node, so its file is
+    /// looked for.
+    fn installed(self) -> bool {
         match self {
-            Kind::Mqtt => "-h",
-            _ => "--version",
+            Kind::Amqp => Path::new(RABBITMQ).exists(),
+            Kind::Mqtt => Command::new(self.binary()).arg("-h").output().is_ok(),
+            _ => Command::new(self.binary()).arg("--version").output().is_ok(),
         }
     }
 
@@ -45,6 +58,7 @@ impl Kind {
             Kind::Redis => "redis",
             Kind::Nats => "nats",
             Kind::Mqtt => "mqtt",
+            Kind::Amqp => "amqp",
         }
     }
 
@@ -54,6 +68,7 @@ impl Kind {
             Kind::Redis => "Ready to accept connections",
             Kind::Nats => "Server is ready",
             Kind::Mqtt => "running",
+            Kind::Amqp => "Server startup complete",
         }
     }
 
@@ -88,6 +103,32 @@ impl Kind {
                 c.args(["-c", &file]);
                 return c;
             }
+            Kind::Amqp => {
+                let mut config = format!("listeners.tcp.default = 127.0.0.1:{port}\n");
+                for line in settings {
+                    config.push_str(line);
+                    config.push('\n');
+                }
+                std::fs::write(format!("{dir}/rabbitmq.conf"), config).expect("the configuration written");
+                std::fs::write(format!("{dir}/enabled_plugins"), "[].\n").expect("no plugins");
+                // `exec` all the way down (the script execs `erl` when it
+                // believes systemd runs it), so the process a test kills is
+                // the node itself; its log goes to standard error, where
+                // `Logged` reads.
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("exec {RABBITMQ} 1>&2")])
+                    .env("RUNNING_UNDER_SYSTEMD", "1")
+                    .env("RABBITMQ_NODENAME", format!("jadpo-{port}@localhost"))
+                    .env("RABBITMQ_NODE_PORT", port.to_string())
+                    .env("RABBITMQ_DIST_PORT", free_port().to_string())
+                    .env("RABBITMQ_MNESIA_BASE", dir)
+                    .env("RABBITMQ_LOG_BASE", dir)
+                    .env("RABBITMQ_LOGS", "-")
+                    .env("RABBITMQ_CONFIG_FILE", format!("{dir}/rabbitmq.conf"))
+                    .env("RABBITMQ_ENABLED_PLUGINS_FILE", format!("{dir}/enabled_plugins"))
+                    .env("RABBITMQ_PID_FILE", format!("{dir}/pid"));
+                return c;
+            }
         }
         c.args(settings);
         c
@@ -113,14 +154,14 @@ impl BrokerServer {
     /// As [`BrokerServer::start`], with `files` (name, text) written to its
     /// data folder first and `settings` added: command-line arguments for
     /// Redis and NATS, lines of the configuration file for Mosquitto (which
-    /// then allows anonymous clients only if they say so). `{dir}` in a
-    /// setting is the data folder.
+    /// then allows anonymous clients only if they say so) and RabbitMQ
+    /// (`rabbitmq.conf`). `{dir}` in a setting is the data folder.
     pub fn start_with(kind: Kind, settings: &[&str], files: &[(&str, &str)]) -> Option<BrokerServer> {
-        if Command::new(kind.binary()).arg(kind.version_flag()).output().is_err() {
+        if !kind.installed() {
             skip::missing(
                 &format!("`{}`", kind.binary()),
                 "it is not on PATH",
-                "install it (Debian: apt-get install redis-server nats-server mosquitto)",
+                "install it (Debian: apt-get install redis-server nats-server mosquitto rabbitmq-server)",
             );
             return None;
         }
@@ -148,9 +189,32 @@ impl BrokerServer {
         panic!("no free port for {} after five tries", kind.binary());
     }
 
-    /// `redis://`, `nats://` or `mqtt://127.0.0.1:PORT`.
+    /// `redis://`, `nats://` or `mqtt://127.0.0.1:PORT`, or
+    /// `amqp://guest:guest@127.0.0.1:PORT/%2f`.
     pub fn url(&self) -> String {
-        format!("{}://127.0.0.1:{}", self.kind.scheme(), self.port)
+        match self.kind {
+            Kind::Amqp => format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port),
+            _ => format!("{}://127.0.0.1:{}", self.kind.scheme(), self.port),
+        }
+    }
+
+    /// Runs `rabbitmqctl ARGS` against this RabbitMQ node and returns what
+    /// it printed; panics if it fails.
+    pub fn rabbitmqctl(&self, args: &[&str]) -> String {
+        assert_eq!(self.kind, Kind::Amqp, "rabbitmqctl is RabbitMQ's");
+        let node = format!("jadpo-{}@localhost", self.port);
+        let out = Command::new("/usr/lib/rabbitmq/bin/rabbitmqctl")
+            .args(["-n", &node])
+            .args(args)
+            .output()
+            .expect("rabbitmqctl runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "rabbitmqctl {args:?}: {text}");
+        text
     }
 
     pub fn port(&self) -> u16 {
@@ -192,7 +256,7 @@ impl BrokerServer {
             if process.exited().is_some() {
                 let text = process.text().to_ascii_lowercase();
                 assert!(
-                    text.contains("address already in use"),
+                    text.contains("address already in use") || text.contains("eaddrinuse"),
                     "{} failed:\n{text}",
                     self.kind.binary()
                 );

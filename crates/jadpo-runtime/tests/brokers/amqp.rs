@@ -129,6 +129,59 @@ async fn an_unreachable_server_is_unavailable_and_counts_for_the_breaker() {
     assert_eq!(out.verdict, Some(CallVerdict::Unavailable));
 }
 
+/// A node under a memory alarm blocks its publishers. The first publish
+/// is written before the broker blocks the connection and reads no more of
+/// it: no confirm comes (`unconfirmed`), and the resend its key allows sees
+/// the block and is not written (`overloaded`, counted for the breaker),
+/// as is every publish after it, the blocked connection kept. Once the
+/// alarm lifts, the first message goes in, once, and the next publish goes.
+#[tokio::test]
+async fn a_memory_alarm_is_overloaded_and_nothing_more_is_written_until_it_lifts() {
+    use jadpo_testing::broker_server::{BrokerServer, Kind};
+    let Some(server) = BrokerServer::start_with(Kind::Amqp, &["vm_memory_high_watermark.absolute = 1"], &[]) else {
+        return;
+    };
+    let channel = amqp_channel(&server.url()).await;
+    let queue = format!("jadpo-test-{}", unique());
+    channel
+        .queue_declare(queue.as_str().into(), Default::default(), Default::default())
+        .await
+        .unwrap();
+    let connections = connections(
+        r#"connection bus { driver: amqp  url: env("BUS_URL")  timeout: 1s  retry: { attempts: 2 } }"#,
+        &server.url(),
+    );
+    let keyed = |key: &str| {
+        let mut req = request("bus", &queue);
+        req.idempotency_key = Some(key.into());
+        req
+    };
+    for key in ["k1", "k2"] {
+        let out = publish(&connections, keyed(key)).await;
+        let failure = out.result.unwrap_err();
+        assert_eq!(
+            (failure.code.as_str(), failure.kind),
+            ("amqp.overloaded", FailureKind::Unavailable),
+            "{key}"
+        );
+        assert_eq!((out.sends, out.verdict), (2, Some(CallVerdict::Unavailable)), "{key}");
+    }
+    assert!(amqp_messages(&channel, &queue).await.is_empty(), "nothing taken");
+
+    server.rabbitmqctl(&["set_vm_memory_high_watermark", "0.4"]);
+    jadpo_testing::wait::until_async("the alarm lifted, a publish confirmed", || async {
+        publish(&connections, keyed("k3")).await.result.is_ok()
+    })
+    .await;
+    let mut keys: Vec<String> = amqp_messages(&channel, &queue)
+        .await
+        .into_iter()
+        .filter_map(|m| m.message_id)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["k1", "k3"], "the written one once, the refused one never");
+}
+
 /// The outage through the engine, RabbitMQ behind a proxy the test
 /// cuts.
 #[tokio::test]

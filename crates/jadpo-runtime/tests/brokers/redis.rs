@@ -267,6 +267,36 @@ async fn a_refused_password_is_unauthorized() {
     assert_eq!(out.sends, 1);
 }
 
+/// A server over its `maxmemory` refuses writes (`OOM`): the broker is
+/// overloaded, `unavailable` for the breaker, and the connection's
+/// `retry:` sends again; under its limit again, the next publish goes.
+#[tokio::test]
+async fn a_server_out_of_memory_is_overloaded_and_counts_for_the_breaker() {
+    use jadpo_testing::broker_server::{BrokerServer, Kind};
+    let Some(server) = BrokerServer::start(Kind::Redis) else {
+        return;
+    };
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = stream(&mut conn).await;
+    let limit = |bytes: &'static str| redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(bytes).clone();
+    let _: () = limit("1").query_async(&mut conn).await.unwrap();
+    let connections = connections(
+        r#"connection bus { driver: redis  url: env("BUS_URL")  retry: { attempts: 2 } }"#,
+        &server.url(),
+    );
+    let out = publish(&connections, request("bus", &key)).await;
+    let failure = out.result.unwrap_err();
+    assert_eq!(
+        (failure.code.as_str(), failure.kind),
+        ("redis.overloaded", FailureKind::Unavailable)
+    );
+    assert_eq!((out.sends, out.verdict), (2, Some(CallVerdict::Unavailable)));
+    let _: () = limit("0").query_async(&mut conn).await.unwrap();
+    assert_eq!(publish(&connections, request("bus", &key)).await.result, Ok(()));
+    assert_eq!(entries(&mut conn, &key).await.len(), 1);
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable_and_counts_for_the_breaker() {
     let connections = connections(

@@ -67,7 +67,16 @@ impl Amqp {
         }
         let end = tokio::time::timeout(limit, self.send(&open.channel, message)).await;
         let end = end.unwrap_or(PublishEnd::Unconfirmed);
-        if matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed) || !open.channel.status().connected() {
+        // An alarm that went off while this message was on its way blocks
+        // the connection before the broker reads all of it: the message
+        // waits in the socket and goes in when the alarm lifts. The
+        // connection is whole; a new one would be blocked at its first
+        // publish in turn, so it is kept, and the publishes after this one
+        // see the block and are `overloaded` without being written.
+        let blocked = end == PublishEnd::Unconfirmed && open.connection.status().blocked();
+        if (matches!(end, PublishEnd::NeverLeft | PublishEnd::Unconfirmed) && !blocked)
+            || !open.channel.status().connected()
+        {
             // The connection broke, or the broker closed the channel over
             // this message (an exchange that does not exist): the next
             // publish opens them again.
