@@ -57,6 +57,12 @@ pub(crate) fn assert_signed(header: impl Fn(&str) -> Option<String>, body: &str)
     assert!(key.verify("msg_1", at, body.as_bytes(), &signature), "{signature}");
 }
 
+/// The message carries the run's trace on (trace id 7) as `traceparent`.
+pub(crate) fn assert_traced(header: impl Fn(&str) -> Option<String>) {
+    let traceparent = header("traceparent").expect("a traceparent");
+    assert!(traceparent.starts_with(&format!("00-{:032x}-", 7)), "{traceparent}");
+}
+
 /// The outcome is a failure with `code` of `kind`, the broker having
 /// answered it.
 pub(crate) fn assert_refused(

@@ -44,6 +44,7 @@ async fn a_publish_is_one_persistent_signed_message_with_its_body_headers_and_ke
     let mut req = request("bus", &name);
     req.headers = vec![("Tenant".into(), "t1".into())];
     req.idempotency_key = Some("pay_1".into());
+    req.trace = Some(jadpo_core::TraceContext::from_ids(7, 9, 1, None).unwrap());
     let out = publish(&connections, req).await;
     assert_eq!(out.result, Ok(()));
     assert_eq!(out.verdict, Some(CallVerdict::Answered));
@@ -58,6 +59,7 @@ async fn a_publish_is_one_persistent_signed_message_with_its_body_headers_and_ke
     assert_eq!(m.headers.get("Tenant").map(String::as_str), Some("t1"));
     assert_eq!(m.headers.get("idempotency-key").map(String::as_str), Some("pay_1"));
     assert_signed(|n| m.headers.get(n).cloned(), &m.body);
+    assert_traced(|n| m.headers.get(n).cloned());
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ async fn a_publish_is_one_signed_message_with_its_body_user_properties_and_key()
     let mut req = request("bus", &format!("{topic}/payments"));
     req.headers = vec![("Tenant".into(), "t1".into())];
     req.idempotency_key = Some("pay_1".into());
+    req.trace = Some(jadpo_core::TraceContext::from_ids(7, 9, 1, None).unwrap());
     let out = publish(&connections, req).await;
     assert_eq!(out.result, Ok(()));
     assert_eq!(out.verdict, Some(CallVerdict::Answered));
@@ -41,6 +42,7 @@ async fn a_publish_is_one_signed_message_with_its_body_user_properties_and_key()
         Some("pay_1")
     );
     assert_signed(|n| m.user_properties.get(n).cloned(), &m.body);
+    assert_traced(|n| m.user_properties.get(n).cloned());
 }
 
 #[tokio::test]

@@ -67,6 +67,7 @@ async fn a_publish_is_one_signed_message_with_its_body_headers_and_key() {
     let mut req = request("bus", &format!("{name}.payments"));
     req.headers = vec![("Tenant".into(), "t1".into())];
     req.idempotency_key = Some("pay_1".into());
+    req.trace = Some(jadpo_core::TraceContext::from_ids(7, 9, 1, None).unwrap());
     let out = publish(&connections, req).await;
     assert_eq!(out.result, Ok(()));
     assert_eq!(out.verdict, Some(CallVerdict::Answered));
@@ -86,6 +87,7 @@ async fn a_publish_is_one_signed_message_with_its_body_headers_and_key() {
         Some("pay_1")
     );
     assert_signed(header, body);
+    assert_traced(header);
 }
 
 #[tokio::test]
