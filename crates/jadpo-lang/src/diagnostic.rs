@@ -263,8 +263,15 @@ impl<'a> LineIndex<'a> {
 ///
 /// A span over several lines is underlined to the end of its first line.
 pub fn render(file: &str, index: &LineIndex<'_>, d: &Diagnostic) -> String {
-    let start = index.position(d.span.start);
-    let end = index.position(d.span.end);
+    render_coded(file, index, d.code.as_str(), d.span, &d.message)
+}
+
+/// A problem with any file Jadpo reads (an app file, a scenario) as the
+/// app file's diagnostics are shown: `error[CODE]: MESSAGE`, where, and
+/// the line with the span underlined.
+pub fn render_coded(file: &str, index: &LineIndex<'_>, code: &str, span: Span, message: &str) -> String {
+    let start = index.position(span.start);
+    let end = index.position(span.end);
     let text = index.line_text(start.line);
     let gutter = start.line.to_string().len();
     let pad = " ".repeat(gutter);
@@ -281,8 +288,7 @@ pub fn render(file: &str, index: &LineIndex<'_>, d: &Diagnostic) -> String {
     let source_line = format!("{} | {}", start.line, shown);
     format!(
         "error[{code}]: {msg}\n{pad}--> {file}:{line}:{col}\n{pad} |\n{src}\n{pad} | {sp}{carets}\n",
-        code = d.code,
-        msg = d.message,
+        msg = message,
         line = start.line,
         col = start.column,
         src = source_line.trim_end(),

@@ -24,7 +24,7 @@ pub use app::{
     PathPart, PathTemplate, Publish, Route, RoutePath, RouteSegment, Run, Runnable, Schedule, Statement, StoreDecl,
     Subscriber, Trigger, Type, Value,
 };
-pub use diagnostic::{Code, Diagnostic, LineIndex, Position, Span};
+pub use diagnostic::{render_coded, Code, Diagnostic, LineIndex, Position, Span};
 
 /// The result of checking one file.
 #[derive(Clone, Debug)]

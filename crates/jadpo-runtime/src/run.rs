@@ -364,7 +364,7 @@ impl Catalog {
 /// Runs an action under its time limit. A panic is a defect, never a
 /// crashed worker; a run past its limit is `deadline_exceeded`, and `true`
 /// says it was stopped mid-run.
-pub(crate) async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: Duration) -> (AttemptEnd, bool) {
+pub async fn execute<E: Executor>(executor: &E, ctx: RunContext, limit: Duration) -> (AttemptEnd, bool) {
     let run = AssertUnwindSafe(executor.run(ctx)).catch_unwind();
     match tokio::time::timeout(limit, run).await {
         Ok(Ok(Ok(()))) => (AttemptEnd::Succeeded, false),

@@ -397,6 +397,7 @@ fn longest_retry_after(cfg: &SimConfig) -> Duration {
         })
         .max()
         .unwrap_or_default()
+        .max(cfg.longest_retry_after)
 }
 
 /// What a delivery's state says of it holds: a running one has a lease, a

@@ -77,6 +77,16 @@ pub struct Emission {
     pub events: usize,
 }
 
+/// A process that dies at `at`, as a SIGKILL would, and is started again
+/// `back_after` later.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Crash {
+    pub at: Timestamp,
+    /// Which worker (process), from 0.
+    pub worker: usize,
+    pub back_after: Duration,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Faults {
     /// Out of 1000 runs: the worker is lost mid-run, never to finish it.
@@ -126,6 +136,12 @@ pub struct SimConfig {
     /// Times an operator skips some of the failed and parked deliveries
     /// that block a `strict` key.
     pub operator_skips: Vec<Timestamp>,
+    /// Processes that die and come back at set times.
+    pub crashes: Vec<Crash>,
+    /// The longest `Retry-After` an app's providers answer with (the
+    /// scripted providers' is read from `providers`): a retry may wait that
+    /// long, past the backoff's ceiling.
+    pub longest_retry_after: Duration,
     /// From this time on, an operator skips every delivery that blocks a
     /// `strict` key, every ten minutes while any key's deliveries are
     /// unfinished:
@@ -197,6 +213,8 @@ impl SimConfig {
             keyed,
             operator_skips: random_skips(seed),
             skip_all_from: Timestamp::EPOCH.plus(s(8 * 86_400)),
+            crashes: Vec::new(),
+            longest_retry_after: Duration::ZERO,
         }
     }
 }

@@ -9,12 +9,13 @@
 mod operator;
 mod providers;
 
+use crate::app::AppRunner;
 use crate::check::Checker;
 use crate::config::{SimConfig, SimSubscriber};
 use crate::stats::Stats;
 use jadpo_core::{AttemptEnd, Backoff, CallVerdict, Timestamp};
 use jadpo_store::memory::MemoryStore;
-use jadpo_store::{step, ClaimRequest, Claimed, NewEvent, Route, Routes, StoreError};
+use jadpo_store::{step, ClaimRequest, Claimed, Emits, NewEvent, Route, Routes, StoreError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -46,6 +47,9 @@ struct Run {
     calls: Vec<(String, CallVerdict)>,
     /// Writes of its outcome that found the store down, for their backoff.
     store_faults: u32,
+    /// An app's run: what it emitted and the 429s it got.
+    emits: Emits,
+    rate_limited: Vec<(String, Option<Duration>)>,
 }
 
 #[derive(Debug)]
@@ -73,6 +77,11 @@ enum Event {
     Restart {
         worker: usize,
     },
+    /// A crash the config set: the worker dies, back after `back_after`.
+    Crash {
+        worker: usize,
+        back_after: Duration,
+    },
     Tick,
 }
 
@@ -94,6 +103,11 @@ pub struct Sim {
     tick_at: Option<Timestamp>,
     subscribers: BTreeMap<String, SimSubscriber>,
     routes: Routes,
+    /// The app whose events and actions run, or none for the built-in
+    /// scripted subscribers.
+    app: Option<Box<dyn AppRunner>>,
+    /// When the backlog is next counted: each whole minute.
+    next_sample: Timestamp,
 }
 
 /// How a simulation ended when it did not hold.
@@ -118,6 +132,15 @@ impl std::fmt::Display for Violation {
 }
 
 impl Sim {
+    /// A simulation of `app`'s own events and actions (`jadpo simulate`):
+    /// `cfg` gives the subscribers' budgets, time limits and routes, the
+    /// workers, the limits and the emissions, which `app` fills in.
+    pub fn with_app(cfg: SimConfig, app: Box<dyn AppRunner>) -> Sim {
+        let mut sim = Sim::new(cfg);
+        sim.app = Some(app);
+        sim
+    }
+
     pub fn new(cfg: SimConfig) -> Sim {
         let mut routes = Routes::new();
         for s in &cfg.subscribers {
@@ -154,8 +177,19 @@ impl Sim {
             tick_at: None,
             subscribers: cfg.subscribers.iter().map(|s| (s.name.clone(), s.clone())).collect(),
             routes,
+            app: None,
+            next_sample: Timestamp::EPOCH,
             cfg,
         };
+        for c in sim.cfg.crashes.clone() {
+            sim.push(
+                c.at,
+                Event::Crash {
+                    worker: c.worker,
+                    back_after: c.back_after,
+                },
+            );
+        }
         for at in sim.cfg.operator_retries.clone() {
             sim.push(at, Event::OperatorRetry);
         }
@@ -180,6 +214,7 @@ impl Sim {
                 break;
             }
             debug_assert!(at >= self.now, "time never goes back");
+            self.sample_backlog(at);
             self.now = at;
             let is_tick = matches!(event, Event::Tick);
             self.step(event).map_err(|what| self.violation(what))?;
@@ -245,6 +280,12 @@ impl Sim {
                 }
                 Ok(())
             }
+            Event::Crash { worker, back_after } => {
+                if worker < self.workers.len() && !self.workers[worker].lost {
+                    self.lose_worker_until(worker, self.now.plus(back_after));
+                }
+                Ok(())
+            }
             Event::Restart { worker } => {
                 let w = &mut self.workers[worker];
                 w.lost = false;
@@ -259,8 +300,51 @@ impl Sim {
     }
 
     fn emit(&mut self, i: usize) -> Result<(), String> {
+        let events = match &mut self.app {
+            Some(app) => app.events(i, &self.cfg.emissions[i]),
+            None => self.scripted_events(i),
+        };
+        for e in self
+            .store
+            .emit(&events, self.now)
+            .expect("the simulation uses no idempotency keys")
+        {
+            self.emitted(&e);
+        }
+        self.wake_idle_workers();
+        Ok(())
+    }
+
+    /// An event's deliveries, new: checked and counted.
+    fn emitted(&mut self, e: &jadpo_store::Emitted) {
+        self.checker.emitted(e);
+        self.checker.keys.emitted(&self.store, &e.deliveries);
+        self.stats.created += e.deliveries.len() as u64;
+        self.stats.queued += e
+            .deliveries
+            .iter()
+            .filter(|id| {
+                self.store
+                    .delivery(**id)
+                    .is_some_and(|d| d.state == jadpo_core::DeliveryState::Queued)
+            })
+            .count() as u64;
+    }
+
+    /// The backlog (deliveries made and not finished) at each whole minute
+    /// before `until`, as it stood then.
+    fn sample_backlog(&mut self, until: Timestamp) {
+        while self.next_sample <= until {
+            let backlog = self.stats.created.saturating_sub(self.stats.ended);
+            self.stats.backlog.push((self.next_sample, backlog));
+            self.next_sample = self.next_sample.plus(Duration::from_secs(60));
+        }
+    }
+
+    /// The built-in subscribers' events: `{}` to every subscriber.
+    fn scripted_events(&mut self, i: usize) -> Vec<NewEvent> {
         let subscribers: Vec<String> = self.cfg.subscribers.iter().map(|s| s.name.clone()).collect();
-        let events: Vec<NewEvent> = (0..self.cfg.emissions[i].events)
+        (0..self.cfg.emissions[i].events)
             .map(|_| NewEvent {
                 name: "Simulated".into(),
                 payload: "{}".into(),
@@ -269,26 +353,7 @@ impl Sim {
                 trace: None,
                 keys: crate::keys::keys_of_event(&self.cfg, &mut self.key_rng),
             })
-            .collect();
-        for e in self
-            .store
-            .emit(&events, self.now)
-            .expect("the simulation uses no idempotency keys")
-        {
-            self.checker.emitted(&e);
-            self.checker.keys.emitted(&self.store, &e.deliveries);
-            self.stats.queued += e
-                .deliveries
-                .iter()
-                .filter(|id| {
-                    self.store
-                        .delivery(**id)
-                        .is_some_and(|d| d.state == jadpo_core::DeliveryState::Queued)
-                })
-                .count() as u64;
-        }
-        self.wake_idle_workers();
-        Ok(())
+            .collect()
     }
 
     fn worker_name(&self, worker: usize) -> String {
@@ -348,6 +413,14 @@ impl Sim {
                 .claimed(&report, worker, self.workers[worker].generation, self.now)?;
             self.checker.keys.claimed(&self.store, &report.claimed)?;
             let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+            self.stats.ended += (report.succeeded.len() + report.gave_up.len()) as u64;
+            if self.app.is_some() {
+                for id in &report.gave_up {
+                    if let Some(d) = self.store.delivery(*id) {
+                        self.stats.gave_up_unrun += u64::from(d.attempts == 0);
+                    }
+                }
+            }
             for claimed in report.claimed {
                 self.workers[worker].busy += 1;
                 // A claimed batch starts within a moment, not at once: the
@@ -399,13 +472,26 @@ impl Sim {
             return Ok(());
         }
         self.checker.starting(&self.store, &claimed, &self.cfg, self.now)?;
-        let (end, calls, ended) = self.perform(&sub, &claimed);
+        let (end, calls, ended, emits, rate_limited) = match &mut self.app {
+            Some(app) => {
+                let ran = app.run(&claimed, self.now, sub.timeout);
+                // A run of no time still ends after it started.
+                let took = ran.took.max(Duration::from_millis(1));
+                (ran.end, ran.calls, self.now.plus(took), ran.emits, ran.rate_limited)
+            }
+            None => {
+                let (end, calls, ended) = self.perform(&sub, &claimed);
+                (end, calls, ended, Emits::default(), Vec::new())
+            }
+        };
         let run = Run {
             claimed,
             started_at: self.now,
             end,
             calls,
             store_faults: 0,
+            emits,
+            rate_limited,
         };
         let generation = self.workers[worker].generation;
         if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
@@ -439,13 +525,18 @@ impl Sim {
     }
 
     fn lose_worker(&mut self, worker: usize, at: Timestamp) {
+        let back = at.plus(Duration::from_millis(self.rng.random_range(1_000..=30_000)));
+        self.lose_worker_until(worker, back);
+    }
+
+    /// The worker dies now, its runs with it, and starts again at `back`.
+    fn lose_worker_until(&mut self, worker: usize, back: Timestamp) {
         self.stats.workers_lost += 1;
         let w = &mut self.workers[worker];
         w.generation += 1;
         w.lost = true;
         w.busy = 0;
         w.next_poll = None;
-        let back = at.plus(Duration::from_millis(self.rng.random_range(1_000..=30_000)));
         self.push(back, Event::Restart { worker });
     }
 
@@ -475,6 +566,8 @@ impl Sim {
             started_at,
             end,
             calls,
+            emits,
+            rate_limited,
             ..
         } = run;
         // Decided when the write reaches the store: a write the store
@@ -485,11 +578,11 @@ impl Sim {
             started_at,
             ended_at: self.now,
             calls,
-            // The scripted providers' 429s pause nothing here.
-            rate_limited: Vec::new(),
+            // An app's 429s pause their connection; the scripted
+            // providers' pause nothing.
+            rate_limited,
         };
-        let no_emits = jadpo_store::Emits::default;
-        let finish = step::finish(&claimed, &self.routes, ran, no_emits, &mut self.rng);
+        let finish = step::finish(&claimed, &self.routes, ran, || emits, &mut self.rng);
         let outcome = &finish.outcome;
         let result = self.store.finish(&finish);
         self.workers[worker].busy -= 1;
@@ -499,6 +592,9 @@ impl Sim {
                     .finished(&claimed, outcome, &report, self.now, self.cfg.tick)?;
                 self.checker.released(&self.store, self.now)?;
                 self.stats.finished(outcome, self.now);
+                for e in &report.emitted {
+                    self.emitted(e);
+                }
                 for (connection, t) in &report.transitions {
                     self.stats.transitions.push((self.now, connection.clone(), *t));
                 }

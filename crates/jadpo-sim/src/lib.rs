@@ -10,6 +10,7 @@
 //! and no delivery of an ordered key started ahead of an earlier one. A run is a pure function of
 //! its seed, so a failing seed replays exactly.
 
+pub mod app;
 mod check;
 pub mod config;
 mod engine;
@@ -17,7 +18,8 @@ mod keys;
 pub mod outage;
 pub mod stats;
 
-pub use config::{Behaviour, Emission, Faults, Script, SimConfig, SimKeys, SimSubscriber};
+pub use app::{AppRun, AppRunner};
+pub use config::{Behaviour, Crash, Emission, Faults, Script, SimConfig, SimKeys, SimSubscriber};
 pub use engine::{Sim, Violation};
 pub use stats::Stats;
 

@@ -71,6 +71,8 @@ impl OutageConfig {
             keyed: std::collections::BTreeMap::new(),
             operator_skips: vec![],
             skip_all_from: Timestamp::MAX,
+            crashes: Vec::new(),
+            longest_retry_after: Duration::ZERO,
             limits: Default::default(),
         }
     }

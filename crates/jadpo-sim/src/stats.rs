@@ -28,6 +28,15 @@ pub struct Stats {
     pub queued: u64,
     pub steps: u64,
     pub ended_at: Timestamp,
+    /// Deliveries made (by emits from outside and from runs) and finished
+    /// (succeeded, failed or parked), so far.
+    pub created: u64,
+    pub ended: u64,
+    /// The backlog, made and not finished, at each whole minute.
+    pub backlog: Vec<(Timestamp, u64)>,
+    /// An app's deliveries that failed at the claim without ever running:
+    /// their budget's `within:` passed while they waited.
+    pub gave_up_unrun: u64,
 }
 
 impl Stats {
@@ -42,6 +51,9 @@ impl Stats {
     pub(crate) fn finished(&mut self, outcome: &Outcome, now: Timestamp) {
         if *outcome == Outcome::Succeeded {
             self.last_success = Some(now);
+        }
+        if !matches!(outcome, Outcome::Retry { .. }) {
+            self.ended += 1;
         }
     }
 }

@@ -3,6 +3,7 @@
 use super::double::{Answer, Double, Received};
 use super::http::{self, Prepared};
 use super::resend::Resends;
+use super::simulated::Waited;
 use super::wire::{method_name, parse_retry_after};
 use super::{CallOutcome, CallRequest, Connections, Endpoint, Response, Sent};
 use crate::spans;
@@ -78,6 +79,17 @@ impl Connections {
                     (sent, true)
                 }
                 Endpoint::Double { double, .. } => (answer_double(double, req), false),
+                Endpoint::Simulated(sim) => {
+                    let sent = match sim
+                        .call(&req.connection, method_name(req.method), &req.path, deadline)
+                        .await
+                    {
+                        Waited::Ended(answer) => sent(answer),
+                        Waited::NoAnswer => Sent::NoAnswer,
+                        Waited::CutByDeadline => Sent::CutByDeadline,
+                    };
+                    (sent, true)
+                }
                 Endpoint::Broker(_) => unreachable!("`prepare` refuses a broker connection"),
             };
             let (result, verdict, status) = judge(sent, idempotent, now_s);
@@ -145,7 +157,7 @@ fn prepare(req: &CallRequest, endpoint: &Endpoint) -> Result<Prepared, Failure> 
         // A Rust action's mistake: the app file lets only `publish` reach
         // a broker connection.
         Endpoint::Broker(_) => return Err(invalid("call.connection_not_http")),
-        Endpoint::Double { .. } => {
+        Endpoint::Double { .. } | Endpoint::Simulated(_) => {
             if url::Url::parse(&format!("http://h{}", req.path)).is_err() {
                 return Err(invalid("call.path_invalid"));
             }
@@ -194,6 +206,10 @@ fn answer_double(double: &Double, req: &CallRequest) -> Sent {
             Err(failure) => return Sent::Defect(failure),
         },
     };
+    sent(answer)
+}
+
+fn sent(answer: Answer) -> Sent {
     match answer {
         Answer::Http { status, headers, body } => Sent::Answered(Response {
             status,

@@ -12,6 +12,9 @@
 //! - A connection may be replaced by a [`Fake`] or a [`Recording`]: their
 //!   answers are classified the same way but carry no verdict, so they never
 //!   reach a breaker.
+//! - [`Connections::simulated`] answers every connection from a
+//!   simulation's scenario ([`simulated::Provider`]) on tokio's clock, with
+//!   verdicts, for `jadpo simulate`.
 //!
 //! Nothing here logs or prints a header value, a secret, a body or an
 //! interpolated path.
@@ -23,6 +26,7 @@ mod http;
 mod resend;
 mod resolve;
 pub mod signing;
+pub mod simulated;
 mod startup_error;
 pub mod wire;
 
@@ -167,6 +171,8 @@ enum Endpoint {
         attempts: u32,
         broker: Option<jadpo_core::publish::Broker>,
     },
+    /// Answered by a simulation's scenario, judged as a real provider.
+    Simulated(simulated::Simulated),
 }
 
 impl Endpoint {
@@ -175,6 +181,7 @@ impl Endpoint {
             Endpoint::Http(conn) => conn.attempts,
             Endpoint::Broker(conn) => conn.attempts,
             Endpoint::Double { attempts, .. } => *attempts,
+            Endpoint::Simulated(s) => s.attempts,
         }
     }
 }
@@ -185,6 +192,7 @@ impl fmt::Debug for Endpoint {
             Endpoint::Http(conn) => conn.fmt(f),
             Endpoint::Broker(conn) => conn.fmt(f),
             Endpoint::Double { double, .. } => double.fmt(f),
+            Endpoint::Simulated(_) => f.write_str("Simulated"),
         }
     }
 }
@@ -272,7 +280,7 @@ impl Connections {
             .values()
             .filter_map(|e| match e {
                 Endpoint::Http(conn) => Some(conn.timeout),
-                Endpoint::Broker(_) | Endpoint::Double { .. } => None,
+                Endpoint::Broker(_) | Endpoint::Double { .. } | Endpoint::Simulated(_) => None,
             })
             .min()
             .unwrap_or(jadpo_lang::Connection::DEFAULT_TIMEOUT);
@@ -293,6 +301,31 @@ impl Connections {
         }
     }
 
+    /// Every connection of `app` answered by `provider`, with the app's
+    /// `timeout:` and `retry:` for each: a simulation's connections. No
+    /// setting is read (a simulation needs no URL, token or secret) and
+    /// nothing is sent.
+    pub fn simulated(app: &App, provider: std::sync::Arc<dyn simulated::Provider>) -> Connections {
+        let endpoints = app
+            .connections
+            .iter()
+            .map(|(name, conn)| {
+                let endpoint = Endpoint::Simulated(simulated::Simulated {
+                    provider: provider.clone(),
+                    timeout: conn.timeout,
+                    attempts: conn.attempts.max(1),
+                    broker: conn.driver.broker(),
+                });
+                (name.clone(), endpoint)
+            })
+            .collect();
+        Connections {
+            client: reqwest::Client::new(),
+            endpoints,
+            wall: std::sync::Arc::new(|| 0),
+        }
+    }
+
     /// Replaces a connection's driver with a fake or a recording, for a
     /// user's tests and the embedded API. The connection keeps its
     /// `retry:`; its calls no longer reach any breaker.
@@ -305,6 +338,7 @@ impl Connections {
         let broker = match endpoint {
             Endpoint::Broker(conn) => Some(conn.broker),
             Endpoint::Double { broker, .. } => *broker,
+            Endpoint::Simulated(s) => s.broker,
             Endpoint::Http(_) => None,
         };
         *endpoint = Endpoint::Double {
@@ -330,7 +364,7 @@ impl Connections {
     pub fn http(&self, name: &str) -> Option<&HttpConnection> {
         match self.endpoints.get(name)? {
             Endpoint::Http(conn) => Some(conn),
-            Endpoint::Broker(_) | Endpoint::Double { .. } => None,
+            Endpoint::Broker(_) | Endpoint::Double { .. } | Endpoint::Simulated(_) => None,
         }
     }
 
@@ -338,7 +372,7 @@ impl Connections {
     pub fn broker(&self, name: &str) -> Option<&broker::BrokerConnection> {
         match self.endpoints.get(name)? {
             Endpoint::Broker(conn) => Some(conn),
-            Endpoint::Http(_) | Endpoint::Double { .. } => None,
+            Endpoint::Http(_) | Endpoint::Double { .. } | Endpoint::Simulated(_) => None,
         }
     }
 

@@ -29,6 +29,8 @@ impl Sim {
             self.checker.operator_retried(*id);
         }
         self.stats.operator_retried += retried.len() as u64;
+        // Unfinished again: back in the backlog.
+        self.stats.ended = self.stats.ended.saturating_sub(retried.len() as u64);
         self.wake_idle_workers();
         Ok(())
     }

@@ -5,6 +5,7 @@ use super::{BrokerConnection, Message};
 use crate::connection::double::{Answer, Double, Received};
 use crate::connection::resend::Resends;
 use crate::connection::signing::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
+use crate::connection::simulated::Waited;
 use crate::connection::{Connections, Endpoint};
 use crate::spans;
 use jadpo_core::publish::{classify, Broker, PublishEnd};
@@ -142,6 +143,16 @@ impl Connections {
                     // a Rust action took it for would.
                     (answer_double(double, broker.unwrap_or(Broker::Amqp), req), None)
                 }
+                Endpoint::Simulated(sim) => {
+                    let end = match sim.publish(&req.connection, &req.target, deadline).await {
+                        Waited::Ended(end) => end,
+                        Waited::NoAnswer => PublishEnd::Unconfirmed,
+                        Waited::CutByDeadline => return deadline_cut(out),
+                    };
+                    let broker = sim.broker.unwrap_or(Broker::Amqp);
+                    let (result, verdict) = classify(broker, end, req.idempotency_key.is_some());
+                    (result, Some(verdict))
+                }
                 Endpoint::Http(_) => unreachable!("refused above"),
             };
             if verdict.is_some() {
@@ -237,6 +248,12 @@ fn message(
         headers,
         idempotency_key: req.idempotency_key.clone(),
     }
+}
+
+/// The run's deadline cut the last send short: no verdict from it.
+fn deadline_cut(mut out: PublishOutcome) -> PublishOutcome {
+    out.result = Err(Failure::deadline_exceeded());
+    out
 }
 
 /// `messaging.system` as the OpenTelemetry conventions name each broker.
