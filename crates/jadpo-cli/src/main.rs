@@ -48,6 +48,9 @@ enum Command {
     /// Time the engine: emit N events, drain them through the real workers
     /// to a no-op (or local HTTP) subscriber, report rates and latency.
     Bench(cmd::bench::Args),
+    /// Run the app against a scenario (traffic, outages) in virtual time
+    /// and report what would happen (docs/simulate.md).
+    Simulate(cmd::simulate::Args),
     /// Print a shell completion script.
     Completions(cmd::completions::Args),
     /// Ask a running Jadpo's `/healthz` (a container's HEALTHCHECK): exit 0
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Alerts(args) => cmd::alerts::run(args),
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Simulate(args) => cmd::simulate::run(args),
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),
         Command::Healthcheck(args) => cmd::healthcheck::run(args),
     }

@@ -52,6 +52,14 @@ const EXAMPLES: &[(&str, Expect)] = &[
     ("jadpo migrate [--store URL | --store NAME] [--app FILE]", SYNOPSIS),
     ("jadpo completions bash|zsh|fish|elvish|powershell", SYNOPSIS),
     (
+        "jadpo simulate [APP] --scenario FILE [--seed N] [--json] [--compare APP2]",
+        SYNOPSIS,
+    ),
+    (
+        "jadpo simulate app.jadpo --scenario outage.toml --compare app-3-attempts.jadpo",
+        Skip("needs its scenario and second app file (tests/simulate.rs runs simulate)"),
+    ),
+    (
         "jadpo bench [--store URL] [--events N] [--concurrency C] [--backlog | --rate R/s [--duration D [--report-every D]]] [--retention D] [--keys N [--order fifo|strict | --concurrency-per-key N] [--hot-key]] [--http [--latency D] [--connection-rate R/s] | --driver amqp|nats|redis|mqtt [--broker-url URL]] [--json] [--keep]",
         SYNOPSIS,
     ),

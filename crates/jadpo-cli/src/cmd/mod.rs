@@ -14,6 +14,7 @@ pub(crate) mod migrate;
 pub(crate) mod process;
 pub(crate) mod retry;
 pub(crate) mod serve;
+pub(crate) mod simulate;
 pub(crate) mod skip;
 
 use std::path::PathBuf;

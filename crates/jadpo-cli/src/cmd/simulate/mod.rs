@@ -1,0 +1,244 @@
+//! `jadpo simulate APP --scenario FILE [--seed N] [--json] [--compare APP2]`
+//! (docs/simulate.md): the app's real subscribers, actions, connections,
+//! budgets, breakers and limits against a scripted day, in virtual time.
+//!
+//! The simulation (`jadpo-sim`) runs the real rules in the real in-memory
+//! store with the worker's own step around each run; the app's actions run
+//! in the real interpreter ([`runner`]), their sends answered by the
+//! scenario's timelines ([`provider`]). Nothing is sent anywhere and no
+//! real time passes: a week of traffic takes seconds.
+//!
+//! Exit codes: 0 the report printed; 1 the app file or the scenario has
+//! errors (all printed); 2 a file cannot be read, or the simulation broke
+//! one of Jadpo's own invariants (a bug: the message says how to report
+//! it).
+
+mod provider;
+mod report;
+mod runner;
+mod scenario;
+mod timeline;
+
+use jadpo_core::{BreakerPolicy, Timestamp};
+use jadpo_lang::App;
+use jadpo_sim::{Crash, Faults, Sim, SimConfig, SimSubscriber};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The app file.
+    #[arg(default_value = "app.jadpo")]
+    app: PathBuf,
+    /// The scenario: how events arrive and how each connection behaves over
+    /// time (docs/simulate.md).
+    #[arg(long)]
+    scenario: PathBuf,
+    /// The random seed: the same seed, scenario and app give the same report,
+    /// byte for byte. Default: the scenario's `seed`, or 1.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// A second app file (say, with another `retry:`) run on the same
+    /// scenario and seed, printed beside the first.
+    #[arg(long, value_name = "APP")]
+    compare: Option<PathBuf>,
+}
+
+/// The longest a simulation runs when the scenario sets no `until`: a
+/// delivery still unfinished then is reported as such.
+const DEFAULT_HORIZON: Duration = Duration::from_secs(60 * 86_400);
+
+pub(crate) fn run(args: Args) -> ExitCode {
+    let Some(first) = load_app(&args.app) else {
+        return ExitCode::from(exit_of_load(&args.app));
+    };
+    let second = match &args.compare {
+        None => None,
+        Some(path) => match load_app(path) {
+            Some(app) => Some(app),
+            None => return ExitCode::from(exit_of_load(path)),
+        },
+    };
+    let scenario_file = args.scenario.display().to_string();
+    let source = match std::fs::read_to_string(&args.scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error[scenario.unreadable]: cannot read `{scenario_file}`: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = args.scenario.parent().unwrap_or(Path::new("."));
+    let mut reports = Vec::new();
+    for app in std::iter::once(&first).chain(second.as_ref()) {
+        let scenario = match scenario::parse(&source, app, dir) {
+            Ok(s) => s,
+            Err(problems) => {
+                eprint!("{}", render(&scenario_file, &source, &problems));
+                return ExitCode::from(1);
+            }
+        };
+        let seed = args.seed.or(scenario.seed).unwrap_or(1);
+        match simulate(app.clone(), &scenario, seed) {
+            Ok(report) => reports.push(report),
+            Err(why) => {
+                eprintln!(
+                    "error[simulate.invariant_broken]: {why}\nThis is a bug in Jadpo, not in the app: please report it with the app file, the scenario and the seed."
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    print(&args, &reports);
+    ExitCode::SUCCESS
+}
+
+fn print(args: &Args, reports: &[report::Report]) {
+    let names: Vec<String> = std::iter::once(&args.app)
+        .chain(args.compare.as_ref())
+        .map(|p| p.display().to_string())
+        .collect();
+    if args.json {
+        let value = match reports {
+            [one] => one.json(),
+            _ => serde_json::Value::Array(
+                reports
+                    .iter()
+                    .zip(&names)
+                    .map(|(r, n)| {
+                        let mut v = r.json();
+                        v["app"] = serde_json::Value::String(n.clone());
+                        v
+                    })
+                    .collect(),
+            ),
+        };
+        crate::output::print_json(&value);
+        return;
+    }
+    for (r, n) in reports.iter().zip(&names) {
+        if reports.len() > 1 {
+            println!("== {n}");
+        }
+        print!("{}", r.text());
+        if reports.len() > 1 {
+            println!();
+        }
+    }
+}
+
+fn exit_of_load(path: &Path) -> u8 {
+    if std::fs::metadata(path).is_ok() {
+        1
+    } else {
+        2
+    }
+}
+
+/// The checked app, or `None` with its errors printed.
+fn load_app(path: &Path) -> Option<Arc<App>> {
+    let file = path.display().to_string();
+    let source = match std::fs::read_to_string(path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error[app.unreadable]: cannot read `{file}`: {e}");
+            return None;
+        }
+    };
+    let checked = jadpo_lang::check(&file, &source);
+    match checked.app {
+        Some(app) => Some(Arc::new(app)),
+        None => {
+            eprint!("{}", checked.render(&source));
+            None
+        }
+    }
+}
+
+fn render(file: &str, source: &str, problems: &[scenario::Problem]) -> String {
+    let index = jadpo_lang::LineIndex::new(source);
+    let mut text: Vec<String> = problems
+        .iter()
+        .map(|p| jadpo_lang::render_coded(file, &index, p.code, p.span, &p.message))
+        .collect();
+    let n = problems.len();
+    text.push(format!("{file}: {n} error{}\n", if n == 1 { "" } else { "s" }));
+    text.join("\n")
+}
+
+/// Runs `app` on `scenario` with `seed`.
+fn simulate(app: Arc<App>, scenario: &scenario::Scenario, seed: u64) -> Result<report::Report, String> {
+    let catalog = jadpo_runtime::Catalog::from_app(&app);
+    let connections: Vec<String> = app.connections.keys().cloned().collect();
+    let provider = Arc::new(provider::ScenarioProvider::new(
+        connections,
+        &scenario.connections,
+        seed,
+    ));
+    let (emissions, plan) = runner::emissions(scenario);
+    let runner = runner::Runner::new(app.clone(), provider.clone(), scenario.traffic.clone(), plan)?;
+    let subscribers = app
+        .subscribers
+        .values()
+        .map(|s| SimSubscriber {
+            name: s.name.clone(),
+            budget: s.budget,
+            connections: catalog
+                .routes
+                .get(&s.name)
+                .map(|r| r.connections.clone())
+                .unwrap_or_default(),
+            skip_calls: 0,
+            defect: 0,
+            timeout: s.timeout,
+        })
+        .collect();
+    let limits: BTreeMap<String, jadpo_core::limit::Limits> = app
+        .connections
+        .iter()
+        .map(|(name, c)| (name.clone(), c.limits()))
+        .filter(|(_, l)| !l.is_none())
+        .collect();
+    let longest_retry_after = scenario
+        .connections
+        .values()
+        .flatten()
+        .filter_map(|p| p.retry_after)
+        .max()
+        .unwrap_or_default();
+    let cfg = SimConfig {
+        seed,
+        operator_retries: Vec::new(),
+        subscribers,
+        providers: BTreeMap::new(),
+        emissions,
+        workers: scenario.processes,
+        slots: scenario.concurrency,
+        policy: BreakerPolicy::DEFAULT,
+        faults: Faults::NONE,
+        tick: Duration::from_secs(1),
+        horizon: scenario.until.unwrap_or(DEFAULT_HORIZON),
+        check_every_step: false,
+        limits,
+        keyed: BTreeMap::new(),
+        operator_skips: Vec::new(),
+        skip_all_from: Timestamp::MAX,
+        crashes: scenario
+            .crashes
+            .iter()
+            .map(|c| Crash {
+                at: Timestamp::EPOCH.plus(c.at),
+                worker: c.process - 1,
+                back_after: c.back_after,
+            })
+            .collect(),
+        longest_retry_after,
+    };
+    let sim = Sim::with_app(cfg, Box::new(runner)).run().map_err(|v| v.to_string())?;
+    Ok(report::build(&sim, seed, provider.counted()))
+}
