@@ -6,8 +6,11 @@
 //! surrounds it: time, providers, workers that get lost or paused, a store
 //! that cannot be reached. The run is a pure function of its config's seed.
 
+mod emit;
+mod ends;
 mod operator;
 mod providers;
+mod tick;
 
 use crate::app::AppRunner;
 use crate::check::Checker;
@@ -15,7 +18,7 @@ use crate::config::{SimConfig, SimSubscriber};
 use crate::stats::Stats;
 use jadpo_core::{AttemptEnd, Backoff, CallVerdict, Timestamp};
 use jadpo_store::memory::MemoryStore;
-use jadpo_store::{step, ClaimRequest, Claimed, Emits, NewEvent, Route, Routes, StoreError};
+use jadpo_store::{step, ClaimRequest, Claimed, Emits, Route, Routes, StoreError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -108,6 +111,8 @@ pub struct Sim {
     app: Option<Box<dyn AppRunner>>,
     /// When the backlog is next counted: each whole minute.
     next_sample: Timestamp,
+    /// An app's finished deliveries, counted, to be forgotten.
+    finished: Vec<jadpo_core::DeliveryId>,
 }
 
 /// How a simulation ended when it did not hold.
@@ -179,6 +184,7 @@ impl Sim {
             routes,
             app: None,
             next_sample: Timestamp::EPOCH,
+            finished: Vec::new(),
             cfg,
         };
         for c in sim.cfg.crashes.clone() {
@@ -216,6 +222,7 @@ impl Sim {
             debug_assert!(at >= self.now, "time never goes back");
             self.sample_backlog(at);
             self.now = at;
+            self.forget_finished();
             let is_tick = matches!(event, Event::Tick);
             self.step(event).map_err(|what| self.violation(what))?;
             self.schedule_tick();
@@ -299,63 +306,6 @@ impl Sim {
         }
     }
 
-    fn emit(&mut self, i: usize) -> Result<(), String> {
-        let events = match &mut self.app {
-            Some(app) => app.events(i, &self.cfg.emissions[i]),
-            None => self.scripted_events(i),
-        };
-        for e in self
-            .store
-            .emit(&events, self.now)
-            .expect("the simulation uses no idempotency keys")
-        {
-            self.emitted(&e);
-        }
-        self.wake_idle_workers();
-        Ok(())
-    }
-
-    /// An event's deliveries, new: checked and counted.
-    fn emitted(&mut self, e: &jadpo_store::Emitted) {
-        self.checker.emitted(e);
-        self.checker.keys.emitted(&self.store, &e.deliveries);
-        self.stats.created += e.deliveries.len() as u64;
-        self.stats.queued += e
-            .deliveries
-            .iter()
-            .filter(|id| {
-                self.store
-                    .delivery(**id)
-                    .is_some_and(|d| d.state == jadpo_core::DeliveryState::Queued)
-            })
-            .count() as u64;
-    }
-
-    /// The backlog (deliveries made and not finished) at each whole minute
-    /// before `until`, as it stood then.
-    fn sample_backlog(&mut self, until: Timestamp) {
-        while self.next_sample <= until {
-            let backlog = self.stats.created.saturating_sub(self.stats.ended);
-            self.stats.backlog.push((self.next_sample, backlog));
-            self.next_sample = self.next_sample.plus(Duration::from_secs(60));
-        }
-    }
-
-    /// The built-in subscribers' events: `{}` to every subscriber.
-    fn scripted_events(&mut self, i: usize) -> Vec<NewEvent> {
-        let subscribers: Vec<String> = self.cfg.subscribers.iter().map(|s| s.name.clone()).collect();
-        (0..self.cfg.emissions[i].events)
-            .map(|_| NewEvent {
-                name: "Simulated".into(),
-                payload: "{}".into(),
-                subscribers: subscribers.clone(),
-                idempotency_key: None,
-                trace: None,
-                keys: crate::keys::keys_of_event(&self.cfg, &mut self.key_rng),
-            })
-            .collect()
-    }
-
     fn worker_name(&self, worker: usize) -> String {
         format!("w{worker}.{}", self.workers[worker].generation)
     }
@@ -410,16 +360,12 @@ impl Sim {
                 lease,
             });
             self.checker
-                .claimed(&report, worker, self.workers[worker].generation, self.now)?;
+                .claimed(&report, &self.cfg, worker, self.workers[worker].generation, self.now)?;
             self.checker.keys.claimed(&self.store, &report.claimed)?;
             let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
             self.stats.ended += (report.succeeded.len() + report.gave_up.len()) as u64;
-            if self.app.is_some() {
-                for id in &report.gave_up {
-                    if let Some(d) = self.store.delivery(*id) {
-                        self.stats.gave_up_unrun += u64::from(d.attempts == 0);
-                    }
-                }
+            for id in report.succeeded.iter().chain(&report.gave_up) {
+                self.app_ended(*id);
             }
             for claimed in report.claimed {
                 self.workers[worker].busy += 1;
@@ -471,7 +417,7 @@ impl Sim {
             self.schedule_poll(worker, self.now);
             return Ok(());
         }
-        self.checker.starting(&self.store, &claimed, &self.cfg, self.now)?;
+        self.checker.starting(&self.store, &claimed)?;
         let (end, calls, ended, emits, rate_limited) = match &mut self.app {
             Some(app) => {
                 let ran = app.run(&claimed, self.now, sub.timeout);
@@ -592,6 +538,9 @@ impl Sim {
                     .finished(&claimed, outcome, &report, self.now, self.cfg.tick)?;
                 self.checker.released(&self.store, self.now)?;
                 self.stats.finished(outcome, self.now);
+                if outcome.state().is_finished() {
+                    self.app_ended(claimed.delivery.id);
+                }
                 for e in &report.emitted {
                     self.emitted(e);
                 }
@@ -612,65 +561,6 @@ impl Sim {
         Ok(())
     }
 
-    /// The next tick at which the sweep has something to do. The real tick
-    /// runs every second; skipping the ones that would find nothing to do
-    /// changes nothing but the simulation's speed.
-    fn next_sweep_at(&self) -> Option<Timestamp> {
-        let now = self.now;
-        let mut next: Option<Timestamp> = None;
-        for b in self.store.breakers() {
-            let held = self.store.held_count(&b.connection) > 0;
-            let wanted = if b.is_closed() {
-                held.then_some(now)
-            } else if !b.alert_raised {
-                Some(now)
-            } else if held {
-                let probe_free = b.probe.map_or(Timestamp::EPOCH, |p| p.until);
-                b.probe_due_at().map(|t| t.max(probe_free))
-            } else {
-                None
-            };
-            next = match (next, wanted) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        // Ticks fall on whole multiples of the tick, strictly after now.
-        let tick = i64::try_from(self.cfg.tick.as_millis()).unwrap_or(1000).max(1);
-        next.map(|t| {
-            let t = t.as_millis().max(now.as_millis() + 1);
-            Timestamp::from_millis((t + tick - 1) / tick * tick)
-        })
-    }
-
-    fn schedule_tick(&mut self) {
-        let Some(at) = self.next_sweep_at() else {
-            return;
-        };
-        if self.tick_at.is_some_and(|t| t <= at) {
-            return;
-        }
-        self.tick_at = Some(at);
-        self.push(at, Event::Tick);
-    }
-
-    fn tick(&mut self) -> Result<(), String> {
-        if self.tick_at != Some(self.now) {
-            return Ok(()); // superseded by an earlier tick
-        }
-        self.tick_at = None;
-        let report = self.store.sweep(self.now, self.cfg.lease());
-        self.checker.released(&self.store, self.now)?;
-        for alert in &report.alerts {
-            self.checker.alert(alert)?;
-            self.stats.alerts.push((self.now, alert.clone()));
-        }
-        if !report.woken.is_empty() || report.released > 0 {
-            self.wake_idle_workers();
-        }
-        Ok(())
-    }
-
     fn roll(&mut self, per_mille: u16) -> bool {
         per_mille > 0 && self.rng.random_range(0..1000) < per_mille
     }
@@ -680,8 +570,11 @@ impl Sim {
             .check(&self.store, &self.cfg, which, &self.workers_alive(), self.now)
     }
 
+    /// The built-in subscribers all finish by the horizon; an app's may
+    /// not (a scenario's `until`, a `strict` key waiting for an operator):
+    /// its report counts them as unfinished.
     fn check_end(&self) -> Result<(), String> {
-        self.checker.check_end(&self.store, &self.cfg)
+        self.checker.check_end(&self.store, &self.cfg, self.app.is_none())
     }
 
     fn workers_alive(&self) -> Vec<u32> {

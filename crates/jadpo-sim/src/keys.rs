@@ -69,6 +69,22 @@ impl KeyChecker {
         }
     }
 
+    /// Finished deliveries that leave the store.
+    pub(crate) fn forget(&mut self, ids: &[DeliveryId]) {
+        for id in ids {
+            self.started.remove(id);
+            self.retried.remove(id);
+            if let Some(k) = self.key_of.remove(id) {
+                if let Some(list) = self.by_key.get_mut(&k) {
+                    list.retain(|d| d != id);
+                    if list.is_empty() {
+                        self.by_key.remove(&k);
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) fn operator_retried(&mut self, id: DeliveryId) {
         self.retried.insert(id);
     }

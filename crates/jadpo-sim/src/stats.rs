@@ -11,6 +11,49 @@ pub struct ProviderCalls {
     pub while_failing: u64,
 }
 
+/// How one subscriber's deliveries ended, counted as each finished (an
+/// app's simulation forgets a delivery once it is counted here).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ends {
+    pub delivered: u64,
+    /// By failure code.
+    pub failed: BTreeMap<String, u64>,
+    pub parked: BTreeMap<String, u64>,
+    /// Attempts a delivery took, and how many took that many.
+    pub attempts: BTreeMap<u32, u64>,
+    /// Each success's time from its emit, ms, in the order they finished.
+    pub to_success_ms: Vec<u64>,
+    /// Failed without an attempt: the budget ran out while it waited.
+    pub expired_unrun: u64,
+    /// Held behind a breaker at some point.
+    pub held: u64,
+}
+
+impl Ends {
+    pub(crate) fn count(&mut self, d: &jadpo_core::Delivery) {
+        use jadpo_core::DeliveryState;
+        let code = || d.last_failure.as_ref().map_or_else(String::new, |f| f.code.clone());
+        match d.state {
+            DeliveryState::Succeeded => {
+                self.delivered += 1;
+                let took = d
+                    .finished_at
+                    .map_or(std::time::Duration::ZERO, |f| f.since(d.created_at));
+                self.to_success_ms
+                    .push(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+            }
+            DeliveryState::Failed => {
+                *self.failed.entry(code()).or_default() += 1;
+                self.expired_unrun += u64::from(d.attempts == 0);
+            }
+            DeliveryState::Parked => *self.parked.entry(code()).or_default() += 1,
+            _ => return,
+        }
+        *self.attempts.entry(d.attempts).or_default() += 1;
+        self.held += u64::from(!d.held_for.is_zero());
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub calls: BTreeMap<String, ProviderCalls>,
@@ -34,9 +77,8 @@ pub struct Stats {
     pub ended: u64,
     /// The backlog, made and not finished, at each whole minute.
     pub backlog: Vec<(Timestamp, u64)>,
-    /// An app's deliveries that failed at the claim without ever running:
-    /// their budget's `within:` passed while they waited.
-    pub gave_up_unrun: u64,
+    /// An app's deliveries, by subscriber, as each finished.
+    pub ends: BTreeMap<String, Ends>,
 }
 
 impl Stats {

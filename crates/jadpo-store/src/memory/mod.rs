@@ -444,7 +444,33 @@ impl MemoryStore {
             .take(batch)
             .map(|d| d.id)
             .collect();
-        for id in &old {
+        self.remove_finished(&old, before);
+        self.alerts.prune(before, batch);
+        old.len()
+    }
+
+    /// Deletes these finished deliveries now, whenever they finished, with
+    /// their attempts, handled records and the events left with no
+    /// delivery; never one that holds its key's slot (a `strict` key's
+    /// failed delivery, which blocks the key until an operator acts) or is
+    /// not finished. For a long simulation, which reports each delivery as
+    /// it finishes and need not keep it. Returns how many were deleted.
+    pub fn forget(&mut self, ids: &[DeliveryId], now: Timestamp) -> usize {
+        let finished: Vec<DeliveryId> = ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.deliveries
+                    .get(id)
+                    .is_some_and(|d| d.state.is_finished() && !d.holds_slot())
+            })
+            .collect();
+        self.remove_finished(&finished, now);
+        finished.len()
+    }
+
+    fn remove_finished(&mut self, old: &[DeliveryId], before: Timestamp) {
+        for id in old {
             let d = self.deliveries.remove(id).expect("listed above");
             // A `strict` key's failed delivery, gone unretried and unskipped,
             // no longer blocks its key.
@@ -462,8 +488,6 @@ impl MemoryStore {
         self.depths.retain(|id, _| events.contains_key(id));
         let events = &self.events;
         self.keys.retain(|_, id| events.contains_key(id));
-        self.alerts.prune(before, batch);
-        old.len()
     }
 
     /// Closes a breaker behind the store's back, as a release racing a hold

@@ -2,11 +2,12 @@
 //! subscriber, how its deliveries ended and how long they took; per
 //! connection, the sends in each phase of its timeline, its breaker's
 //! openings, probes and time open, and its alerts; the backlog over time.
-//! Built from the simulation's store and counts once it has ended.
+//! Built from the counts the simulation kept as each delivery finished,
+//! and its store's unfinished ones, once it has ended.
 
 use super::provider::Counted;
 use super::timeline::{Phase, State};
-use jadpo_core::{DeliveryState, Timestamp, Transition};
+use jadpo_core::{Timestamp, Transition};
 use jadpo_sim::Sim;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -29,7 +30,7 @@ pub(crate) struct SubscriberReport {
     /// Failed without ever running: their budget's `within:` passed while
     /// they waited (for a rate limit, a key, or the backlog).
     pub expired_unrun: u64,
-    /// Held behind a breaker at some point.
+    /// Finished after being held behind a breaker at some point.
     pub held: u64,
 }
 
@@ -62,55 +63,39 @@ fn since_start(t: Timestamp) -> Duration {
 /// The report of a simulation that ran with `seed`, its providers'
 /// counts in `counted`.
 pub(crate) fn build(sim: &Sim, seed: u64, counted: Vec<(String, Vec<Phase>, Counted)>) -> Report {
-    let mut subscribers: BTreeMap<String, SubscriberReport> = sim
+    let mut unfinished: BTreeMap<&str, u64> = BTreeMap::new();
+    for d in sim.store.deliveries().filter(|d| !d.state.is_finished()) {
+        *unfinished.entry(d.subscriber.as_str()).or_default() += 1;
+    }
+    let subscribers: Vec<SubscriberReport> = sim
         .cfg
         .subscribers
         .iter()
         .map(|s| {
-            (
-                s.name.clone(),
-                SubscriberReport {
-                    name: s.name.clone(),
-                    ..Default::default()
-                },
-            )
+            let ends = sim.stats.ends.get(&s.name).cloned().unwrap_or_default();
+            let unfinished = unfinished.get(s.name.as_str()).copied().unwrap_or(0);
+            let failed: u64 = ends.failed.values().sum();
+            let parked: u64 = ends.parked.values().sum();
+            let mut waits = ends.to_success_ms;
+            waits.sort_unstable();
+            let to_success_ms = (!waits.is_empty()).then(|| {
+                let at = |q: f64| waits[((waits.len() - 1) as f64 * q).round() as usize];
+                [at(0.5), at(0.99), waits[waits.len() - 1]]
+            });
+            SubscriberReport {
+                name: s.name.clone(),
+                deliveries: ends.delivered + failed + parked + unfinished,
+                delivered: ends.delivered,
+                failed: ends.failed,
+                parked: ends.parked,
+                unfinished,
+                attempts: ends.attempts,
+                to_success_ms,
+                expired_unrun: ends.expired_unrun,
+                held: ends.held,
+            }
         })
         .collect();
-    let mut waits: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for d in sim.store.deliveries() {
-        let Some(r) = subscribers.get_mut(&d.subscriber) else {
-            continue;
-        };
-        r.deliveries += 1;
-        r.held += u64::from(!d.held_for.is_zero() || d.held.is_some());
-        let code = || d.last_failure.as_ref().map_or_else(String::new, |f| f.code.clone());
-        match d.state {
-            DeliveryState::Succeeded => {
-                r.delivered += 1;
-                let took = d.finished_at.map_or(Duration::ZERO, |f| f.since(d.created_at));
-                waits
-                    .entry(d.subscriber.clone())
-                    .or_default()
-                    .push(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-            }
-            DeliveryState::Failed => {
-                *r.failed.entry(code()).or_default() += 1;
-                r.expired_unrun += u64::from(d.attempts == 0);
-            }
-            DeliveryState::Parked => *r.parked.entry(code()).or_default() += 1,
-            _ => r.unfinished += 1,
-        }
-        if d.state.is_finished() {
-            *r.attempts.entry(d.attempts).or_default() += 1;
-        }
-    }
-    for (name, mut w) in waits {
-        w.sort_unstable();
-        let at = |q: f64| w[((w.len() - 1) as f64 * q).round() as usize];
-        if let Some(r) = subscribers.get_mut(&name) {
-            r.to_success_ms = Some([at(0.5), at(0.99), w[w.len() - 1]]);
-        }
-    }
     let ended = sim.stats.ended_at;
     let connections = counted
         .into_iter()
@@ -157,7 +142,7 @@ pub(crate) fn build(sim: &Sim, seed: u64, counted: Vec<(String, Vec<Phase>, Coun
     Report {
         seed,
         ended_at: since_start(ended),
-        subscribers: subscribers.into_values().collect(),
+        subscribers,
         connections,
         backlog: sim.stats.backlog.iter().map(|(_, n)| *n).collect(),
     }

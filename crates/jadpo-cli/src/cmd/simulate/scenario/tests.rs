@@ -171,3 +171,28 @@ fn the_messages_say_what_to_write() {
         "error[scenario.rate_invalid]: `rate` is \"fast\": a count over a period, such as \"5000/min\", \"100/s\", \"20/h\" or \"1000/d\"\n --> s.toml:3:8\n  |\n3 | rate = \"fast\"\n  |        ^^^^^^\n"
     );
 }
+
+/// The examples of docs/simulate.md read against their app.
+#[test]
+fn the_examples_read() {
+    let app = jadpo_lang::check(
+        "app.jadpo",
+        include_str!("../../../../../../examples/simulate/app.jadpo"),
+    )
+    .app
+    .expect("the example app is valid");
+    for (name, src) in [
+        (
+            "outage.toml",
+            include_str!("../../../../../../examples/simulate/outage.toml"),
+        ),
+        (
+            "week.toml",
+            include_str!("../../../../../../examples/simulate/week.toml"),
+        ),
+    ] {
+        if let Err(p) = parse(src, &app, Path::new(".")) {
+            panic!("{name}: {p:?}");
+        }
+    }
+}
