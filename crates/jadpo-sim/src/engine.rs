@@ -27,6 +27,9 @@ use std::time::Duration;
 /// No step may loop past this many claims in one poll: an explicit bound,
 /// so a bug shows as a failure rather than a hang.
 const MAX_CLAIMS_PER_POLL: usize = 100_000;
+/// The engine's shortest wait before looking again at something due that
+/// its claim could not take (`jadpo_runtime`'s `wake::BUSY_WAIT`).
+const BUSY_WAIT: Duration = Duration::from_millis(20);
 /// Nor may a run take more steps than this.
 const MAX_STEPS: u64 = 50_000_000;
 
@@ -385,7 +388,11 @@ impl Sim {
             if decided == 0 {
                 if self.workers[worker].busy == 0 {
                     if let Some(next) = self.store.next_due() {
-                        self.schedule_poll(worker, next.max(self.now.plus(Duration::from_millis(1))));
+                        // As the engine's idle worker: something due that
+                        // no claim could take (waiting for a token, or
+                        // taken by another process) is looked at again no
+                        // sooner than its busy wait, never in a spin.
+                        self.schedule_poll(worker, next.max(self.now.plus(BUSY_WAIT)));
                     }
                 }
                 return Ok(());
