@@ -218,6 +218,7 @@ impl Sim {
     pub fn run(mut self) -> Result<Sim, Violation> {
         let horizon = Timestamp::EPOCH.plus(self.cfg.horizon);
         let mut steps = 0u64;
+        let mut steps_since_full = 0u64;
         while let Some(((at, _), event)) = self.queue.pop_first() {
             if at > horizon {
                 break;
@@ -233,12 +234,16 @@ impl Sim {
             if steps > MAX_STEPS {
                 return Err(self.violation(format!("more than {MAX_STEPS} steps")));
             }
-            // Large runs check every delivery at each tick and every so many
-            // steps rather than after every step, to stay quick.
-            // After every step, the deliveries it changed; at each tick and
-            // every so many steps, every one.
+            // After every step, the deliveries it changed; at each tick, and
+            // once there have been as many steps as live deliveries (at
+            // least 10,000), every one: a check of them all then costs one
+            // delivery's check a step, however large the backlog.
             let changed = self.store.take_changed();
-            let full = is_tick || steps.is_multiple_of(10_000);
+            steps_since_full += 1;
+            let full = is_tick || steps_since_full >= self.store.delivery_count().max(10_000) as u64;
+            if full {
+                steps_since_full = 0;
+            }
             if full || self.cfg.check_every_step {
                 let which = if full { None } else { Some(changed.as_slice()) };
                 self.check(which).map_err(|what| self.violation(what))?;
