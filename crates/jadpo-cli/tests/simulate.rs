@@ -173,6 +173,28 @@ fn compare_runs_two_apps_on_the_same_scenario() {
     assert!(text.contains("== app.jadpo") && text.contains("== one.jadpo"), "{text}");
 }
 
+/// A process that crashes mid-traffic (`[[crash]]`) loses its runs; they
+/// run again once their leases end, and every payment is still delivered.
+#[test]
+fn a_crashed_process_loses_no_delivery() {
+    let f = folder();
+    f.write(
+        "crash.toml",
+        &format!("processes = 2\n{OUTAGE}\n[[crash]]\nat = \"10m\"\nprocess = 2\nback_after = \"1m\"\n"),
+    );
+    let report = f
+        .run(&["simulate", "app.jadpo", "--scenario", "crash.toml", "--json"])
+        .expect(0, None)
+        .json();
+    assert_eq!(report["process_crashes"], 1, "{report:#}");
+    let sub = &report["subscribers"][0];
+    assert_eq!(
+        (sub["delivered"].as_u64(), sub["unfinished"].as_u64()),
+        (Some(3600), Some(0)),
+        "{sub}"
+    );
+}
+
 /// A scenario with errors: every one printed with its code and place, exit
 /// 1; a scenario that cannot be read, exit 2.
 #[test]

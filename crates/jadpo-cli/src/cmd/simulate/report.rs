@@ -54,6 +54,8 @@ pub(crate) struct Report {
     pub connections: Vec<ConnectionReport>,
     /// The backlog at each whole minute.
     pub backlog: Vec<u64>,
+    /// Processes that crashed (the scenario's `[[crash]]`), their runs lost.
+    pub crashes: u64,
 }
 
 fn since_start(t: Timestamp) -> Duration {
@@ -145,6 +147,7 @@ pub(crate) fn build(sim: &Sim, seed: u64, counted: Vec<(String, Vec<Phase>, Coun
         subscribers,
         connections,
         backlog: sim.stats.backlog.iter().map(|(_, n)| *n).collect(),
+        crashes: sim.stats.workers_lost,
     }
 }
 
@@ -251,6 +254,9 @@ impl Report {
                 out.push('\n');
             }
         }
+        if self.crashes > 0 {
+            out.push_str(&format!("\nProcess crashes: {}\n", self.crashes));
+        }
         let peak = self.backlog.iter().copied().max().unwrap_or(0);
         out.push_str(&format!(
             "\nBacklog per minute (peak {peak}):\n  {}\n",
@@ -289,6 +295,7 @@ impl Report {
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "backlog_per_minute": self.backlog,
+            "process_crashes": self.crashes,
         })
     }
 }
