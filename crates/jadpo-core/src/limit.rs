@@ -185,6 +185,12 @@ pub struct LimitState {
     /// slots given back); 0 before the first.
     #[serde(default)]
     pub hold_ms: u64,
+    /// The last turn given to a delivery waiting for a token of `rate:`:
+    /// until then every token is promised, and a delivery that has not
+    /// waited yet queues after it (docs/decisions.md, "Connection
+    /// limits").
+    #[serde(default)]
+    pub queue_until: Option<Timestamp>,
     pub version: i64,
 }
 
@@ -199,6 +205,7 @@ impl LimitState {
             paused_until: None,
             slowed_until: None,
             hold_ms: 0,
+            queue_until: None,
             version: 0,
         }
     }

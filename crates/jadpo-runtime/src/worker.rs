@@ -264,7 +264,13 @@ fn claim<S: Store, E: Executor>(
             Ok(r) => r,
             Err(e) => return (limit, ticket, Err(e)),
         };
-        let looked_at = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+        // Those told to wait for room on a connection count: they were moved
+        // to their turns, and what is due behind them is looked at now.
+        let looked_at = report.claimed.len()
+            + report.succeeded.len()
+            + report.gave_up.len()
+            + report.held.len()
+            + report.waiting.len();
         // Fewer than asked for: nothing more is due now.
         let look_again = if looked_at < limit {
             Some(crate::wake::next_look(&*s.store, &s.clock, now, s.config.poll).await)

@@ -550,3 +550,53 @@ async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
     let all = store.list(&DeliveryFilter::default()).await.unwrap();
     assert!(all.iter().all(|d| d.attempts == 1), "{all:?}");
 }
+
+/// Behind a `rate:`, a backlog is given its turns in emit order, a token
+/// apart, across as many claims as it takes, before the clock moves: the
+/// engine claims again at once after a batch that was all told to wait.
+#[tokio::test]
+async fn a_backlog_behind_a_rate_is_given_its_turns_in_emit_order() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let mut c = Catalog::new();
+    c.add(
+        "sub",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec!["pay".into()],
+        },
+        Duration::from_secs(30),
+    );
+    c.routes.limit(
+        "pay",
+        jadpo_core::limit::Limits {
+            rate: Some(jadpo_core::limit::Rate::new(10, Duration::from_secs(1)).unwrap()),
+            concurrency: None,
+        },
+    );
+    let exec = FnExecutor(|_ctx: RunContext| futures::future::ready(Ok(())).boxed());
+    let engine = engine(&store, &clock, exec, c, config());
+    let running = engine.start();
+    let ids: Vec<_> = engine
+        .emit(&events(100))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.deliveries[0])
+        .collect();
+    eventually("one ran and 99 were given turns", || async {
+        let all = store.list(&DeliveryFilter::default()).await.unwrap();
+        all.iter().filter(|d| d.waiting.is_some()).count() == 99
+    })
+    .await;
+    assert!(succeeded(&store, ids[0]).await, "the bucket's one token went first");
+    for (k, id) in ids[1..].iter().enumerate() {
+        let d = store.delivery(*id).await.unwrap().unwrap();
+        assert_eq!(
+            d.due_at,
+            T0.plus(Duration::from_millis(100 * (k as u64 + 1))),
+            "delivery {k} of the backlog waits for the {k}th token after the first"
+        );
+    }
+    running.stop().await;
+}

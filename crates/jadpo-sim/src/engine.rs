@@ -24,14 +24,12 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// No step may loop past this many claims in one poll: an explicit bound,
-/// so a bug shows as a failure rather than a hang.
-const MAX_CLAIMS_PER_POLL: usize = 100_000;
 /// The engine's shortest wait before looking again at something due that
 /// its claim could not take (`jadpo_runtime`'s `wake::BUSY_WAIT`).
 const BUSY_WAIT: Duration = Duration::from_millis(20);
-/// Nor may a run take more steps than this.
-const MAX_STEPS: u64 = 50_000_000;
+/// Nor may a run take more steps than this without a delivery made or
+/// ended: a run that spins shows as a failure however long its traffic.
+const MAX_STEPS_WITHOUT_PROGRESS: u64 = 50_000_000;
 
 #[derive(Debug)]
 struct Worker {
@@ -219,6 +217,8 @@ impl Sim {
         let horizon = Timestamp::EPOCH.plus(self.cfg.horizon);
         let mut steps = 0u64;
         let mut steps_since_full = 0u64;
+        let mut last_progress = (self.stats.created, self.stats.ended);
+        let mut progress_at = 0u64;
         while let Some(((at, _), event)) = self.queue.pop_first() {
             if at > horizon {
                 break;
@@ -231,8 +231,14 @@ impl Sim {
             self.step(event).map_err(|what| self.violation(what))?;
             self.schedule_tick();
             steps += 1;
-            if steps > MAX_STEPS {
-                return Err(self.violation(format!("more than {MAX_STEPS} steps")));
+            let progress = (self.stats.created, self.stats.ended);
+            if progress != last_progress {
+                (last_progress, progress_at) = (progress, steps);
+            }
+            if steps - progress_at > MAX_STEPS_WITHOUT_PROGRESS {
+                return Err(self.violation(format!(
+                    "more than {MAX_STEPS_WITHOUT_PROGRESS} steps without a delivery made or ended"
+                )));
             }
             // After every step, the deliveries it changed; at each tick, and
             // once there have been as many steps as live deliveries (at
@@ -355,7 +361,13 @@ impl Sim {
         self.workers[worker].store_faults = 0;
         let name = self.worker_name(worker);
         let lease = self.cfg.lease();
-        for _ in 0..MAX_CLAIMS_PER_POLL {
+        // Each claim that decides anything moves at least one delivery off
+        // "due now" (running, ended, held, or waiting until a later turn),
+        // so a poll makes at most one claim per delivery and a last one
+        // that finds nothing: an explicit bound, so a bug shows as a
+        // failure rather than a hang.
+        let max_claims = self.store.delivery_count() + 1;
+        for _ in 0..max_claims {
             let free = self.cfg.slots - self.workers[worker].busy;
             if free == 0 {
                 return Ok(());
@@ -370,7 +382,14 @@ impl Sim {
             self.checker
                 .claimed(&report, &self.cfg, worker, self.workers[worker].generation, self.now)?;
             self.checker.keys.claimed(&self.store, &report.claimed)?;
-            let decided = report.claimed.len() + report.succeeded.len() + report.gave_up.len() + report.held.len();
+            // A claim that told deliveries to wait moved them to their turns:
+            // what is due behind them is looked at now, as the engine does,
+            // not after the turns it just gave have passed.
+            let decided = report.claimed.len()
+                + report.succeeded.len()
+                + report.gave_up.len()
+                + report.held.len()
+                + report.waiting.len();
             self.stats.ended += (report.succeeded.len() + report.gave_up.len()) as u64;
             for id in report.succeeded.iter().chain(&report.gave_up) {
                 self.app_ended(*id);
@@ -391,19 +410,20 @@ impl Sim {
                 );
             }
             if decided == 0 {
-                if self.workers[worker].busy == 0 {
-                    if let Some(next) = self.store.next_due() {
-                        // As the engine's idle worker: something due that
-                        // no claim could take (waiting for a token, or
-                        // taken by another process) is looked at again no
-                        // sooner than its busy wait, never in a spin.
-                        self.schedule_poll(worker, next.max(self.now.plus(BUSY_WAIT)));
-                    }
+                if let Some(next) = self.store.next_due() {
+                    // As the engine's worker with free slots, busy or not:
+                    // the next due time (a turn for a token, a retry) is
+                    // looked at then, something due that no claim could
+                    // take (taken by another process) no sooner than its
+                    // busy wait, never in a spin.
+                    self.schedule_poll(worker, next.max(self.now.plus(BUSY_WAIT)));
                 }
                 return Ok(());
             }
         }
-        Err(format!("a poll claimed more than {MAX_CLAIMS_PER_POLL} times"))
+        Err(format!(
+            "a poll claimed {max_claims} times, more than the store has deliveries"
+        ))
     }
 
     fn start(&mut self, worker: usize, claimed: Claimed) -> Result<(), String> {
@@ -548,7 +568,13 @@ impl Sim {
             Ok(report) => {
                 self.checker
                     .finished(&claimed, outcome, &report, self.now, self.cfg.tick)?;
-                self.checker.released(&self.store, self.now)?;
+                // Only a finish that says it released any: the checker's
+                // look is over every held delivery. One the store released
+                // without saying so still shows, as a hold the check of the
+                // changed deliveries finds ended in the store but not here.
+                if report.released > 0 {
+                    self.checker.released(&self.store, self.now)?;
+                }
                 self.stats.finished(outcome, self.now);
                 if outcome.state().is_finished() {
                     self.app_ended(claimed.delivery.id);

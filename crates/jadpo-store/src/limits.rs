@@ -28,10 +28,11 @@ pub struct LimitStates {
     limits: BTreeMap<String, Limits>,
     rows: BTreeMap<String, LimitState>,
     read_versions: BTreeMap<String, i64>,
-    /// The last due time given to a delivery waiting on each connection in
-    /// this plan: the next waiter's comes a token's refill later, so a
-    /// backlog is spread over the times tokens will be there, instead of
-    /// every waiter coming back at once to find one token.
+    /// The last due time this plan gave to a delivery waiting again on each
+    /// connection (a newcomer's turn is kept in the state instead): the
+    /// next waiter's comes a token's refill later, so waiters are spread
+    /// over the times tokens will be there, instead of every waiter coming
+    /// back at once to find one token.
     tails: BTreeMap<String, Timestamp>,
 }
 
@@ -65,10 +66,18 @@ impl LimitStates {
     /// or, when one has no room, nothing taken and the earliest time all
     /// may have room (the latest of their waits) with the connection that
     /// waits longest.
+    ///
+    /// `waited_on` is the connection the delivery last waited on, if any.
+    /// While deliveries wait their turn for a token of a connection's
+    /// `rate:`, every token until the last turn is theirs: one that has not
+    /// waited on that connection takes none, and queues after the last
+    /// turn. So a backlog drains in order, each waiting delivery claimed
+    /// about once more, at its turn, instead of at every token.
     pub fn take_all(
         &mut self,
         connections: &[String],
         delivery: DeliveryId,
+        waited_on: Option<&str>,
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<(), (Timestamp, String, WaitFor)> {
@@ -83,7 +92,14 @@ impl LimitStates {
             if limits.is_none() && !paused {
                 continue;
             }
-            if let Take::WaitUntil(until, reason) = self.state(c, now).take(&limits, delivery, now, lease_until) {
+            let queued_ahead = self
+                .queue_until(c, now)
+                .filter(|_| limits.rate.is_some() && waited_on != Some(c.as_str()));
+            let take = match queued_ahead {
+                Some(last_turn) => Take::WaitUntil(last_turn, WaitFor::Token),
+                None => self.state(c, now).take(&limits, delivery, now, lease_until),
+            };
+            if let Take::WaitUntil(until, reason) = take {
                 if wait.as_ref().is_none_or(|(t, _, _)| until > *t) {
                     wait = Some((until, c.clone(), reason));
                 }
@@ -93,14 +109,27 @@ impl LimitStates {
             None => Ok(()),
             Some((until, connection, reason)) => {
                 self.rows = before;
-                Err((self.spaced(&connection, until, now), connection, reason))
+                let newcomer = waited_on != Some(connection.as_str());
+                Err((self.spaced(&connection, until, now, newcomer), connection, reason))
             }
         }
     }
 
-    /// When a delivery told to wait on `connection` until `until` is due:
-    /// after the previous waiter of this plan by a token's refill.
-    fn spaced(&mut self, connection: &str, until: Timestamp, now: Timestamp) -> Timestamp {
+    /// The last turn promised on `connection`, while it is still to come.
+    fn queue_until(&self, connection: &str, now: Timestamp) -> Option<Timestamp> {
+        self.rows
+            .get(connection)
+            .and_then(|s| s.queue_until)
+            .filter(|t| *t > now)
+    }
+
+    /// When a delivery told to wait on `connection` until `until` is due.
+    /// A `newcomer` (it had not waited on this connection) to a `rate:`
+    /// queues a token's refill after the last turn given, and its own turn
+    /// becomes the last, kept with the connection's state for every claim
+    /// after this one. Any other comes after the previous waiter of this
+    /// plan by a token's refill.
+    fn spaced(&mut self, connection: &str, until: Timestamp, now: Timestamp, newcomer: bool) -> Timestamp {
         let limits = self.limits_of(connection);
         let halved = self.rows.get(connection).is_some_and(|s| s.slowed(now));
         // Slots set the pace only while they are all taken; otherwise tokens do.
@@ -110,6 +139,16 @@ impl LimitStates {
             .filter(|s| limits.concurrency.is_some_and(|n| s.slots_in_use(now) >= n as usize))
             .map_or(Duration::ZERO, |s| s.slot_spacing(&limits));
         let spacing = limits.rate.map_or(Duration::ZERO, |r| r.spacing(halved)).max(slots);
+        if newcomer && limits.rate.is_some() {
+            let due = match self.queue_until(connection, now) {
+                Some(last_turn) => until.max(last_turn.plus(spacing)),
+                None => until,
+            };
+            let state = self.state(connection, now);
+            state.queue_until = Some(due);
+            state.version += 1;
+            return due;
+        }
         let due = match self.tails.get(connection) {
             Some(tail) => until.max(tail.plus(spacing)),
             None => until,
@@ -229,13 +268,13 @@ mod tests {
     fn a_delivery_takes_from_every_limited_connection_or_from_none() {
         let mut s = LimitStates::new(&limits(), []);
         let both = conns(&["pay", "mail", "free"]);
-        assert_eq!(s.take_all(&both, DeliveryId(1), T0, T0.plus(LEASE)), Ok(()));
+        assert_eq!(s.take_all(&both, DeliveryId(1), None, T0, T0.plus(LEASE)), Ok(()));
         assert!(s.get("free").is_none(), "an unlimited connection keeps no state");
         // Mail's one slot is taken: the second waits for it, and takes no
         // token from pay meanwhile.
         let tokens_before = s.get("pay").unwrap().tokens_milli;
         assert_eq!(
-            s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
+            s.take_all(&both, DeliveryId(2), None, T0, T0.plus(LEASE)),
             Err((
                 T0.plus(jadpo_core::limit::SLOT_RECHECK),
                 "mail".to_string(),
@@ -245,12 +284,12 @@ mod tests {
         assert_eq!(s.get("pay").unwrap().tokens_milli, tokens_before);
         s.release(DeliveryId(1), &both, T0);
         assert_eq!(
-            s.take_all(&both, DeliveryId(2), T0, T0.plus(LEASE)),
+            s.take_all(&both, DeliveryId(2), None, T0, T0.plus(LEASE)),
             Err((T0.plus(Duration::from_millis(100)), "pay".to_string(), WaitFor::Token)),
             "pay's one token went to the first"
         );
         let later = T0.plus(Duration::from_millis(100));
-        assert_eq!(s.take_all(&both, DeliveryId(2), later, later.plus(LEASE)), Ok(()));
+        assert_eq!(s.take_all(&both, DeliveryId(2), None, later, later.plus(LEASE)), Ok(()));
         let writes = s.writes();
         assert_eq!(writes.len(), 2);
         assert!(writes.iter().all(|w| w.read_version == 0));
@@ -260,12 +299,64 @@ mod tests {
     fn waiters_are_spread_a_token_apart() {
         let mut s = LimitStates::new(&limits(), []);
         let pay = conns(&["pay"]);
-        assert_eq!(s.take_all(&pay, DeliveryId(1), T0, T0.plus(LEASE)), Ok(()));
+        assert_eq!(s.take_all(&pay, DeliveryId(1), None, T0, T0.plus(LEASE)), Ok(()));
         let waits: Vec<Timestamp> = (2..5)
-            .map(|i| s.take_all(&pay, DeliveryId(i), T0, T0.plus(LEASE)).unwrap_err().0)
+            .map(|i| s.take_all(&pay, DeliveryId(i), None, T0, T0.plus(LEASE)).unwrap_err().0)
             .collect();
         let ms = |n| T0.plus(Duration::from_millis(n));
         assert_eq!(waits, vec![ms(100), ms(200), ms(300)], "10/s: one every 100 ms");
+    }
+
+    /// The next claim reads the states this one wrote.
+    fn next_claim(s: &LimitStates) -> LimitStates {
+        LimitStates::new(&limits(), s.writes().into_iter().map(|w| w.state))
+    }
+
+    #[test]
+    fn a_newcomer_queues_after_the_last_turn_and_a_turn_holder_takes_its_token() {
+        let ms = |n| T0.plus(Duration::from_millis(n));
+        let pay = conns(&["pay"]);
+        let mut first = LimitStates::new(&limits(), []);
+        assert_eq!(first.take_all(&pay, DeliveryId(1), None, T0, T0.plus(LEASE)), Ok(()));
+        for i in 2..5 {
+            first
+                .take_all(&pay, DeliveryId(i), None, T0, T0.plus(LEASE))
+                .unwrap_err();
+        }
+        assert_eq!(first.get("pay").unwrap().queue_until, Some(ms(300)));
+        // At 150 ms the token of 100 ms is still in the bucket, but it is
+        // delivery 2's: a newcomer takes nothing and queues after 300 ms.
+        let mut second = next_claim(&first);
+        assert_eq!(
+            second.take_all(&pay, DeliveryId(5), None, ms(150), ms(150).plus(LEASE)),
+            Err((ms(400), "pay".to_string(), WaitFor::Token))
+        );
+        assert_eq!(
+            second.take_all(&pay, DeliveryId(2), Some("pay"), ms(150), ms(150).plus(LEASE)),
+            Ok(())
+        );
+        // A turn holder that finds no token (another took it) waits for the
+        // next one, not at the back of the queue.
+        assert_eq!(
+            second.take_all(&pay, DeliveryId(3), Some("pay"), ms(150), ms(150).plus(LEASE)),
+            Err((ms(250), "pay".to_string(), WaitFor::Token))
+        );
+        assert_eq!(second.get("pay").unwrap().queue_until, Some(ms(400)));
+        // Once the last turn has passed, a newcomer takes a token at once.
+        let mut later = next_claim(&second);
+        assert_eq!(
+            later.take_all(&pay, DeliveryId(6), None, ms(500), ms(500).plus(LEASE)),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_connection_without_a_rate_keeps_no_queue() {
+        let mail = conns(&["mail"]);
+        let mut s = LimitStates::new(&limits(), []);
+        assert_eq!(s.take_all(&mail, DeliveryId(1), None, T0, T0.plus(LEASE)), Ok(()));
+        s.take_all(&mail, DeliveryId(2), None, T0, T0.plus(LEASE)).unwrap_err();
+        assert_eq!(s.get("mail").unwrap().queue_until, None);
     }
 
     #[test]
@@ -274,10 +365,10 @@ mod tests {
         let free = conns(&["free"]);
         s.rate_limited("free", Some(Duration::from_secs(30)), T0);
         assert_eq!(
-            s.take_all(&free, DeliveryId(1), T0, T0.plus(LEASE)),
+            s.take_all(&free, DeliveryId(1), None, T0, T0.plus(LEASE)),
             Err((T0.plus(Duration::from_secs(30)), "free".to_string(), WaitFor::Pause))
         );
         let after = T0.plus(Duration::from_secs(30));
-        assert_eq!(s.take_all(&free, DeliveryId(1), after, after.plus(LEASE)), Ok(()));
+        assert_eq!(s.take_all(&free, DeliveryId(1), None, after, after.plus(LEASE)), Ok(()));
     }
 }

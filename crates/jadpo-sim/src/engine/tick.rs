@@ -53,7 +53,11 @@ impl Sim {
         }
         self.tick_at = None;
         let report = self.store.sweep(self.now, self.cfg.lease());
-        self.checker.released(&self.store, self.now)?;
+        // Only a sweep that released or woke any: the checker's look is over
+        // every held delivery.
+        if report.released > 0 || !report.woken.is_empty() {
+            self.checker.released(&self.store, self.now)?;
+        }
         for alert in &report.alerts {
             self.checker.alert(alert)?;
             self.stats.alerts.push((self.now, alert.clone()));

@@ -125,6 +125,53 @@ pub async fn a_limited_connection_lets_through_only_what_it_has_room_for<S: Stor
     );
 }
 
+/// While deliveries wait their turn for a token, one emitted after them
+/// waits after the last turn, even when a claim finds it first: a backlog
+/// drains in order, and each waiting delivery is claimed again at its turn,
+/// not at every token.
+pub async fn a_delivery_emitted_behind_waiting_ones_waits_after_their_turns<S: Store>(s: &S) {
+    let routes = limited_routes(Limits {
+        rate: Some(Rate::new(10, Duration::from_secs(1)).unwrap()),
+        concurrency: None,
+    });
+    let ids = emit(s, "lim", 4, 0).await;
+    let r = claim_at(s, &routes, "w1", ms(0)).await;
+    assert_eq!(r.claimed.len(), 1);
+    assert_eq!(r.waiting, vec![(ids[1], ms(100)), (ids[2], ms(200)), (ids[3], ms(300))]);
+    let late = s
+        .emit(
+            &[NewEvent {
+                name: "E".into(),
+                payload: "{}".into(),
+                subscribers: vec!["lim".into()],
+                idempotency_key: None,
+                trace: None,
+                keys: Default::default(),
+            }],
+            ms(50),
+        )
+        .await
+        .unwrap()[0]
+        .deliveries[0];
+    // Due at 50 ms, the late one comes first in the claim, but the token of
+    // 100 ms is the first waiter's.
+    let r = claim_at(s, &routes, "w2", ms(100)).await;
+    assert_eq!(
+        r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(),
+        vec![ids[1]]
+    );
+    assert_eq!(r.waiting, vec![(late, ms(400))]);
+    assert_eq!(get(s, late).await.waiting, waiting_on("limited", WaitFor::Token));
+    for (id, turn) in [(ids[2], 200), (ids[3], 300), (late, 400)] {
+        let r = claim_at(s, &routes, "w1", ms(turn)).await;
+        assert_eq!(
+            (r.claimed.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), r.waiting),
+            (vec![id], vec![]),
+            "at {turn} ms"
+        );
+    }
+}
+
 /// A slot held by a lost worker comes back when its lease ends, for the next
 /// delivery to take.
 pub async fn a_slot_comes_back_when_its_lease_ends<S: Store>(s: &S) {

@@ -217,6 +217,7 @@ macro_rules! conformance_tests {
             next_due_is_the_first_due_time_or_lease_end,
             the_per_minute_summary_adds_up_and_forgets_old_minutes,
             a_limited_connection_lets_through_only_what_it_has_room_for,
+            a_delivery_emitted_behind_waiting_ones_waits_after_their_turns,
             a_slot_comes_back_when_its_lease_ends,
             a_late_finish_after_a_takeover_gives_back_no_slot_and_pauses_nothing,
             limits_leave_other_connections_alone,
