@@ -279,6 +279,35 @@ impl LimitState {
         Take::Go
     }
 
+    /// As [`LimitState::take`], for a delivery given a turn for a token at
+    /// `turn` and claimed at `now`, a little later: the bucket is first
+    /// brought to its turn, so the token the turn was given for is still
+    /// there, not lost to the bucket's cap while the claim was on its way.
+    /// Without this, at a rate whose bucket holds one token every claim a
+    /// millisecond late misses its turn's token. The call is counted at
+    /// its turn, which is never before its token.
+    pub fn take_at_turn(
+        &mut self,
+        limits: &Limits,
+        delivery: DeliveryId,
+        turn: Timestamp,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Take {
+        if let Some(rate) = &limits.rate {
+            if self.refilled_at < turn && turn < now {
+                let before = self.clone();
+                self.refill(rate, turn);
+                if self.take(limits, delivery, turn, lease_until) == Take::Go {
+                    self.refill(rate, now);
+                    return Take::Go;
+                }
+                *self = before;
+            }
+        }
+        self.take(limits, delivery, now, lease_until)
+    }
+
     /// `delivery`'s call ended at `now` (or it will not be made): its slot
     /// comes back, and how long it was held moves the typical hold. False
     /// when it held none.

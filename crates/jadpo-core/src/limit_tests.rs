@@ -41,6 +41,45 @@ fn rates_and_their_bursts() {
     assert!(Rate::new(1, Duration::from_secs(7200)).is_err(), "under one an hour");
 }
 
+/// At 10/s the bucket holds one token. A delivery whose turn was at 100 ms
+/// and whose claim came at 103 ms still takes its turn's token, and the
+/// next turn's token is there at 200 ms: counted from the turn, a late
+/// claim loses no time. Counted from the claim, the 3 ms the full bucket
+/// could not hold would be lost, and the next turn missed.
+#[test]
+fn a_turn_claimed_a_little_late_keeps_its_token_and_the_next_ones() {
+    let limits = per_second(10);
+    let mut s = LimitState::new("crm", &limits, T0);
+    assert_eq!(s.take(&limits, id(1), T0, T0.plus(LEASE)), Take::Go);
+    let (turn, late) = (T0.plus(ms(100)), T0.plus(ms(103)));
+    let mut by_claim = s.clone();
+    assert_eq!(s.take_at_turn(&limits, id(2), turn, late, late.plus(LEASE)), Take::Go);
+    assert_eq!(
+        s.take_at_turn(&limits, id(3), T0.plus(ms(200)), T0.plus(ms(200)), T0.plus(LEASE)),
+        Take::Go,
+        "the next turn's token"
+    );
+    assert_eq!(by_claim.take(&limits, id(2), late, late.plus(LEASE)), Take::Go);
+    assert_eq!(
+        by_claim.take(&limits, id(3), T0.plus(ms(200)), T0.plus(LEASE)),
+        Take::WaitUntil(T0.plus(ms(203)), WaitFor::Token),
+        "without the turn, the late claim's 3 ms are lost"
+    );
+    // A turn takes no token that is not there: two turns due at once
+    // with one token in the bucket, one goes and the other waits.
+    let mut two = LimitState::new("crm", &limits, T0);
+    assert_eq!(two.take(&limits, id(1), T0, T0.plus(LEASE)), Take::Go);
+    let now = T0.plus(ms(150));
+    assert_eq!(
+        two.take_at_turn(&limits, id(2), T0.plus(ms(100)), now, now.plus(LEASE)),
+        Take::Go
+    );
+    assert_eq!(
+        two.take_at_turn(&limits, id(3), T0.plus(ms(100)), now, now.plus(LEASE)),
+        Take::WaitUntil(T0.plus(ms(200)), WaitFor::Token)
+    );
+}
+
 #[test]
 fn a_full_bucket_lets_the_burst_through_then_paces_at_the_rate() {
     let limits = per_second(50);

@@ -26,10 +26,20 @@ pub(crate) const BUSY_WAIT: Duration = Duration::from_millis(20);
 
 /// The engine time an idle worker, which went idle at `now`, looks again
 /// at, failing a wake-up: the store's next due time, at most a poll away.
+/// Only something due already waits [`BUSY_WAIT`]; a time to come (a
+/// delivery's turn for a token) is looked at when it comes, not after.
 pub(crate) async fn next_look<S: Store>(store: &S, clock: &SharedClock, now: Timestamp, poll: Duration) -> Timestamp {
     let latest = now.plus(poll);
     match store.next_due().await {
-        Ok(Some(due)) => due.max(clock.now().plus(clock.engine_span(BUSY_WAIT))).min(latest),
+        Ok(Some(due)) => {
+            let current = clock.now();
+            let at = if due > current {
+                due
+            } else {
+                current.plus(clock.engine_span(BUSY_WAIT))
+            };
+            at.min(latest)
+        }
         // The claim loop meets a store that is down at its next claim.
         Ok(None) | Err(_) => latest,
     }

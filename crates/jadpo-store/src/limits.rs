@@ -67,7 +67,8 @@ impl LimitStates {
     /// may have room (the latest of their waits) with the connection that
     /// waits longest.
     ///
-    /// `waited_on` is the connection the delivery last waited on, if any.
+    /// `waited` is the connection the delivery last waited on and the turn
+    /// it was given there (its due time), if any.
     /// While deliveries wait their turn for a token of a connection's
     /// `rate:`, every token until the last turn is theirs: one that has not
     /// waited on that connection takes none, and queues after the last
@@ -77,10 +78,11 @@ impl LimitStates {
         &mut self,
         connections: &[String],
         delivery: DeliveryId,
-        waited_on: Option<&str>,
+        waited: Option<(&str, Timestamp)>,
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<(), (Timestamp, String, WaitFor)> {
+        let waited_on = waited.map(|(c, _)| c);
         let before = self.rows.clone();
         let mut wait: Option<(Timestamp, String, WaitFor)> = None;
         for c in connections {
@@ -97,7 +99,12 @@ impl LimitStates {
                 .filter(|_| limits.rate.is_some() && waited_on != Some(c.as_str()));
             let take = match queued_ahead {
                 Some(last_turn) => Take::WaitUntil(last_turn, WaitFor::Token),
-                None => self.state(c, now).take(&limits, delivery, now, lease_until),
+                None => match waited.filter(|(w, _)| *w == c.as_str()) {
+                    Some((_, turn)) => self
+                        .state(c, now)
+                        .take_at_turn(&limits, delivery, turn, now, lease_until),
+                    None => self.state(c, now).take(&limits, delivery, now, lease_until),
+                },
             };
             if let Take::WaitUntil(until, reason) = take {
                 if wait.as_ref().is_none_or(|(t, _, _)| until > *t) {
@@ -332,14 +339,27 @@ mod tests {
             Err((ms(400), "pay".to_string(), WaitFor::Token))
         );
         assert_eq!(
-            second.take_all(&pay, DeliveryId(2), Some("pay"), ms(150), ms(150).plus(LEASE)),
+            second.take_all(
+                &pay,
+                DeliveryId(2),
+                Some(("pay", ms(100))),
+                ms(150),
+                ms(150).plus(LEASE)
+            ),
             Ok(())
         );
-        // A turn holder that finds no token (another took it) waits for the
-        // next one, not at the back of the queue.
+        // A second turn holder of 100 ms finds no token (the first took it,
+        // counted at 100 ms) and waits for the next one, at 200 ms, not at
+        // the back of the queue.
         assert_eq!(
-            second.take_all(&pay, DeliveryId(3), Some("pay"), ms(150), ms(150).plus(LEASE)),
-            Err((ms(250), "pay".to_string(), WaitFor::Token))
+            second.take_all(
+                &pay,
+                DeliveryId(3),
+                Some(("pay", ms(100))),
+                ms(150),
+                ms(150).plus(LEASE)
+            ),
+            Err((ms(200), "pay".to_string(), WaitFor::Token))
         );
         assert_eq!(second.get("pay").unwrap().queue_until, Some(ms(400)));
         // Once the last turn has passed, a newcomer takes a token at once.

@@ -156,8 +156,8 @@ pub fn claim(
         // Room on a limited connection is taken only for a delivery that
         // would run; the core decides what no room means.
         if decision.runs() {
-            let waited_on = d.waiting.as_ref().map(|w| w.connection.as_str());
-            decision = decision.with_room(limits.take_all(&route.connections, id, waited_on, now, until));
+            let waited = d.waiting.as_ref().map(|w| (w.connection.as_str(), d.due_at));
+            decision = decision.with_room(limits.take_all(&route.connections, id, waited, now, until));
         }
         let lease = Lease {
             owner: req.worker.to_owned(),
