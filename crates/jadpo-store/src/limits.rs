@@ -71,9 +71,12 @@ impl LimitStates {
     /// it was given there (its due time), if any.
     /// While deliveries wait their turn for a token of a connection's
     /// `rate:`, every token until the last turn is theirs: one that has not
-    /// waited on that connection takes none, and queues after the last
-    /// turn. So a backlog drains in order, each waiting delivery claimed
-    /// about once more, at its turn, instead of at every token.
+    /// waited takes none, and queues after the last turn. So a backlog
+    /// drains in order, each waiting delivery claimed about once more, at
+    /// its turn, instead of at every token. One that waited, on this
+    /// connection or another of its action's, is not sent to the back
+    /// again: with two limited connections, waiting on one must not cost
+    /// its place on the other, or it could wait for ever.
     pub fn take_all(
         &mut self,
         connections: &[String],
@@ -82,7 +85,6 @@ impl LimitStates {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<(), (Timestamp, String, WaitFor)> {
-        let waited_on = waited.map(|(c, _)| c);
         let before = self.rows.clone();
         let mut wait: Option<(Timestamp, String, WaitFor)> = None;
         for c in connections {
@@ -96,15 +98,13 @@ impl LimitStates {
             }
             let queued_ahead = self
                 .queue_until(c, now)
-                .filter(|_| limits.rate.is_some() && waited_on != Some(c.as_str()));
-            let take = match queued_ahead {
-                Some(last_turn) => Take::WaitUntil(last_turn, WaitFor::Token),
-                None => match waited.filter(|(w, _)| *w == c.as_str()) {
-                    Some((_, turn)) => self
-                        .state(c, now)
-                        .take_at_turn(&limits, delivery, turn, now, lease_until),
-                    None => self.state(c, now).take(&limits, delivery, now, lease_until),
-                },
+                .filter(|_| limits.rate.is_some() && waited.is_none());
+            let take = match (queued_ahead, waited) {
+                (Some(last_turn), _) => Take::WaitUntil(last_turn, WaitFor::Token),
+                (None, Some((_, turn))) => self
+                    .state(c, now)
+                    .take_at_turn(&limits, delivery, turn, now, lease_until),
+                (None, None) => self.state(c, now).take(&limits, delivery, now, lease_until),
             };
             if let Take::WaitUntil(until, reason) = take {
                 if wait.as_ref().is_none_or(|(t, _, _)| until > *t) {
@@ -116,8 +116,11 @@ impl LimitStates {
             None => Ok(()),
             Some((until, connection, reason)) => {
                 self.rows = before;
-                let newcomer = waited_on != Some(connection.as_str());
-                Err((self.spaced(&connection, until, now, newcomer), connection, reason))
+                Err((
+                    self.spaced(&connection, until, now, waited.is_none()),
+                    connection,
+                    reason,
+                ))
             }
         }
     }
@@ -131,7 +134,7 @@ impl LimitStates {
     }
 
     /// When a delivery told to wait on `connection` until `until` is due.
-    /// A `newcomer` (it had not waited on this connection) to a `rate:`
+    /// A `newcomer` (it had not waited) to a `rate:`
     /// queues a token's refill after the last turn given, and its own turn
     /// becomes the last, kept with the connection's state for every claim
     /// after this one. Any other comes after the previous waiter of this
@@ -367,6 +370,33 @@ mod tests {
         assert_eq!(
             later.take_all(&pay, DeliveryId(6), None, ms(500), ms(500).plus(LEASE)),
             Ok(())
+        );
+    }
+
+    /// A delivery that waited for mail's one slot is not sent behind pay's
+    /// queue when its turn comes: waiting on one connection keeps its place
+    /// on the other.
+    #[test]
+    fn waiting_on_one_connection_keeps_a_place_on_the_other() {
+        let ms = |n| T0.plus(Duration::from_millis(n));
+        let (pay, both) = (conns(&["pay"]), conns(&["pay", "mail"]));
+        let mut s = LimitStates::new(&limits(), []);
+        assert_eq!(s.take_all(&both, DeliveryId(1), None, T0, T0.plus(LEASE)), Ok(()));
+        // Pay's queue runs to 300 ms; mail's slot is held by delivery 1.
+        for i in 2..5 {
+            s.take_all(&pay, DeliveryId(i), None, T0, T0.plus(LEASE)).unwrap_err();
+        }
+        s.release(DeliveryId(1), &both, ms(50));
+        assert_eq!(
+            s.take_all(
+                &both,
+                DeliveryId(9),
+                Some(("mail", ms(40))),
+                ms(150),
+                ms(150).plus(LEASE)
+            ),
+            Ok(()),
+            "its wait for mail's slot counts as its turn: it takes pay's token"
         );
     }
 
