@@ -27,43 +27,49 @@ pub struct BreakerWrite {
 /// closed. Tracks which ones the plan changed.
 #[derive(Clone, Debug, Default)]
 pub struct Breakers {
-    rows: BTreeMap<String, Breaker>,
-    read_versions: BTreeMap<String, i64>,
+    /// Each row as the plan has it now, with the version it was read at
+    /// (0 for a row the plan made).
+    rows: BTreeMap<String, (Breaker, i64)>,
 }
 
 impl Breakers {
     /// The rows a store read. A row that breaks a breaker's invariants was
     /// written by a bug, never by a rule: stop rather than decide from it.
     pub fn new(rows: impl IntoIterator<Item = Breaker>) -> Breakers {
-        let rows: BTreeMap<String, Breaker> = rows.into_iter().map(|b| (b.connection.clone(), b)).collect();
-        for b in rows.values() {
-            b.check_shape().unwrap_or_else(|e| panic!("read: {e}"));
-        }
-        let read_versions = rows.iter().map(|(c, b)| (c.clone(), b.version)).collect();
-        Breakers { rows, read_versions }
+        let rows = rows
+            .into_iter()
+            .map(|b| {
+                b.check_shape().unwrap_or_else(|e| panic!("read: {e}"));
+                let version = b.version;
+                (b.connection.clone(), (b, version))
+            })
+            .collect();
+        Breakers { rows }
     }
 
     /// The breaker of `connection` as the plan has it now; `None` when it has
     /// no row (closed).
     pub fn get(&self, connection: &str) -> Option<&Breaker> {
-        self.rows.get(connection)
+        self.rows.get(connection).map(|(b, _)| b)
     }
 
     /// Whether delivery `id` may run through `connection` at `now`: pass, hold,
     /// or probe. A connection with no row passes.
     pub fn gate(&self, connection: &str, id: DeliveryId, now: Timestamp) -> Gate {
-        self.rows.get(connection).map_or(Gate::Pass, |b| b.gate(id, now))
+        self.rows.get(connection).map_or(Gate::Pass, |(b, _)| b.gate(id, now))
     }
 
     fn get_mut(&mut self, connection: &str) -> &mut Breaker {
-        self.rows
+        &mut self
+            .rows
             .entry(connection.to_owned())
-            .or_insert_with(|| Breaker::new(connection))
+            .or_insert_with(|| (Breaker::new(connection), 0))
+            .0
     }
 
     /// Gives back every probe place `id` holds.
     fn give_back_probes(&mut self, id: DeliveryId) {
-        for b in self.rows.values_mut() {
+        for (b, _) in self.rows.values_mut() {
             b.give_back_probe(id);
         }
     }
@@ -73,8 +79,8 @@ impl Breakers {
     pub fn writes(&self) -> Vec<BreakerWrite> {
         self.rows
             .values()
-            .filter_map(|b| {
-                let read_version = self.read_versions.get(&b.connection).copied().unwrap_or(0);
+            .filter_map(|(b, read_version)| {
+                let read_version = *read_version;
                 (b.version != read_version).then(|| {
                     b.check_shape().unwrap_or_else(|e| panic!("write: {e}"));
                     BreakerWrite {
@@ -203,7 +209,7 @@ pub fn claim(
     }
     plan.breakers = breakers.writes();
     plan.limits = limits.writes();
-    plan.report.breakers = breakers.rows.values().cloned().collect();
+    plan.report.breakers = breakers.rows.values().map(|(b, _)| b.clone()).collect();
     plan
 }
 

@@ -7,6 +7,7 @@
 //! delivery ever made, so the simulation runs the 5,000-delivery outage
 //! scenario quickly.
 
+mod handled;
 mod read;
 mod schedules;
 mod shared;
@@ -48,7 +49,7 @@ pub struct MemoryStore {
     running: Index,
     /// Held deliveries by connection, then by the time they were held from.
     held: BTreeMap<String, Index>,
-    handled: HashSet<(String, EventId)>,
+    handled: handled::Handled,
     /// Events by (name, idempotency key), while the event is kept.
     keys: BTreeMap<(String, String), EventId>,
     breakers: BTreeMap<String, Breaker>,
@@ -88,7 +89,7 @@ impl MemoryStore {
             due: Index::new(),
             running: Index::new(),
             held: BTreeMap::new(),
-            handled: HashSet::new(),
+            handled: handled::Handled::default(),
             keys: BTreeMap::new(),
             breakers: BTreeMap::new(),
             attempts: Vec::new(),
@@ -206,13 +207,19 @@ impl MemoryStore {
                 None => break,
             }
         }
+        if ids.is_empty() {
+            // Nothing decided, so no breaker decided with (as PostgreSQL's
+            // claim reports): a worker's look that finds nothing due is the
+            // most common claim of all, and reads nothing else.
+            return ClaimReport::default();
+        }
         let candidates = ids
             .iter()
             .map(|&id| {
                 let d = self.get(id).clone();
                 let event = &self.events[&d.event_id];
                 Candidate {
-                    handled: self.handled.contains(&(d.subscriber.clone(), d.event_id)),
+                    handled: self.is_handled(&d.subscriber, d.event_id),
                     event_name: event.name.clone(),
                     payload: event.payload.clone(),
                     event_public_id: event.public_id.clone(),
@@ -295,8 +302,8 @@ impl MemoryStore {
     /// delivery whose worker is lost after this is never run again.
     pub fn commit_handled(&mut self, id: DeliveryId, token: LeaseToken) -> Result<(), StoreError> {
         let d = plan::check_lease(self.delivery(id), id, token)?;
-        let key = (d.subscriber.clone(), d.event_id);
-        self.handled.insert(key);
+        let (subscriber, event) = (d.subscriber.clone(), d.event_id);
+        self.handled.insert(subscriber, event);
         Ok(())
     }
 
@@ -322,7 +329,7 @@ impl MemoryStore {
         };
         if plan.handled {
             self.handled
-                .insert((plan.delivery.subscriber.clone(), plan.delivery.event_id));
+                .insert(plan.delivery.subscriber.clone(), plan.delivery.event_id);
         }
         for e in &emitted {
             self.depths.insert(e.event_id, f.emits.depth);
@@ -477,7 +484,7 @@ impl MemoryStore {
             if d.holds_slot() {
                 self.free_slot(&d, before);
             }
-            self.handled.remove(&(d.subscriber, d.event_id));
+            self.handled.remove(&d.subscriber, d.event_id);
         }
         let gone: HashSet<DeliveryId> = old.iter().copied().collect();
         self.attempts.retain(|a| !gone.contains(&a.delivery));

@@ -128,6 +128,6 @@ impl MemoryStore {
     /// Whether a handled record exists for `subscriber` and `event`: a run of
     /// that delivery committed.
     pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
-        self.handled.contains(&(subscriber.to_owned(), event))
+        self.handled.contains(subscriber, event)
     }
 }
