@@ -58,6 +58,11 @@ enum Command {
     Healthcheck(cmd::healthcheck::Args),
 }
 
+/// jemalloc rather than the system's: a delivery is many small, short-lived
+/// allocations (ARCHITECTURE.md, "Choices of crates").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     store_url::unset_empty_env();
     let cli = match Cli::try_parse() {

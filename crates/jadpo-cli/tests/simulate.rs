@@ -220,3 +220,112 @@ fn a_scenarios_errors_are_printed_with_their_codes() {
     run.expect(2, None);
     assert!(run.stderr().contains("error[scenario.unreadable]"), "{}", run.stderr());
 }
+
+/// The app with a schedule that reconciles with the provider every 7
+/// minutes and emits an event after each success; `ledger` answers it.
+const WITH_SCHEDULE: &str = r#"
+event Paid { id: string  amount: int }
+event Reconciled { run: string }
+connection payments { base_url: env("PAYMENTS_URL")  timeout: 5s }
+connection ledger { base_url: env("LEDGER_URL")  timeout: 10s }
+action record(id: string) {
+    call payments.post("/payments/{id}", body: event, idempotency_key: id)
+}
+action reconcile() {
+    call payments.post("/reconcile")
+    call ledger.post("/reconcile")
+    emit Reconciled(run: "r")
+}
+action note(run: string) {
+    call ledger.post("/notes/{run}")
+}
+subscriber record_payment { on: Paid  run: record(event.id) }
+subscriber note_reconciled { on: Reconciled  run: note(event.run) }
+schedule reconcile { every: 7m  run: reconcile() }
+"#;
+
+/// The ledger takes 5 to 6 seconds to answer.
+const LEDGER: &str = r#"
+[[connections.ledger]]
+from = "0s"
+state = "up"
+latency = "5s..6s"
+"#;
+
+/// A schedule runs on its trigger while the traffic lasts: its runs while
+/// the provider is down fail (three in a row raise its alert, once), the
+/// others succeed and their emits are delivered; it does not keep an
+/// otherwise finished run going.
+#[test]
+fn an_apps_schedule_runs_on_its_trigger_through_the_outage() {
+    let f = folder();
+    f.write("sched.jadpo", WITH_SCHEDULE);
+    f.write("sched.toml", &format!("{OUTAGE}\n{LEDGER}"));
+    let run = f.run(&["simulate", "sched.jadpo", "--scenario", "sched.toml", "--json"]);
+    let report = run.expect(0, None).json();
+    let reconcile = &report["schedules"][0];
+    assert_eq!(reconcile["name"], "reconcile", "{report:#}");
+    // Due at 7, 14, ... minutes while the deliveries last: the last
+    // payment of the hour is delivered a little after 60m.
+    let runs = reconcile["runs"].as_u64().unwrap();
+    assert!((8..=9).contains(&runs), "{reconcile}");
+    // 21, 28 and 35 minutes fall in the outage (20m to 40m).
+    assert_eq!(reconcile["failed"], serde_json::json!({"http.503": 3}), "{reconcile}");
+    assert_eq!(reconcile["succeeded"].as_u64().unwrap(), runs - 3, "{reconcile}");
+    assert_eq!(reconcile["alerts"], 1, "{reconcile}");
+    assert_eq!(reconcile["emitted"].as_u64().unwrap(), runs - 3, "{reconcile}");
+    let noted = report["subscribers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "note_reconciled")
+        .unwrap();
+    assert_eq!(noted["delivered"].as_u64().unwrap(), runs - 3, "{noted}");
+    let text = f
+        .run(&["simulate", "sched.jadpo", "--scenario", "sched.toml"])
+        .expect(0, None)
+        .stdout();
+    assert!(
+        text.contains(&format!(
+            "reconcile: {runs} runs: {} succeeded, 3 (http.503 3) failed, alerts 1",
+            runs - 3
+        )),
+        "{text}"
+    );
+}
+
+/// With an `until`, schedules run to it; a run lost with its process is
+/// claimed again once its lease has ended, and counts as
+/// `run.lease_expired`.
+#[test]
+fn a_schedule_runs_to_until_and_a_run_lost_in_a_crash_is_claimed_again() {
+    let f = folder();
+    f.write("sched.jadpo", WITH_SCHEDULE);
+    // The run at 7m calls the ledger from about 7m00.1s to 7m05s; the
+    // process dies at 7m02s and comes back a minute later.
+    f.write(
+        "sched.toml",
+        &format!("until = \"3h\"\n{OUTAGE}\n{LEDGER}\n[[crash]]\nat = \"422s\"\nprocess = 1\nback_after = \"1m\"\n"),
+    );
+    let report = f
+        .run(&["simulate", "sched.jadpo", "--scenario", "sched.toml", "--json"])
+        .expect(0, None)
+        .json();
+    let reconcile = &report["schedules"][0];
+    // 7m (lost), taken over at 8m03s, then every 7 minutes from 8m03s
+    // (the rhythm keeps its phase from the run it stands for: 14m, 21m, ...
+    // up to 2h55m): 1 + 1 + 24.
+    assert_eq!(reconcile["failed"]["run.lease_expired"], 1, "{reconcile}");
+    assert_eq!(reconcile["runs"], 26, "{reconcile}");
+    assert!(report["simulated_ms"].as_u64().unwrap() >= 175 * 60_000, "{report:#}");
+
+    // A cron schedule counts from midnight UTC, the scenario's start: at
+    // 3h, 27h and 51h of a scenario of two and a half days.
+    f.write("cron.jadpo", &WITH_SCHEDULE.replace("every: 7m", "cron: \"0 3 * * *\""));
+    f.write("cron.toml", &format!("until = \"60h\"\n{OUTAGE}\n{LEDGER}"));
+    let report = f
+        .run(&["simulate", "cron.jadpo", "--scenario", "cron.toml", "--json"])
+        .expect(0, None)
+        .json();
+    assert_eq!(report["schedules"][0]["succeeded"], 3, "{report:#}");
+}

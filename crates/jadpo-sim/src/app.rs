@@ -22,6 +22,11 @@ pub trait AppRunner {
     /// Runs the action of `claimed` (its event's name and payload are on
     /// it), started at `now` and cut `limit` after.
     fn run(&mut self, claimed: &Claimed, now: Timestamp, limit: Duration) -> AppRun;
+
+    /// Runs the schedule `name`'s action (it has no event), started at
+    /// `now` and cut `limit` after. Its emits are written only if it
+    /// succeeded.
+    fn run_schedule(&mut self, name: &str, now: Timestamp, limit: Duration) -> AppRun;
 }
 
 /// How one run of an app's action went.

@@ -43,17 +43,56 @@ struct Outage {
     count: u32,
 }
 
+/// Every delivery's shadow, by id (ids are dense, from 1): the forgotten
+/// ones at the front are dropped, so a long simulation keeps about its
+/// backlog's worth, not one per delivery it ever made.
+#[derive(Debug, Default)]
+struct Shadows {
+    /// The shadow of id `first + i` at `i`; `None` once forgotten.
+    live: std::collections::VecDeque<Option<Shadow>>,
+    /// The id of `live[0]`, less one.
+    first: usize,
+}
+
+impl Shadows {
+    /// How many deliveries were ever made.
+    fn made(&self) -> usize {
+        self.first + self.live.len()
+    }
+
+    fn get(&self, id: DeliveryId) -> &Shadow {
+        self.live[id.0 as usize - 1 - self.first]
+            .as_ref()
+            .expect("a delivery in the store is not forgotten")
+    }
+
+    fn get_mut(&mut self, id: DeliveryId) -> &mut Shadow {
+        self.live[id.0 as usize - 1 - self.first]
+            .as_mut()
+            .expect("a delivery in the store is not forgotten")
+    }
+
+    fn forget(&mut self, id: DeliveryId) {
+        self.live[id.0 as usize - 1 - self.first] = None;
+        while matches!(self.live.front(), Some(None)) {
+            self.live.pop_front();
+            self.first += 1;
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Checker {
-    shadows: Vec<Shadow>,
+    shadows: Shadows,
     /// Finished deliveries that left the store (an app's, counted).
     forgotten: usize,
     /// The deliveries held now, as the simulation saw them.
     held: std::collections::BTreeSet<DeliveryId>,
     probes: Vec<ProbeRun>,
     outages: BTreeMap<String, Outage>,
-    /// When each run through a limited connection was claimed.
-    limited_starts: BTreeMap<String, Vec<Timestamp>>,
+    /// When each run through a limited connection was claimed, over the
+    /// last second.
+    limited_starts: BTreeMap<String, std::collections::VecDeque<Timestamp>>,
     /// The deliveries of each key, and what order and caps they keep.
     pub(crate) keys: crate::keys::KeyChecker,
 }
@@ -65,8 +104,8 @@ fn err<T>(what: impl Into<String>) -> Result<T, String> {
 impl Checker {
     pub(crate) fn emitted(&mut self, e: &Emitted) {
         for id in &e.deliveries {
-            assert_eq!(id.0 as usize, self.shadows.len() + 1, "ids are dense");
-            self.shadows.push(Shadow::default());
+            assert_eq!(id.0 as usize, self.shadows.made() + 1, "ids are dense");
+            self.shadows.live.push_back(Some(Shadow::default()));
         }
     }
 
@@ -77,11 +116,12 @@ impl Checker {
         self.keys.forget(ids);
         for id in ids {
             self.held.remove(id);
+            self.shadows.forget(*id);
         }
     }
 
     fn shadow(&mut self, id: DeliveryId) -> &mut Shadow {
-        &mut self.shadows[id.0 as usize - 1]
+        self.shadows.get_mut(id)
     }
 
     fn hold(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), String> {
@@ -125,12 +165,29 @@ impl Checker {
         generation: u32,
         now: Timestamp,
     ) -> Result<(), String> {
-        // A rate's tokens are taken at the claim: counted here, not at the
-        // run's start a moment later, which would let a second of starts
-        // hold the claims of a second and a little more.
+        // Runs are claimed at most at the rate and a tenth (one more below
+        // 10/s) in any second. A rate's tokens are taken at the claim:
+        // counted here, not at the run's start a moment later, which would
+        // let a second of starts hold the claims of a second and a little
+        // more.
         for c in &r.claimed {
-            for connection in c.connections.iter().filter(|c| cfg.limits.contains_key(*c)) {
-                self.limited_starts.entry(connection.clone()).or_default().push(now);
+            for connection in &c.connections {
+                let Some(rate) = cfg.limits.get(connection).and_then(|l| l.rate) else {
+                    continue;
+                };
+                let starts = self.limited_starts.entry(connection.clone()).or_default();
+                starts.push_back(now);
+                while starts.front().is_some_and(|t| t.plus(Duration::from_secs(1)) <= now) {
+                    starts.pop_front();
+                }
+                let allowed = rate.n as usize + (rate.n as usize / 10).max(1);
+                if starts.len() > allowed {
+                    return err(format!(
+                        "{} runs on {connection} within a second at {}/s",
+                        starts.len(),
+                        rate.n
+                    ));
+                }
             }
         }
         for id in &r.held {
@@ -282,10 +339,10 @@ impl Checker {
         workers_alive: &[u32],
         now: Timestamp,
     ) -> Result<(), String> {
-        if store.delivery_count() + self.forgotten != self.shadows.len() {
+        if store.delivery_count() + self.forgotten != self.shadows.made() {
             return err(format!(
                 "{} deliveries emitted, {} in the store and {} finished and forgotten",
-                self.shadows.len(),
+                self.shadows.made(),
                 store.delivery_count(),
                 self.forgotten
             ));
@@ -316,7 +373,7 @@ impl Checker {
         max_retry_after: Duration,
     ) -> Result<(), String> {
         let id = d.id;
-        let s = &self.shadows[id.0 as usize - 1];
+        let s = self.shadows.get(id);
         let sub = cfg
             .subscribers
             .iter()
@@ -366,24 +423,8 @@ impl Checker {
         Ok(())
     }
 
-    /// At the end: no connection's rate passed, and, when `all_finish`,
-    /// nothing left unfinished.
-    pub(crate) fn check_end(&self, store: &MemoryStore, cfg: &SimConfig, all_finish: bool) -> Result<(), String> {
-        // Runs are claimed at most at the rate and a tenth (one more below
-        // 10/s) in any second.
-        for (connection, starts) in &self.limited_starts {
-            let Some(rate) = cfg.limits.get(connection).and_then(|l| l.rate) else {
-                continue;
-            };
-            let allowed = rate.n as usize + (rate.n as usize / 10).max(1);
-            for (i, first) in starts.iter().enumerate() {
-                let end = first.plus(Duration::from_secs(1));
-                let n = starts[i..].iter().take_while(|t| **t < end).count();
-                if n > allowed {
-                    return err(format!("{n} runs on {connection} within a second at {}/s", rate.n));
-                }
-            }
-        }
+    /// At the end, when `all_finish`: nothing left unfinished.
+    pub(crate) fn check_end(&self, store: &MemoryStore, all_finish: bool) -> Result<(), String> {
         if let Some(d) = store.deliveries().find(|d| all_finish && !d.state.is_finished()) {
             let waits = store
                 .waits_for(d.id)

@@ -110,6 +110,15 @@ impl Faults {
     };
 }
 
+/// One of an app's schedules: due on its trigger, its run cut `timeout`
+/// after it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimSchedule {
+    pub name: String,
+    pub trigger: jadpo_core::schedule::Trigger,
+    pub timeout: Duration,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
     pub seed: u64,
@@ -138,6 +147,12 @@ pub struct SimConfig {
     pub operator_skips: Vec<Timestamp>,
     /// Processes that die and come back at set times.
     pub crashes: Vec<Crash>,
+    /// An app's schedules, run by the [`crate::AppRunner`] on their
+    /// triggers (the built-in systems have none).
+    pub schedules: Vec<SimSchedule>,
+    /// Schedules go on running to the horizon (a scenario's `until`);
+    /// otherwise the run ends once nothing but schedules is left to happen.
+    pub schedules_to_horizon: bool,
     /// The longest `Retry-After` an app's providers answer with (the
     /// scripted providers' is read from `providers`): a retry may wait that
     /// long, past the backoff's ceiling.
@@ -214,6 +229,8 @@ impl SimConfig {
             operator_skips: random_skips(seed),
             skip_all_from: Timestamp::EPOCH.plus(s(8 * 86_400)),
             crashes: Vec::new(),
+            schedules: Vec::new(),
+            schedules_to_horizon: false,
             longest_retry_after: Duration::ZERO,
         }
     }

@@ -11,6 +11,7 @@ mod ends;
 mod operator;
 mod poll;
 mod providers;
+mod schedules;
 mod tick;
 
 use crate::app::AppRunner;
@@ -85,6 +86,13 @@ enum Event {
         back_after: Duration,
     },
     Tick,
+    /// A look at schedule number `i`, at a tick.
+    ScheduleDue(usize),
+    ScheduleFinish {
+        worker: usize,
+        generation: u32,
+        run: schedules::ScheduleRun,
+    },
 }
 
 pub struct Sim {
@@ -98,7 +106,8 @@ pub struct Sim {
     /// their own, so a seed's system is otherwise the one it was before
     /// keys existed.
     key_rng: ChaCha8Rng,
-    queue: BTreeMap<(Timestamp, u64), Event>,
+    /// Boxed: a run is large, and the map moves its values as it grows.
+    queue: BTreeMap<(Timestamp, u64), Box<Event>>,
     seq: u64,
     workers: Vec<Worker>,
     /// When the next tick is due, if the sweep has anything to do.
@@ -112,6 +121,9 @@ pub struct Sim {
     next_sample: Timestamp,
     /// An app's finished deliveries, counted, to be forgotten.
     finished: Vec<jadpo_core::DeliveryId>,
+    /// Schedule events in the queue: when they are all that is left, the
+    /// run ends (unless `schedules_to_horizon`).
+    schedule_events: usize,
 }
 
 /// How a simulation ended when it did not hold.
@@ -142,6 +154,7 @@ impl Sim {
     pub fn with_app(cfg: SimConfig, app: Box<dyn AppRunner>) -> Sim {
         let mut sim = Sim::new(cfg);
         sim.app = Some(app);
+        sim.start_schedules();
         sim
     }
 
@@ -184,6 +197,7 @@ impl Sim {
             app: None,
             next_sample: Timestamp::EPOCH,
             finished: Vec::new(),
+            schedule_events: 0,
             cfg,
         };
         for c in sim.cfg.crashes.clone() {
@@ -218,8 +232,18 @@ impl Sim {
         let mut last_progress = (self.stats.created, self.stats.ended);
         let mut progress_at = 0u64;
         while let Some(((at, _), event)) = self.queue.pop_first() {
+            let event = *event;
             if at > horizon {
                 break;
+            }
+            if matches!(event, Event::ScheduleDue(_) | Event::ScheduleFinish { .. }) {
+                self.schedule_events -= 1;
+                // Nothing but schedules left to happen (a run that ends may
+                // still emit): they would go on for ever.
+                let only_schedules = self.queue.len() == self.schedule_events;
+                if only_schedules && matches!(event, Event::ScheduleDue(_)) && !self.cfg.schedules_to_horizon {
+                    break;
+                }
             }
             debug_assert!(at >= self.now, "time never goes back");
             self.sample_backlog(at);
@@ -270,7 +294,7 @@ impl Sim {
 
     fn push(&mut self, at: Timestamp, event: Event) {
         self.seq += 1;
-        self.queue.insert((at, self.seq), event);
+        self.queue.insert((at, self.seq), Box::new(event));
     }
 
     fn step(&mut self, event: Event) -> Result<(), String> {
@@ -312,9 +336,21 @@ impl Sim {
                 w.next_poll = None;
                 w.store_faults = 0;
                 self.schedule_poll(worker, self.now);
+                self.look_at_schedules_again();
                 Ok(())
             }
             Event::Tick => self.tick(),
+            Event::ScheduleDue(i) => self.schedule_due(i),
+            Event::ScheduleFinish {
+                worker,
+                generation,
+                run,
+            } => {
+                if self.workers[worker].generation == generation {
+                    self.schedule_finish(run)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -508,7 +544,7 @@ impl Sim {
     /// not (a scenario's `until`, a `strict` key waiting for an operator):
     /// its report counts them as unfinished.
     fn check_end(&self) -> Result<(), String> {
-        self.checker.check_end(&self.store, &self.cfg, self.app.is_none())
+        self.checker.check_end(&self.store, self.app.is_none())
     }
 
     fn workers_alive(&self) -> Vec<u32> {

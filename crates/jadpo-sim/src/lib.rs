@@ -19,7 +19,7 @@ pub mod outage;
 pub mod stats;
 
 pub use app::{AppRun, AppRunner};
-pub use config::{Behaviour, Crash, Emission, Faults, Script, SimConfig, SimKeys, SimSubscriber};
+pub use config::{Behaviour, Crash, Emission, Faults, Script, SimConfig, SimKeys, SimSchedule, SimSubscriber};
 pub use engine::{Sim, Violation};
 pub use stats::Stats;
 

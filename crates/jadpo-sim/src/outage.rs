@@ -72,6 +72,8 @@ impl OutageConfig {
             operator_skips: vec![],
             skip_all_from: Timestamp::MAX,
             crashes: Vec::new(),
+            schedules: Vec::new(),
+            schedules_to_horizon: false,
             longest_retry_after: Duration::ZERO,
             limits: Default::default(),
         }

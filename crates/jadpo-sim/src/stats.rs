@@ -54,6 +54,20 @@ impl Ends {
     }
 }
 
+/// How one schedule's runs ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleEnds {
+    pub runs: u64,
+    pub succeeded: u64,
+    /// By failure code; a run lost with its process counts as
+    /// `run.lease_expired` when the schedule is next claimed.
+    pub failed: BTreeMap<String, u64>,
+    /// `schedule_failing` alerts raised.
+    pub alerts: u64,
+    /// Events its successful runs emitted.
+    pub emitted: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub calls: BTreeMap<String, ProviderCalls>,
@@ -79,6 +93,8 @@ pub struct Stats {
     pub backlog: Vec<(Timestamp, u64)>,
     /// An app's deliveries, by subscriber, as each finished.
     pub ends: BTreeMap<String, Ends>,
+    /// An app's schedules' runs, by schedule.
+    pub schedules: BTreeMap<String, ScheduleEnds>,
 }
 
 impl Stats {

@@ -75,6 +75,30 @@ fn the_key_checks_catch_a_store_that_breaks_the_rules() {
     }
 }
 
+/// The rate check catches runs claimed past a connection's `rate:`: told
+/// a quarter of the rate the store keeps, it fails some of the same seeds
+/// on it.
+#[test]
+fn the_rate_check_catches_runs_past_a_connections_rate() {
+    let (mut limited, mut caught) = (0, 0);
+    for seed in 0..100 {
+        let cfg = jadpo_sim::SimConfig::random(seed);
+        if !cfg.limits.values().any(|l| l.rate.is_some_and(|r| r.n >= 8)) {
+            continue;
+        }
+        limited += 1;
+        let mut sim = jadpo_sim::Sim::new(cfg);
+        for rate in sim.cfg.limits.values_mut().filter_map(|l| l.rate.as_mut()) {
+            rate.n = (rate.n / 4).max(1);
+        }
+        if let Err(v) = sim.run() {
+            assert!(v.what.contains("within a second"), "seed {seed}: {v}");
+            caught += 1;
+        }
+    }
+    assert!(caught > 5, "caught by {caught} of {limited} seeds with a rate");
+}
+
 /// Not a check of its own: a tool for one seed, so the run lists it as
 /// ignored instead of passing it without doing anything.
 #[test]

@@ -1,6 +1,7 @@
 //! `jadpo simulate APP --scenario FILE [--seed N] [--json] [--compare APP2]`
 //! (docs/simulate.md): the app's real subscribers, actions, connections,
-//! budgets, breakers and limits against a scripted day, in virtual time.
+//! budgets, breakers, limits and schedules against a scripted day, in
+//! virtual time.
 //!
 //! The simulation (`jadpo-sim`) runs the real rules in the real in-memory
 //! store with the worker's own step around each run; the app's actions run
@@ -21,7 +22,7 @@ mod timeline;
 
 use jadpo_core::{BreakerPolicy, Timestamp};
 use jadpo_lang::App;
-use jadpo_sim::{Crash, Faults, Sim, SimConfig, SimSubscriber};
+use jadpo_sim::{Crash, Faults, Sim, SimConfig, SimSchedule, SimSubscriber};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -238,6 +239,18 @@ fn simulate(app: Arc<App>, scenario: &scenario::Scenario, seed: u64) -> Result<r
             })
             .collect(),
         longest_retry_after,
+        schedules: catalog
+            .schedules
+            .iter()
+            .map(|s| SimSchedule {
+                name: s.name.clone(),
+                trigger: s.trigger.clone(),
+                timeout: s.timeout,
+            })
+            .collect(),
+        // With an `until`, schedules run to it; without, the run ends when
+        // every delivery has finished.
+        schedules_to_horizon: scenario.until.is_some(),
     };
     let sim = Sim::with_app(cfg, Box::new(runner)).run().map_err(|v| v.to_string())?;
     Ok(report::build(&sim, seed, provider.counted()))

@@ -8,6 +8,7 @@
 use super::provider::Counted;
 use super::timeline::{Phase, State};
 use jadpo_core::{Timestamp, Transition};
+use jadpo_sim::stats::ScheduleEnds;
 use jadpo_sim::Sim;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -56,6 +57,8 @@ pub(crate) struct Report {
     pub backlog: Vec<u64>,
     /// Processes that crashed (the scenario's `[[crash]]`), their runs lost.
     pub crashes: u64,
+    /// Each of the app's schedules, by name, and how its runs ended.
+    pub schedules: Vec<(String, ScheduleEnds)>,
 }
 
 fn since_start(t: Timestamp) -> Duration {
@@ -148,6 +151,17 @@ pub(crate) fn build(sim: &Sim, seed: u64, counted: Vec<(String, Vec<Phase>, Coun
         connections,
         backlog: sim.stats.backlog.iter().map(|(_, n)| *n).collect(),
         crashes: sim.stats.workers_lost,
+        schedules: sim
+            .cfg
+            .schedules
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    sim.stats.schedules.get(&s.name).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
     }
 }
 
@@ -254,6 +268,19 @@ impl Report {
                 out.push('\n');
             }
         }
+        if !self.schedules.is_empty() {
+            out.push_str("\nSchedules\n");
+        }
+        for (name, s) in &self.schedules {
+            out.push_str(&format!(
+                "  {name}: {} runs: {} succeeded, {} failed, alerts {}, events emitted {}\n",
+                s.runs,
+                s.succeeded,
+                counts(&s.failed),
+                s.alerts,
+                s.emitted
+            ));
+        }
         if self.crashes > 0 {
             out.push_str(&format!("\nProcess crashes: {}\n", self.crashes));
         }
@@ -296,6 +323,14 @@ impl Report {
             })).collect::<Vec<_>>(),
             "backlog_per_minute": self.backlog,
             "process_crashes": self.crashes,
+            "schedules": self.schedules.iter().map(|(name, s)| json!({
+                "name": name,
+                "runs": s.runs,
+                "succeeded": s.succeeded,
+                "failed": s.failed,
+                "alerts": s.alerts,
+                "emitted": s.emitted,
+            })).collect::<Vec<_>>(),
         })
     }
 }

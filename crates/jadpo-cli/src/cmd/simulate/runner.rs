@@ -159,22 +159,66 @@ impl AppRunner for Runner {
     }
 
     fn run(&mut self, claimed: &Claimed, now: Timestamp, limit: Duration) -> AppRun {
+        let kind = RunKind::Delivery {
+            id: claimed.delivery.id,
+            attempt: claimed.delivery.attempts,
+        };
+        let event = (
+            claimed.event_name.clone(),
+            claimed.event_public_id.clone(),
+            serde_json::from_str(&claimed.payload).unwrap_or(Value::Null),
+        );
+        self.execute(
+            kind,
+            &claimed.delivery.subscriber,
+            event,
+            claimed.event_depth,
+            now,
+            limit,
+        )
+    }
+
+    fn run_schedule(&mut self, name: &str, now: Timestamp, limit: Duration) -> AppRun {
+        // A schedule has no event; its emits start a chain.
+        let no_event = (String::new(), String::new(), Value::Null);
+        self.execute(RunKind::Schedule, name, no_event, 0, now, limit)
+    }
+}
+
+impl Runner {
+    /// Runs the action of `name` (a subscriber or a schedule, as `kind`
+    /// says) for `event` (its name, public id and payload) in the
+    /// interpreter, on the paused clock from `now`.
+    fn execute(
+        &mut self,
+        kind: RunKind,
+        name: &str,
+        event: (String, String, Value),
+        depth: u32,
+        now: Timestamp,
+        limit: Duration,
+    ) -> AppRun {
         let calls = CallLog::default();
         let emits = EmitLog::default();
+        let (event_name, event_public_id, payload) = event;
+        // A delivery's emits are one deeper than its event; a schedule's
+        // start a chain, as the engine's do.
+        let emits_depth = if matches!(kind, RunKind::Schedule) {
+            0
+        } else {
+            depth + 1
+        };
         let ctx = RunContext {
-            kind: RunKind::Delivery {
-                id: claimed.delivery.id,
-                attempt: claimed.delivery.attempts,
-            },
-            subscriber: claimed.delivery.subscriber.clone(),
-            event_name: claimed.event_name.clone(),
-            event_public_id: claimed.event_public_id.clone(),
-            payload: serde_json::from_str(&claimed.payload).unwrap_or(Value::Null),
+            kind,
+            subscriber: name.to_owned(),
+            event_name,
+            event_public_id,
+            payload,
             started_at: now,
             deadline: Instant::now(),
             calls: calls.clone(),
             path: Default::default(),
-            depth: claimed.event_depth,
+            depth,
             emits: emits.clone(),
             trace: None,
             spans: Default::default(),
@@ -195,7 +239,7 @@ impl AppRunner for Runner {
             end,
             calls: calls.verdicts(stopped),
             took,
-            emits: self.catalog.emits(emits.take(), claimed.event_depth + 1, None),
+            emits: self.catalog.emits(emits.take(), emits_depth, None),
             rate_limited: calls.rate_limits(),
         }
     }

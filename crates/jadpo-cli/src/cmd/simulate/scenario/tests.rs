@@ -156,11 +156,16 @@ fn every_problem_is_reported_with_its_code_and_place() {
         ("[[crash]]\nat = \"1h\"\nprocess = 3\n", "scenario.number_invalid"),
         ("seed = 1\n", "scenario.traffic_missing"),
     ];
+    let mut all = String::new();
     for (src, code) in cases {
         let err = read(src).expect_err(src);
         assert!(err.contains(&format!("error[{code}]")), "{src}\n{err}");
         assert!(err.contains("--> s.toml:"), "a place: {err}");
+        all.push_str(&format!("=== {code}\n{src}---\n{err}\n"));
     }
+    // The whole text of each, as a user sees it: a change to a message, a
+    // place or a caret shows in review.
+    insta::assert_snapshot!("every_problem", all);
 }
 
 #[test]
