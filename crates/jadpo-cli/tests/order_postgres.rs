@@ -98,11 +98,37 @@ fn three_processes_keep_each_customers_order_through_503s_and_a_kill() {
         .len()
     };
     while succeeded() < N {
-        assert!(
-            start.elapsed() < ALL_DONE_WITHIN,
-            "{} of {N} payments succeeded after {ALL_DONE_WITHIN:?}",
-            succeeded()
-        );
+        if start.elapsed() >= ALL_DONE_WITHIN {
+            // What each unfinished delivery is, and what it waits for: the
+            // state of the store a stuck key leaves, for its diagnosis.
+            let all = rt.block_on(store.list(&DeliveryFilter {
+                limit: Some(N),
+                ..Default::default()
+            }));
+            let stuck: Vec<String> = all
+                .unwrap()
+                .into_iter()
+                .filter(|d| d.state != jadpo_core::DeliveryState::Succeeded)
+                .map(|d| {
+                    let waits = rt.block_on(store.waits_for(d.id)).ok().flatten();
+                    format!(
+                        "{} {} key {:?} attempts {} due {} lease {:?} last {:?} waits for {waits:?}",
+                        d.id,
+                        d.state,
+                        d.key.as_ref().map(|k| k.as_str().to_owned()),
+                        d.attempts,
+                        d.due_at,
+                        d.lease.as_ref().map(|l| (l.owner.clone(), l.until)),
+                        d.last_failure.as_ref().map(|f| f.code.clone()),
+                    )
+                })
+                .collect();
+            panic!(
+                "{} of {N} payments succeeded after {ALL_DONE_WITHIN:?}; the others:\n{}",
+                succeeded(),
+                stuck.join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in processes {
