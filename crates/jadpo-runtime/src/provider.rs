@@ -23,7 +23,7 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -133,6 +133,8 @@ struct State_ {
     behaviour: Behaviour,
     since: Instant,
     script: VecDeque<Behaviour>,
+    /// Answers for calls to one path, taken before `script`.
+    by_path: HashMap<String, VecDeque<Behaviour>>,
     calls: u64,
     by_behaviour: Vec<(Behaviour, u64)>,
     requests: Vec<Recorded>,
@@ -191,6 +193,7 @@ impl TestProvider {
                 behaviour: Behaviour::Up,
                 since: Instant::now(),
                 script: VecDeque::new(),
+                by_path: HashMap::new(),
                 calls: 0,
                 by_behaviour: Vec::new(),
                 requests: Vec::new(),
@@ -257,6 +260,25 @@ impl TestProvider {
         }
     }
 
+    /// The next calls to `path` (exactly, without its query) get these
+    /// answers, one each, in order, before anything `script` holds; a
+    /// test places a failure on one delivery's call, whatever order calls
+    /// arrive in.
+    ///
+    /// # Panics
+    /// On `Refuse` or `Hangup`, as `script`.
+    pub fn script_path(&self, path: &str, answers: impl IntoIterator<Item = Behaviour>) {
+        let mut state = self.shared.lock();
+        let queue = state.by_path.entry(path.to_owned()).or_default();
+        for answer in answers {
+            assert!(
+                !matches!(answer, Behaviour::Refuse | Behaviour::Hangup),
+                "{answer:?} can't be scripted: set it instead"
+            );
+            queue.push_back(answer);
+        }
+    }
+
     /// From now on, answer `401` to a call whose Standard Webhooks signature
     /// doesn't verify with `secret` (`None`: stop checking).
     pub fn expect_signature(&self, secret: Option<&str>) {
@@ -290,6 +312,7 @@ impl TestProvider {
         state.by_behaviour.clear();
         state.requests.clear();
         state.script.clear();
+        state.by_path.clear();
     }
 }
 
@@ -369,7 +392,8 @@ async fn answer(
     let mut recorded = record(&method, &uri, &headers, &body, now);
     let reply = {
         let mut state = shared.lock();
-        let behaviour = match state.script.pop_front() {
+        let for_path = state.by_path.get_mut(uri.path()).and_then(VecDeque::pop_front);
+        let behaviour = match for_path.or_else(|| state.script.pop_front()) {
             Some(scripted) => scripted,
             None => state.behaviour.clone(),
         };
