@@ -509,16 +509,27 @@ impl Executor for AppExecutor {
 /// stores, its delivery's id within the store. A schedule's run has no
 /// event: its name and start time, then the call.
 pub(crate) fn message_id(ctx: &RunContext, n: u32) -> String {
+    use std::fmt::Write;
+    // Written in place: it is made for every call of every run.
+    let mut id = String::with_capacity(64);
+    let event_without_dashes = |id: &mut String| id.extend(ctx.event_public_id.chars().filter(|c| *c != '-'));
     match ctx.kind {
-        RunKind::Delivery { id, .. } => format!("msg_{}_{}_{n}", ctx.event_public_id.replace('-', ""), id.0),
-        RunKind::Schedule => format!("msg_{}_{}_{n}", ctx.subscriber, ctx.started_at.as_millis()),
+        RunKind::Delivery { id: delivery, .. } => {
+            id.push_str("msg_");
+            event_without_dashes(&mut id);
+            let _ = write!(id, "_{}_{n}", delivery.0);
+        }
+        RunKind::Schedule => {
+            let _ = write!(id, "msg_{}_{}_{n}", ctx.subscriber, ctx.started_at.as_millis());
+        }
         // A route's request is its caller's to repeat: each run is new.
-        RunKind::Route => format!(
-            "msg_route_{}_{}_{n}",
-            ctx.subscriber,
-            ctx.event_public_id.replace('-', "")
-        ),
+        RunKind::Route => {
+            let _ = write!(id, "msg_route_{}_", ctx.subscriber);
+            event_without_dashes(&mut id);
+            let _ = write!(id, "_{n}");
+        }
     }
+    id
 }
 
 #[cfg(test)]

@@ -85,7 +85,10 @@ impl LimitStates {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<(), (Timestamp, String, WaitFor)> {
-        let before = self.rows.clone();
+        // The rows this may change, to put back if it has to wait: only
+        // its connections', not every row.
+        let before: Vec<(&String, Option<LimitState>)> =
+            connections.iter().map(|c| (c, self.rows.get(c).cloned())).collect();
         let mut wait: Option<(Timestamp, String, WaitFor)> = None;
         for c in connections {
             let limits = self.limits_of(c);
@@ -115,7 +118,12 @@ impl LimitStates {
         match wait {
             None => Ok(()),
             Some((until, connection, reason)) => {
-                self.rows = before;
+                for (c, row) in before {
+                    match row {
+                        Some(row) => self.rows.insert(c.clone(), row),
+                        None => self.rows.remove(c),
+                    };
+                }
                 Err((
                     self.spaced(&connection, until, now, waited.is_none()),
                     connection,
