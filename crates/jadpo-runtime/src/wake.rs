@@ -110,6 +110,42 @@ mod tests {
 
     const T: Timestamp = Timestamp::from_millis(1_000);
 
+    /// An idle worker at `T` with one delivery due at `due`, or none: a
+    /// due time to come is looked at when it comes, even sooner than the
+    /// busy wait; only one already past waits the busy wait; the poll is
+    /// the latest.
+    #[tokio::test]
+    async fn an_idle_worker_looks_again_at_the_next_due_time_when_it_comes() {
+        use crate::clock::ManualClock;
+        use jadpo_store::memory::SharedMemoryStore;
+        use jadpo_store::{NewEvent, Store};
+        let ms = Duration::from_millis;
+        let poll = Duration::from_secs(1);
+        let cases: [(Option<Timestamp>, Timestamp, &str); 5] = [
+            (None, T.plus(poll), "nothing due: the poll"),
+            (Some(T.plus(ms(5))), T.plus(ms(5)), "due sooner than the busy wait"),
+            (Some(T.plus(ms(300))), T.plus(ms(300)), "due later"),
+            (Some(T.plus(ms(5_000))), T.plus(poll), "due past the poll"),
+            (Some(T.minus(ms(1))), T.plus(BUSY_WAIT), "due already: the busy wait"),
+        ];
+        for (due, want, case) in cases {
+            let store = SharedMemoryStore::new(jadpo_core::BreakerPolicy::DEFAULT);
+            if let Some(due) = due {
+                let event = NewEvent {
+                    name: "E".into(),
+                    payload: "{}".into(),
+                    subscribers: vec!["s".into()],
+                    idempotency_key: None,
+                    trace: None,
+                    keys: Default::default(),
+                };
+                store.emit(&[event], due).await.unwrap();
+            }
+            let clock: SharedClock = Arc::new(ManualClock::new(T));
+            assert_eq!(next_look(&store, &clock, T, poll).await, want, "{case}");
+        }
+    }
+
     #[test]
     fn a_claim_that_found_nothing_idles_until_its_look_again() {
         let mut idle = Idle::default();

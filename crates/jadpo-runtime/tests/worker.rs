@@ -551,6 +551,58 @@ async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
     assert!(all.iter().all(|d| d.attempts == 1), "{all:?}");
 }
 
+/// A claim whose whole batch was told to wait for a token is followed by
+/// another at once, not after the busy wait: on a paused runtime, where
+/// neither clock moves while this test keeps the runtime busy, the whole
+/// backlog is given its turns. Counting only the deliveries a claim
+/// started or ended, the worker would sleep its busy wait after the first
+/// full batch of waits, and the backlog would stop there.
+#[tokio::test(start_paused = true)]
+async fn a_claim_all_told_to_wait_is_followed_by_another_at_once() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let mut c = Catalog::new();
+    c.add(
+        "sub",
+        Route {
+            budget: Budget::DEFAULT,
+            connections: vec!["pay".into()],
+        },
+        Duration::from_secs(30),
+    );
+    c.routes.limit(
+        "pay",
+        jadpo_core::limit::Limits {
+            rate: Some(jadpo_core::limit::Rate::new(1, Duration::from_secs(60)).unwrap()),
+            concurrency: None,
+        },
+    );
+    let exec = FnExecutor(|_ctx: RunContext| futures::future::ready(Ok(())).boxed());
+    let engine = engine(&store, &clock, exec, c, config());
+    let running = engine.start();
+    let n = 1_000;
+    engine.emit(&events(n)).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let mut waiting = 0;
+    for _ in 0..5_000 {
+        let all = store
+            .list(&DeliveryFilter {
+                limit: Some(n),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        waiting = all.iter().filter(|d| d.waiting.is_some()).count();
+        if waiting == n - 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(waiting, n - 1, "every delivery but the first given its turn");
+    assert_eq!(started.elapsed(), Duration::ZERO, "with no time passed");
+    running.stop().await;
+}
+
 /// Behind a `rate:`, a backlog is given its turns in emit order, a token
 /// apart, across as many claims as it takes, before the clock moves: the
 /// engine claims again at once after a batch that was all told to wait.
