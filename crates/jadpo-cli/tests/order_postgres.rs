@@ -43,7 +43,7 @@ const ALL_DONE_WITHIN: Duration = Duration::from_secs(180);
 /// every customer, a second for every other one.
 fn failing(c: usize) -> Vec<usize> {
     let first = (c * 4 + 3) % EACH;
-    if c % 2 == 0 {
+    if c.is_multiple_of(2) {
         vec![first, (first + 6) % EACH]
     } else {
         vec![first]
