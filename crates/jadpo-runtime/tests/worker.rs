@@ -551,16 +551,9 @@ async fn a_delivery_claimed_ahead_that_cannot_start_in_time_is_given_back() {
     assert!(all.iter().all(|d| d.attempts == 1), "{all:?}");
 }
 
-/// A claim whose whole batch was told to wait for a token is followed by
-/// another at once, not after the busy wait: on a paused runtime, where
-/// neither clock moves while this test keeps the runtime busy, the whole
-/// backlog is given its turns. Counting only the deliveries a claim
-/// started or ended, the worker would sleep its busy wait after the first
-/// full batch of waits, and the backlog would stop there.
-#[tokio::test(start_paused = true)]
-async fn a_claim_all_told_to_wait_is_followed_by_another_at_once() {
-    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
-    let clock = ManualClock::new(T0);
+/// One subscriber, `sub`, whose action calls `pay`, limited to `n` calls
+/// `per` its time.
+fn behind_a_rate(n: u32, per: Duration) -> Catalog {
     let mut c = Catalog::new();
     c.add(
         "sub",
@@ -573,12 +566,31 @@ async fn a_claim_all_told_to_wait_is_followed_by_another_at_once() {
     c.routes.limit(
         "pay",
         jadpo_core::limit::Limits {
-            rate: Some(jadpo_core::limit::Rate::new(1, Duration::from_secs(60)).unwrap()),
+            rate: Some(jadpo_core::limit::Rate::new(n, per).unwrap()),
             concurrency: None,
         },
     );
+    c
+}
+
+/// A claim whose whole batch was told to wait for a token is followed by
+/// another at once, not after the busy wait: on a paused runtime, where
+/// neither clock moves while this test keeps the runtime busy, the whole
+/// backlog is given its turns. Counting only the deliveries a claim
+/// started or ended, the worker would sleep its busy wait after the first
+/// full batch of waits, and the backlog would stop there.
+#[tokio::test(start_paused = true)]
+async fn a_claim_all_told_to_wait_is_followed_by_another_at_once() {
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
     let exec = FnExecutor(|_ctx: RunContext| futures::future::ready(Ok(())).boxed());
-    let engine = engine(&store, &clock, exec, c, config());
+    let engine = engine(
+        &store,
+        &clock,
+        exec,
+        behind_a_rate(1, Duration::from_secs(60)),
+        config(),
+    );
     let running = engine.start();
     let n = 1_000;
     engine.emit(&events(n)).await.unwrap();
@@ -610,24 +622,14 @@ async fn a_claim_all_told_to_wait_is_followed_by_another_at_once() {
 async fn a_backlog_behind_a_rate_is_given_its_turns_in_emit_order() {
     let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
     let clock = ManualClock::new(T0);
-    let mut c = Catalog::new();
-    c.add(
-        "sub",
-        Route {
-            budget: Budget::DEFAULT,
-            connections: vec!["pay".into()],
-        },
-        Duration::from_secs(30),
-    );
-    c.routes.limit(
-        "pay",
-        jadpo_core::limit::Limits {
-            rate: Some(jadpo_core::limit::Rate::new(10, Duration::from_secs(1)).unwrap()),
-            concurrency: None,
-        },
-    );
     let exec = FnExecutor(|_ctx: RunContext| futures::future::ready(Ok(())).boxed());
-    let engine = engine(&store, &clock, exec, c, config());
+    let engine = engine(
+        &store,
+        &clock,
+        exec,
+        behind_a_rate(10, Duration::from_secs(1)),
+        config(),
+    );
     let running = engine.start();
     let ids: Vec<_> = engine
         .emit(&events(100))
