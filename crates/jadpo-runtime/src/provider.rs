@@ -252,10 +252,7 @@ impl TestProvider {
     pub fn script(&self, answers: impl IntoIterator<Item = Behaviour>) {
         let mut state = self.shared.lock();
         for answer in answers {
-            assert!(
-                !matches!(answer, Behaviour::Refuse | Behaviour::Hangup),
-                "{answer:?} can't be scripted: set it instead"
-            );
+            assert_scriptable(&answer);
             state.script.push_back(answer);
         }
     }
@@ -271,10 +268,7 @@ impl TestProvider {
         let mut state = self.shared.lock();
         let queue = state.by_path.entry(path.to_owned()).or_default();
         for answer in answers {
-            assert!(
-                !matches!(answer, Behaviour::Refuse | Behaviour::Hangup),
-                "{answer:?} can't be scripted: set it instead"
-            );
+            assert_scriptable(&answer);
             queue.push_back(answer);
         }
     }
@@ -314,6 +308,14 @@ impl TestProvider {
         state.script.clear();
         state.by_path.clear();
     }
+}
+
+/// `Refuse` and `Hangup` act on connections, not on calls.
+fn assert_scriptable(answer: &Behaviour) {
+    assert!(
+        !matches!(answer, Behaviour::Refuse | Behaviour::Hangup),
+        "{answer:?} can't be scripted: set it instead"
+    );
 }
 
 impl Drop for TestProvider {
