@@ -167,6 +167,21 @@ pub async fn an_operator_retry_waits_for_its_key_first_in_line<S: Store>(s: &S) 
     assert_eq!(states(s, &d).await, [Succeeded, Succeeded, Due]);
 }
 
+/// A promotion makes the next delivery due at the freeing end's time, or
+/// at its own due time when that is later: an end stamped earlier than an
+/// emit (another process's clock) never makes it due before it was.
+pub async fn a_promoted_delivery_is_never_due_before_its_own_time<S: Store>(s: &S) {
+    let first = emit_keys(s, &["k"], KeyRule::Fifo, 0).await[0];
+    let next = emit_keys(s, &["k"], KeyRule::Fifo, 100).await[0];
+    let r = claim(s, 0, 10).await;
+    assert_eq!(ids(&r), [first]);
+    finish(s, &r.claimed[0], Outcome::Succeeded, &[], 50).await.unwrap();
+    let row = s.delivery(next).await.unwrap().unwrap();
+    assert_eq!((row.state, row.due_at), (DeliveryState::Due, at(100)), "its own due time kept");
+    assert_eq!(claim(s, 60, 10).await.claimed.len(), 0, "not due before it was emitted");
+    assert_eq!(ids(&claim(s, 100, 10).await), [next]);
+}
+
 /// A worker lost mid-run keeps its key: the delivery is claimed again when
 /// its lease ends, and the next still waits.
 pub async fn a_lost_lease_keeps_the_key<S: Store>(s: &S) {

@@ -231,6 +231,7 @@ macro_rules! conformance_tests {
             strict_blocks_a_key_behind_a_failure_until_an_operator_retries,
             an_operator_retry_waits_for_its_key_first_in_line,
             a_lost_lease_keeps_the_key,
+            a_promoted_delivery_is_never_due_before_its_own_time,
             a_claim_that_ends_a_delivery_hands_its_key_on,
             a_pruned_strict_failure_frees_its_key,
             a_skip_moves_a_strict_key_on_and_is_recorded,
