@@ -177,7 +177,11 @@ pub async fn a_promoted_delivery_is_never_due_before_its_own_time<S: Store>(s: &
     assert_eq!(ids(&r), [first]);
     finish(s, &r.claimed[0], Outcome::Succeeded, &[], 50).await.unwrap();
     let row = s.delivery(next).await.unwrap().unwrap();
-    assert_eq!((row.state, row.due_at), (DeliveryState::Due, at(100)), "its own due time kept");
+    assert_eq!(
+        (row.state, row.due_at),
+        (DeliveryState::Due, at(100)),
+        "its own due time kept"
+    );
     assert_eq!(claim(s, 60, 10).await.claimed.len(), 0, "not due before it was emitted");
     assert_eq!(ids(&claim(s, 100, 10).await), [next]);
 }
