@@ -121,7 +121,11 @@ impl<S: Store> Completer<S> {
         self.pending.settled(&f.calls);
         match result {
             Ok(report) => {
-                if report.released > 0 {
+                // Released deliveries are due now, and so is a key's next
+                // one when this end freed its slot: on a store without
+                // notifications (SQLite), nothing else would wake a worker
+                // that found nothing due before this commit until its poll.
+                if report.released > 0 || report.freed_slot {
                     self.wake.notify_one();
                 }
                 if report.transitions.iter().any(|(_, t)| *t == Transition::Closed) {

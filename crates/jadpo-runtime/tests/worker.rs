@@ -654,3 +654,49 @@ async fn a_backlog_behind_a_rate_is_given_its_turns_in_emit_order() {
     }
     running.stop().await;
 }
+
+/// A finish that frees a `fifo` key's slot wakes the worker: the key's
+/// next delivery, queued until then, is due at once, and the claim that
+/// came before the finish found nothing due. On a paused runtime where
+/// neither clock moves, the poll never comes, so without the wake-up the
+/// key stops after its first delivery (a store without notifications,
+/// such as SQLite, waited its poll, a second by default, per delivery).
+#[tokio::test(start_paused = true)]
+async fn a_finish_that_frees_a_keys_slot_wakes_the_worker_for_the_next() {
+    use jadpo_core::key::{Key, KeyValue, Keyed};
+    use jadpo_core::key_rule::KeyRule;
+    let store = Arc::new(SharedMemoryStore::new(BreakerPolicy::DEFAULT));
+    let clock = ManualClock::new(T0);
+    let exec = FnExecutor(|_ctx: RunContext| futures::future::ready(Ok(())).boxed());
+    let engine = engine(&store, &clock, exec, catalog(Duration::from_secs(30)), config());
+    let running = engine.start();
+    let n = 5;
+    let keyed: Vec<NewEvent> = events(n)
+        .into_iter()
+        .map(|mut e| {
+            let key = Keyed {
+                key: Key::new(KeyValue::Str("customer-1")).unwrap(),
+                rule: Some(KeyRule::Fifo),
+            };
+            e.keys = [("sub".to_string(), key)].into();
+            e
+        })
+        .collect();
+    engine.emit(&keyed).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let mut done = 0;
+    for _ in 0..5_000 {
+        done = states(&store)
+            .await
+            .iter()
+            .filter(|s| **s == DeliveryState::Succeeded)
+            .count();
+        if done == n {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(done, n, "each of the key's deliveries ran after the one before");
+    assert_eq!(started.elapsed(), Duration::ZERO, "with no time passed");
+    running.stop().await;
+}

@@ -323,6 +323,10 @@ pub struct FinishReport {
     pub breakers: Vec<jadpo_core::Breaker>,
     /// The events its run emitted, as written.
     pub emitted: Vec<Emitted>,
+    /// Its end gave its key's slot up (docs/retries.md, "Order per key"):
+    /// the key's next queued delivery, if it has one, is due now, and a
+    /// worker that found nothing due should look again.
+    pub freed_slot: bool,
 }
 
 /// What one sweep of the tick did.

@@ -89,12 +89,14 @@ pub async fn fifo_runs_a_keys_deliveries_one_at_a_time_in_emit_order<S: Store>(s
     let r = claim(s, 0, 10).await;
     assert_eq!(ids(&r), [k1, j1], "only each key's first");
     let first = r.claimed.iter().find(|c| c.delivery.id == k1).unwrap();
-    finish(s, first, retry_at("http.503", 30), &[], 1).await.unwrap();
+    let kept = finish(s, first, retry_at("http.503", 30), &[], 1).await.unwrap();
+    assert!(!kept.freed_slot, "a retry keeps its key's slot");
     assert_eq!(claim(s, 2, 10).await.claimed.len(), 0, "k2 waits for k1's retry");
     assert_eq!(states(s, &[k2, k3]).await, [Queued, Queued]);
     let r = claim(s, 30, 10).await;
     assert_eq!(ids(&r), [k1]);
-    finish(s, &r.claimed[0], failed(), &[], 31).await.unwrap();
+    let freed = finish(s, &r.claimed[0], failed(), &[], 31).await.unwrap();
+    assert!(freed.freed_slot, "the finish says its end freed the slot");
     assert_eq!(
         states(s, &[k1, k2, k3]).await,
         [Failed, Due, Queued],

@@ -322,6 +322,7 @@ impl MemoryStore {
         let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;
         let mut breakers = Breakers::new(self.breakers.values().cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);
+        let freed_slot = plan.delivery.gave_slot_up(d);
         let emitted = if plan.handled && !f.emits.events.is_empty() {
             self.emit(&f.emits.events, f.ended_at)?
         } else {
@@ -352,6 +353,7 @@ impl MemoryStore {
             released,
             breakers: changed,
             emitted,
+            freed_slot,
         })
     }
 

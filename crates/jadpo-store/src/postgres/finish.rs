@@ -264,7 +264,8 @@ fn plan_batch<'a>(
         }
         p.resolved
             .extend(one.resolved.into_iter().map(|(c, since)| (c, since, f.ended_at)));
-        if let Some(key) = d.key.as_ref().filter(|_| one.delivery.gave_slot_up(d)) {
+        let freed_slot = one.delivery.gave_slot_up(d);
+        if let Some(key) = d.key.as_ref().filter(|_| freed_slot) {
             p.freed.push((d.subscriber.clone(), key.as_str().to_owned()));
         }
         p.attempts.push(one.attempt);
@@ -275,6 +276,7 @@ fn plan_batch<'a>(
             released: 0,
             breakers: one.breakers.into_iter().map(|w| w.breaker).collect(),
             emitted: Vec::new(),
+            freed_slot,
         }));
     }
     p

@@ -131,6 +131,7 @@ fn finish_from(
     if writes.finished(d, &plan.delivery, f.token, handled, succeeded_from)? != 1 {
         return Ok(None);
     }
+    let freed_slot = plan.delivery.gave_slot_up(d);
     super::keys::settle(c, d, &plan.delivery)?;
     let (releases, answers) = crate::limits::of_finish(f);
     super::limits::settle(c, &releases, &answers)?;
@@ -156,6 +157,7 @@ fn finish_from(
         released,
         breakers: plan.breakers.into_iter().map(|w| w.breaker).collect(),
         emitted,
+        freed_slot,
     }))
 }
 
