@@ -60,7 +60,7 @@ fn emitted_before(c: &Connection, e: &NewEvent) -> Result<Option<Emitted>, Abort
 }
 
 /// Writes the events and one delivery per subscriber, due (or queued
-/// behind its key: `keys::take`), on `c`, which is
+/// behind its key: `keys::take_or_queue`), on `c`, which is
 /// inside a transaction (the store's or the caller's). An idempotency key
 /// used before returns that event; used with another payload, it refuses
 /// the whole call before anything is written.
@@ -97,6 +97,7 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
             // The core says what a new delivery is; this only writes it down.
             let mut d = Delivery::new(DeliveryId(0), event_id, s.as_str(), now);
             d.keyed(e.keys.get(s));
+            super::keys::take_or_queue(c, &mut d, now)?;
             delivery.execute(params![
                 event_id.0,
                 d.subscriber,
@@ -111,7 +112,6 @@ pub(crate) fn emit(c: &Connection, events: &[NewEvent], now: Timestamp) -> Resul
                 d.key_rule.map(jadpo_core::key_rule::KeyRule::stored),
             ])?;
             d.id = DeliveryId(c.last_insert_rowid());
-            super::keys::take(c, &mut d, now)?;
             ids.push(d.id);
         }
         out.push(Emitted {

@@ -8,14 +8,25 @@ use super::pool::Abort;
 use jadpo_core::{Delivery, DeliveryId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// `d`, written as due (its emit, or an operator's retry that takes a
-/// slot again), takes a slot of its key, or, when the key has none free,
-/// is queued. One statement when it takes one: the upsert counts it, and
-/// returns a row only if it did (a full key's row is left as it is).
+/// `d`, written as due (an operator's retry that takes a slot again),
+/// takes a slot of its key, or, when the key has none free, is queued.
 /// Nothing for a delivery without an ordered key.
 pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(), Abort> {
+    if take_or_queue(c, d, now)? {
+        c.prepare_cached("UPDATE jadpo_deliveries SET state = 'queued', updated_at = ?2 WHERE id = ?1")?
+            .execute(params![d.id.0, now.as_millis()])?;
+    }
+    Ok(())
+}
+
+/// `d`, about to be due, takes a slot of its key, or, when the key has
+/// none free, is queued: in `d` only, so an emit writes its row once, as
+/// it will stay. True when it was queued. One statement: the upsert counts
+/// the slot taken, and returns a row only if it did (a full key's row is
+/// left as it is).
+pub(crate) fn take_or_queue(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<bool, Abort> {
     let (Some(rule), Some(key)) = (d.key_rule, &d.key) else {
-        return Ok(());
+        return Ok(false);
     };
     let took = c
         .prepare_cached(
@@ -28,10 +39,8 @@ pub(crate) fn take(c: &Connection, d: &mut Delivery, now: Timestamp) -> Result<(
         .is_some();
     if !took {
         d.queue(now);
-        c.prepare_cached("UPDATE jadpo_deliveries SET state = 'queued', updated_at = ?2 WHERE id = ?1")?
-            .execute(params![d.id.0, now.as_millis()])?;
     }
-    Ok(())
+    Ok(!took)
 }
 
 /// A delivery holding a slot of its key, aliased `d`.
