@@ -130,8 +130,9 @@ pub(crate) fn claim(c: &Connection, req: &ClaimRequest<'_>) -> Result<ClaimRepor
     // A delivery the claim ended (its budget spent, its run committed
     // already, its subscriber gone) hands its key's slot on, as a finish's
     // end does.
+    let mut hand_on = super::keys::HandOn::new(c);
     for d in &plan.deliveries {
-        super::keys::settle(c, &read[&d.id].0, d)?;
+        hand_on.settle(&read[&d.id].0, d)?;
     }
     super::writes::write_breakers(c, &plan.breakers)?;
     super::limits::write(c, &plan.limits)?;

@@ -79,8 +79,9 @@ pub(crate) fn finish_batch(
 ) -> Result<Vec<Result<FinishReport, StoreError>>, Abort> {
     let mut out = Vec::with_capacity(batch.len());
     let mut writes = Writes::new(c);
+    let mut hand_on = super::keys::HandOn::new(c);
     for f in batch {
-        out.push(match finish(c, &mut writes, f, policy) {
+        out.push(match finish(c, &mut writes, &mut hand_on, f, policy) {
             Ok(r) => Ok(r),
             Err(Abort::Store(e @ (StoreError::LeaseLost(_) | StoreError::NotFound(_)))) => Err(e),
             Err(fault) => return Err(fault),
@@ -93,14 +94,20 @@ pub(crate) fn finish_batch(
 /// (`Finish::claimed_row`), without reading the row: a tenth of the drain's
 /// time, measured. A write the fence refuses has changed nothing yet; the
 /// row is then read, which reports the lost lease.
-fn finish(c: &Connection, writes: &mut Writes<'_>, f: &Finish, policy: &BreakerPolicy) -> Result<FinishReport, Abort> {
+fn finish(
+    c: &Connection,
+    writes: &mut Writes<'_>,
+    hand_on: &mut super::keys::HandOn<'_>,
+    f: &Finish,
+    policy: &BreakerPolicy,
+) -> Result<FinishReport, Abort> {
     if let Some(d) = f.claimed_row() {
-        if let Some(report) = finish_from(c, writes, f, d, policy)? {
+        if let Some(report) = finish_from(c, writes, hand_on, f, d, policy)? {
             return Ok(report);
         }
     }
     let d = fenced(c, f.id, f.token)?;
-    finish_from(c, writes, f, &d, policy)?.ok_or(Abort::Store(StoreError::LeaseLost(f.id)))
+    finish_from(c, writes, hand_on, f, &d, policy)?.ok_or(Abort::Store(StoreError::LeaseLost(f.id)))
 }
 
 /// The finish planned from `d`, the row as it ran; `None`, having written
@@ -108,6 +115,7 @@ fn finish(c: &Connection, writes: &mut Writes<'_>, f: &Finish, policy: &BreakerP
 fn finish_from(
     c: &Connection,
     writes: &mut Writes<'_>,
+    hand_on: &mut super::keys::HandOn<'_>,
     f: &Finish,
     d: &Delivery,
     policy: &BreakerPolicy,
@@ -132,7 +140,7 @@ fn finish_from(
         return Ok(None);
     }
     let freed_slot = plan.delivery.gave_slot_up(d);
-    super::keys::settle(c, d, &plan.delivery)?;
+    hand_on.settle(d, &plan.delivery)?;
     let (releases, answers) = crate::limits::of_finish(f);
     super::limits::settle(c, &releases, &answers)?;
     let emitted = if plan.handled && !f.emits.events.is_empty() {

@@ -6,7 +6,7 @@
 
 use super::pool::Abort;
 use jadpo_core::{Delivery, DeliveryId, Timestamp};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, CachedStatement, Connection, OptionalExtension};
 
 /// `d`, written as due (an operator's retry that takes a slot again),
 /// takes a slot of its key, or, when the key has none free, is queued.
@@ -92,38 +92,72 @@ const PROMOTE: &str = "UPDATE jadpo_deliveries SET state = 'due', due_at = max(d
      WHERE id = (SELECT id FROM jadpo_deliveries WHERE state = 'queued' AND subscriber = ?1 \
          AND delivery_key = ?2 ORDER BY id LIMIT 1)";
 
-/// `d` gave up its key's slot: the key's queued delivery with the lowest
-/// id (the earliest emitted) is promoted, due now, in its place; with none
-/// queued, the key has a slot more.
-/// Returns whether one was promoted.
-pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<bool, Abort> {
-    let Some(key) = &d.key else {
-        return Ok(false);
-    };
-    let promoted = c
-        .prepare_cached(PROMOTE)?
-        .execute(params![d.subscriber, key.as_str(), now.as_millis()])?;
-    if promoted == 1 {
-        return Ok(true);
-    }
-    let freed = c
-        .prepare_cached(
-            "UPDATE jadpo_keys SET taken = taken - 1 WHERE subscriber = ?1 AND delivery_key = ?2 AND taken > 0",
-        )?
-        .execute(params![d.subscriber, key.as_str()])?;
-    assert_eq!(freed, 1, "a slot freed was taken");
-    // A row left at zero stays for the key's next delivery, rather than
-    // being deleted and written again; retention deletes it (`forget`).
-    Ok(false)
+/// A slot nobody waits for goes back to its key. A row left at zero stays
+/// for the key's next delivery, rather than being deleted and written
+/// again; retention deletes it (`forget`).
+const GIVE_BACK: &str =
+    "UPDATE jadpo_keys SET taken = taken - 1 WHERE subscriber = ?1 AND delivery_key = ?2 AND taken > 0";
+
+/// The hand-on's two statements, prepared once for a claim or a finish
+/// batch rather than taken from the connection's cache for every row
+/// (hashing their text there was a sixth of a hand-on's time).
+pub(crate) struct HandOn<'c> {
+    c: &'c Connection,
+    promote: Option<CachedStatement<'c>>,
+    give_back: Option<CachedStatement<'c>>,
 }
 
-/// Frees `after`'s slot when the change from `before` gave it up (an end
-/// under its rule, or an operator's skip).
-pub(crate) fn settle(c: &Connection, before: &Delivery, after: &Delivery) -> Result<(), Abort> {
-    if after.gave_slot_up(before) {
-        free(c, after, after.updated_at)?;
+impl<'c> HandOn<'c> {
+    pub(crate) fn new(c: &'c Connection) -> HandOn<'c> {
+        HandOn {
+            c,
+            promote: None,
+            give_back: None,
+        }
     }
-    Ok(())
+
+    /// `d` gave up its key's slot: the key's queued delivery with the
+    /// lowest id (the earliest emitted) is promoted, due now, in its place;
+    /// with none queued, the key has a slot more. Returns whether one was
+    /// promoted.
+    pub(crate) fn free(&mut self, d: &Delivery, now: Timestamp) -> Result<bool, Abort> {
+        let Some(key) = &d.key else {
+            return Ok(false);
+        };
+        let promote = match &mut self.promote {
+            Some(s) => s,
+            None => self.promote.insert(self.c.prepare_cached(PROMOTE)?),
+        };
+        if promote.execute(params![d.subscriber, key.as_str(), now.as_millis()])? == 1 {
+            return Ok(true);
+        }
+        let give_back = match &mut self.give_back {
+            Some(s) => s,
+            None => self.give_back.insert(self.c.prepare_cached(GIVE_BACK)?),
+        };
+        let freed = give_back.execute(params![d.subscriber, key.as_str()])?;
+        assert_eq!(freed, 1, "a slot freed was taken");
+        Ok(false)
+    }
+
+    /// Frees `after`'s slot when the change from `before` gave it up (an
+    /// end under its rule, or an operator's skip).
+    pub(crate) fn settle(&mut self, before: &Delivery, after: &Delivery) -> Result<(), Abort> {
+        if after.gave_slot_up(before) {
+            self.free(after, after.updated_at)?;
+        }
+        Ok(())
+    }
+}
+
+/// [`HandOn::free`], for a single delivery.
+pub(crate) fn free(c: &Connection, d: &Delivery, now: Timestamp) -> Result<bool, Abort> {
+    HandOn::new(c).free(d, now)
+}
+
+/// [`HandOn::settle`], for a single delivery.
+pub(crate) fn settle(c: &Connection, before: &Delivery, after: &Delivery) -> Result<(), Abort> {
+    HandOn::new(c).settle(before, after)
 }
 
 /// Retention: up to `batch` keys with no slot taken, which the next
