@@ -8,6 +8,7 @@
 //! scenario quickly.
 
 mod handled;
+mod indexes;
 mod read;
 mod schedules;
 mod shared;
@@ -20,6 +21,7 @@ use crate::alerts::AlertBook;
 use crate::limits::LimitStates;
 use crate::plan::{self, Breakers, Candidate, HeldSummary};
 use crate::types::*;
+use indexes::Indexes;
 use jadpo_core::alert::AlertMessage;
 use jadpo_core::breaker::{Breaker, BreakerPolicy};
 use jadpo_core::key::Key;
@@ -30,8 +32,6 @@ use slots::Slots;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
-type Index = BTreeSet<(Timestamp, DeliveryId)>;
-
 /// The in-memory store with one owner: every rule of the durable stores,
 /// through `&mut self` methods the simulation drives directly.
 /// [`SharedMemoryStore`] puts it behind the [`Store`](crate::Store) interface.
@@ -41,14 +41,12 @@ pub struct MemoryStore {
     events: BTreeMap<EventId, EventRecord>,
     /// Emit depth of the events actions emitted; absent is 0.
     depths: BTreeMap<EventId, u32>,
-    deliveries: BTreeMap<DeliveryId, Delivery>,
+    /// Boxed: a delivery is large, and the map moves its values as its
+    /// nodes fill and empty (a third of a simulation's copying, measured).
+    deliveries: BTreeMap<DeliveryId, Box<Delivery>>,
     last_event: i64,
     last_delivery: i64,
-    due: Index,
-    /// Running deliveries by lease end.
-    running: Index,
-    /// Held deliveries by connection, then by the time they were held from.
-    held: BTreeMap<String, Index>,
+    indexes: Indexes,
     handled: handled::Handled,
     /// Events by (name, idempotency key), while the event is kept.
     keys: BTreeMap<(String, String), EventId>,
@@ -86,9 +84,7 @@ impl MemoryStore {
             deliveries: BTreeMap::new(),
             last_event: 0,
             last_delivery: 0,
-            due: Index::new(),
-            running: Index::new(),
-            held: BTreeMap::new(),
+            indexes: Indexes::default(),
             handled: handled::Handled::default(),
             keys: BTreeMap::new(),
             breakers: BTreeMap::new(),
@@ -172,8 +168,8 @@ impl MemoryStore {
                 let mut d = Delivery::new(id, event_id, s.clone(), now);
                 d.keyed(e.keys.get(s));
                 self.take_slot(&mut d, now);
-                self.deliveries.insert(id, d);
-                self.index(id);
+                self.indexes.add(&d);
+                self.deliveries.insert(id, Box::new(d));
                 self.changed.insert(id);
                 id
             })
@@ -191,8 +187,8 @@ impl MemoryStore {
     pub fn claim(&mut self, req: &ClaimRequest<'_>) -> ClaimReport {
         let now = req.now;
         let mut ids: Vec<DeliveryId> = Vec::with_capacity(req.limit);
-        let mut due = self.due.range(..=(now, DeliveryId(i64::MAX))).peekable();
-        let mut lost = self.running.range(..=(now, DeliveryId(i64::MAX))).peekable();
+        let mut due = self.indexes.due.range(..=(now, DeliveryId(i64::MAX))).peekable();
+        let mut lost = self.indexes.running.range(..=(now, DeliveryId(i64::MAX))).peekable();
         while ids.len() < req.limit {
             // Merge the two queues by time so a lost run waits no longer than
             // a due one.
@@ -320,7 +316,10 @@ impl MemoryStore {
             }
         }
         let d = plan::check_lease(self.delivery(f.id), f.id, f.token)?;
-        let mut breakers = Breakers::new(self.breakers.values().cloned());
+        // Only the rows a finish can change, as PostgreSQL's finish reads
+        // them: its calls' connections and those it probes.
+        let named = |c: &String| f.calls.iter().any(|(n, _)| n == c) || f.probe_for.contains(c);
+        let mut breakers = Breakers::new(self.breakers.values().filter(|b| named(&b.connection)).cloned());
         let plan = plan::finish(d, &mut breakers, f, &self.policy);
         let freed_slot = plan.delivery.gave_slot_up(d);
         let emitted = if plan.handled && !f.emits.events.is_empty() {
@@ -361,6 +360,7 @@ impl MemoryStore {
     /// a closed breaker still holds, raise each outage's alert once.
     pub fn sweep(&mut self, now: Timestamp, wake_lease: Duration) -> SweepReport {
         let held = self
+            .indexes
             .held
             .iter()
             .map(|(c, set)| {
@@ -437,8 +437,8 @@ impl MemoryStore {
     /// The earliest time anything becomes claimable, for a simulation that
     /// jumps over idle time, and for an idle worker's wait.
     pub fn next_due(&self) -> Option<Timestamp> {
-        let due = self.due.first().map(|&(t, _)| t);
-        let lost = self.running.first().map(|&(t, _)| t);
+        let due = self.indexes.due.first().map(|&(t, _)| t);
+        let lost = self.indexes.running.first().map(|&(t, _)| t);
         due.into_iter().chain(lost).min()
     }
 
@@ -532,6 +532,7 @@ impl MemoryStore {
 
     fn release(&mut self, connection: &str, now: Timestamp) -> usize {
         let ids: Vec<DeliveryId> = self
+            .indexes
             .held
             .get(connection)
             .map(|h| h.iter().map(|&(_, id)| id).collect())
@@ -554,54 +555,15 @@ impl MemoryStore {
         let id = d.id;
         debug_assert!(d.state != DeliveryState::Held || d.held.is_some());
         debug_assert!(d.state != DeliveryState::Running || d.lease.is_some());
-        self.unindex(id);
         let now = d.updated_at;
-        let before = self.deliveries.insert(id, d);
+        let row = self.deliveries.get_mut(&id).expect("a put changes a kept delivery");
+        let before = std::mem::replace(&mut **row, d);
+        self.indexes.remove(&before);
+        self.indexes.add(row);
         self.changed.insert(id);
-        self.index(id);
-        let d = &self.deliveries[&id];
-        if before.is_some_and(|b| d.gave_slot_up(&b)) {
-            let d = d.clone();
+        if row.gave_slot_up(&before) {
+            let d = (**row).clone();
             self.free_slot(&d, now);
-        }
-    }
-
-    fn index(&mut self, id: DeliveryId) {
-        let d = &self.deliveries[&id];
-        match d.state {
-            DeliveryState::Due => {
-                self.due.insert((d.due_at, id));
-            }
-            DeliveryState::Running => {
-                self.running
-                    .insert((d.lease.as_ref().map_or(Timestamp::MAX, |l| l.until), id));
-            }
-            DeliveryState::Held => {
-                let h = d.held.as_ref().expect("held has a connection");
-                self.held.entry(h.connection.clone()).or_default().insert((h.since, id));
-            }
-            _ => {}
-        }
-    }
-
-    fn unindex(&mut self, id: DeliveryId) {
-        let d = &self.deliveries[&id];
-        match d.state {
-            DeliveryState::Due => {
-                self.due.remove(&(d.due_at, id));
-            }
-            DeliveryState::Running => {
-                self.running
-                    .remove(&(d.lease.as_ref().map_or(Timestamp::MAX, |l| l.until), id));
-            }
-            DeliveryState::Held => {
-                if let Some(h) = &d.held {
-                    if let Some(set) = self.held.get_mut(&h.connection) {
-                        set.remove(&(h.since, id));
-                    }
-                }
-            }
-            _ => {}
         }
     }
 }

@@ -10,12 +10,12 @@ use jadpo_core::{Delivery, DeliveryId, DeliveryState, EventId, Timestamp};
 impl MemoryStore {
     /// The delivery with this id, if it is kept.
     pub fn delivery(&self, id: DeliveryId) -> Option<&Delivery> {
-        self.deliveries.get(&id)
+        self.deliveries.get(&id).map(|d| &**d)
     }
 
     /// Every delivery, oldest first.
     pub fn deliveries(&self) -> impl DoubleEndedIterator<Item = &Delivery> {
-        self.deliveries.values()
+        self.deliveries.values().map(|d| &**d)
     }
 
     /// How many deliveries it keeps.
@@ -29,7 +29,7 @@ impl MemoryStore {
             Some(b) => self.deliveries.range(..b),
             None => self.deliveries.range(..),
         };
-        let it = older.rev().map(|(_, d)| d).filter(|d| filter.matches(d)).cloned();
+        let it = older.rev().map(|(_, d)| &**d).filter(|d| filter.matches(d)).cloned();
         match filter.limit {
             Some(n) => it.take(n).collect(),
             None => it.collect(),
@@ -48,7 +48,7 @@ impl MemoryStore {
 
     /// How many deliveries are held behind `connection`'s breaker.
     pub fn held_count(&self, connection: &str) -> usize {
-        self.held.get(connection).map_or(0, |h| h.len())
+        self.indexes.held.get(connection).map_or(0, |h| h.len())
     }
 
     /// What `/metrics` shows of the store (`Store::gauges`), counts capped
