@@ -83,18 +83,15 @@ fn check(segment: &str, param: Option<&str>) -> Result<(), Failure> {
 /// written `%2E` or `%2e`, and any of them with the tabs and line breaks
 /// a parser strips from a URL.
 fn is_dot_segment(segment: &str) -> bool {
-    let bytes: Vec<u8> = segment
-        .bytes()
-        .filter(|b| !matches!(b, b'\t' | b'\n' | b'\r'))
-        .collect();
+    // Asked of every segment of every call's path: read without a copy.
+    let mut bytes = segment.bytes().filter(|b| !matches!(b, b'\t' | b'\n' | b'\r'));
     let mut dots = 0;
-    let mut rest = bytes.as_slice();
-    while !rest.is_empty() {
-        rest = match rest {
-            [b'.', tail @ ..] => tail,
-            [b'%', b'2', b'e' | b'E', tail @ ..] => tail,
+    while let Some(b) = bytes.next() {
+        match b {
+            b'.' => {}
+            b'%' if bytes.next() == Some(b'2') && matches!(bytes.next(), Some(b'e' | b'E')) => {}
             _ => return false,
-        };
+        }
         dots += 1;
     }
     dots <= 2

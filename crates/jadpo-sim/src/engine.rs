@@ -35,6 +35,9 @@ struct Worker {
     /// Changes when the worker is lost: events of an older generation are
     /// those of a process that no longer exists.
     generation: u32,
+    /// Its name in the store's leases, for this generation: made once, as
+    /// every claim names it.
+    name: String,
     busy: usize,
     lost: bool,
     next_poll: Option<Timestamp>,
@@ -126,6 +129,12 @@ pub struct Sim {
     schedule_events: usize,
 }
 
+/// A worker's name in the store's leases: a new one for each generation,
+/// as a restarted process has.
+fn worker_name(worker: usize, generation: u32) -> String {
+    format!("w{worker}.{generation}")
+}
+
 /// How a simulation ended when it did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
@@ -183,8 +192,9 @@ impl Sim {
             queue: BTreeMap::new(),
             seq: 0,
             workers: (0..cfg.workers)
-                .map(|_| Worker {
+                .map(|w| Worker {
                     generation: 0,
+                    name: worker_name(w, 0),
                     busy: 0,
                     lost: false,
                     next_poll: None,
@@ -355,7 +365,7 @@ impl Sim {
     }
 
     fn worker_name(&self, worker: usize) -> String {
-        format!("w{worker}.{}", self.workers[worker].generation)
+        self.workers[worker].name.clone()
     }
 
     fn start(&mut self, worker: usize, claimed: Claimed) -> Result<(), String> {
@@ -444,6 +454,7 @@ impl Sim {
         self.stats.workers_lost += 1;
         let w = &mut self.workers[worker];
         w.generation += 1;
+        w.name = worker_name(worker, w.generation);
         w.lost = true;
         w.busy = 0;
         w.next_poll = None;

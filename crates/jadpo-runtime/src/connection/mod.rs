@@ -304,7 +304,8 @@ impl Connections {
     /// Every connection of `app` answered by `provider`, with the app's
     /// `timeout:` and `retry:` for each: a simulation's connections. No
     /// setting is read (a simulation needs no URL, token or secret) and
-    /// nothing is sent.
+    /// nothing is sent. Their sends move tokio's clock on, so they run only
+    /// on a paused clock (`start_paused`), where they take no real time.
     pub fn simulated(app: &App, provider: std::sync::Arc<dyn simulated::Provider>) -> Connections {
         let endpoints = app
             .connections

@@ -57,7 +57,13 @@ impl Simulated {
             _ if self.timeout <= left => (self.timeout, Waited::NoAnswer),
             _ => (left, Waited::CutByDeadline),
         };
-        tokio::time::sleep(wait).await;
+        // A simulated connection runs on a paused clock (`jadpo simulate`),
+        // where nothing else waits beside the send (an action's calls run
+        // one after another): moving the clock on is the sleep without a
+        // timer to set and a park to fire it. Rounded up to the
+        // millisecond, as a timer fires, so a run takes the time it took
+        // when it slept.
+        tokio::time::advance(whole_millis(wait)).await;
         waited
     }
 
@@ -78,6 +84,12 @@ impl Simulated {
         let after = (end != PublishEnd::Unconfirmed).then_some(latency);
         self.wait(after, end, deadline).await
     }
+}
+
+/// `d` rounded up to a whole millisecond: tokio's timers fire on
+/// millisecond ticks.
+fn whole_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -128,6 +140,23 @@ mod tests {
                 Waited::CutByDeadline => "cut",
             };
             assert_eq!((got, start.elapsed()), (want, took), "{latency:?} {deadline:?}");
+        }
+    }
+
+    /// A send takes what a sleep of its latency takes, to the tick: a
+    /// simulation's report is the one it was when sends slept.
+    #[tokio::test(start_paused = true)]
+    async fn a_send_takes_what_a_sleep_of_its_latency_takes() {
+        for micros in [0, 1, 999, 1_000, 80_400, 80_999, 250_001] {
+            let latency = Duration::from_micros(micros);
+            let start = Instant::now();
+            tokio::time::sleep(latency).await;
+            let slept = start.elapsed();
+            let start = Instant::now();
+            simulated(latency, Answer::status(200))
+                .call("c", "POST", "/x", start + Duration::from_secs(60))
+                .await;
+            assert_eq!(start.elapsed(), slept, "{latency:?}");
         }
     }
 }
