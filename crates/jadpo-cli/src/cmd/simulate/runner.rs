@@ -14,7 +14,9 @@ use jadpo_runtime::Catalog;
 use jadpo_sim::{AppRun, AppRunner, Emission};
 use jadpo_store::{Claimed, NewEvent};
 use serde_json::Value;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -225,7 +227,7 @@ impl Runner {
         };
         let at = Duration::from_millis(u64::try_from(now.as_millis()).unwrap_or(0));
         let (executor, provider) = (self.executor.clone(), self.provider.clone());
-        let (end, stopped, took) = self.rt.block_on(async move {
+        let run = async move {
             let start = Instant::now();
             provider.anchor(at, start);
             let ctx = RunContext {
@@ -234,7 +236,8 @@ impl Runner {
             };
             let (end, stopped) = execute(&*executor, ctx, limit).await;
             (end, stopped, start.elapsed())
-        });
+        };
+        let (end, stopped, took) = drive(&self.rt, run);
         AppRun {
             end,
             calls: calls.verdicts(stopped),
@@ -245,9 +248,71 @@ impl Runner {
     }
 }
 
+/// Runs `run` to its end on `rt`'s paused clock. A simulated send moves
+/// the clock on and yields once (`Connections::simulated`), so a run is
+/// polled here in a loop, in the runtime's context but without entering
+/// its scheduler, for as long as each poll moves the clock: a tenth of a
+/// simulation's time was the scheduler's, entered for every run. A run
+/// that waits without moving the clock waits on a timer (a connection's
+/// `retry:` wait), which only the runtime fires: it goes on there.
+fn drive<T>(rt: &tokio::runtime::Runtime, run: impl Future<Output = T>) -> T {
+    let _in_runtime = rt.enter();
+    let mut run = std::pin::pin!(run);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        let before = Instant::now();
+        match run.as_mut().poll(&mut cx) {
+            Poll::Ready(out) => return out,
+            Poll::Pending if Instant::now() > before => {}
+            Poll::Pending => return rt.block_on(run),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn paused() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
+    /// A run that moves the clock on ends where it moved it; one that then
+    /// waits on a timer (a connection's `retry:` wait) goes on in the
+    /// runtime, and so does a time limit around it that passes first.
+    #[test]
+    fn a_run_is_driven_to_its_end_on_the_paused_clock() {
+        let rt = paused();
+        let ms = Duration::from_millis;
+        let took = drive(&rt, async {
+            let start = Instant::now();
+            tokio::time::advance(ms(80)).await;
+            tokio::time::advance(ms(20)).await;
+            start.elapsed()
+        });
+        assert_eq!(took, ms(100));
+        let took = drive(&rt, async {
+            let start = Instant::now();
+            tokio::time::advance(ms(5)).await;
+            tokio::time::sleep(ms(3_000)).await;
+            start.elapsed()
+        });
+        assert_eq!(took, ms(3_005));
+        let (ended, took) = drive(&rt, async {
+            let start = Instant::now();
+            let ended = tokio::time::timeout(ms(1_000), async {
+                tokio::time::advance(ms(5)).await;
+                tokio::time::sleep(ms(10_000)).await;
+            })
+            .await;
+            (ended.is_ok(), start.elapsed())
+        });
+        assert_eq!((ended, took), (false, ms(1_000)));
+    }
 
     #[test]
     fn counts_are_spread_evenly() {
