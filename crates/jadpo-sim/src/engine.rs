@@ -276,15 +276,20 @@ impl Sim {
             // once there have been as many steps as live deliveries (at
             // least 10,000), every one: a check of them all then costs one
             // delivery's check a step, however large the backlog.
-            let changed = self.store.take_changed();
             steps_since_full += 1;
             let full = is_tick || steps_since_full >= self.store.delivery_count().max(10_000) as u64;
             if full {
                 steps_since_full = 0;
             }
-            if full || self.cfg.check_every_step {
-                let which = if full { None } else { Some(changed.as_slice()) };
-                self.check(which).map_err(|what| self.violation(what))?;
+            if full {
+                self.store.clear_changed();
+                self.check(None).map_err(|what| self.violation(what))?;
+            } else if self.cfg.check_every_step {
+                let changed = self.store.take_changed();
+                self.check(Some(&changed)).map_err(|what| self.violation(what))?;
+            } else {
+                // Only a step's check reads what it changed.
+                self.store.clear_changed();
             }
         }
         self.stats.steps = steps;

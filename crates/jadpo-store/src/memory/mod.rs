@@ -434,6 +434,11 @@ impl MemoryStore {
         std::mem::take(&mut self.changed).into_iter().collect()
     }
 
+    /// Forgets which deliveries changed, for a caller that will not ask.
+    pub fn clear_changed(&mut self) {
+        self.changed.clear();
+    }
+
     /// The earliest time anything becomes claimable, for a simulation that
     /// jumps over idle time, and for an idle worker's wait.
     pub fn next_due(&self) -> Option<Timestamp> {

@@ -259,12 +259,17 @@ fn drive<T>(rt: &tokio::runtime::Runtime, run: impl Future<Output = T>) -> T {
     let _in_runtime = rt.enter();
     let mut run = std::pin::pin!(run);
     let mut cx = Context::from_waker(Waker::noop());
+    let mut clock = Instant::now();
     loop {
-        let before = Instant::now();
         match run.as_mut().poll(&mut cx) {
             Poll::Ready(out) => return out,
-            Poll::Pending if Instant::now() > before => {}
-            Poll::Pending => return rt.block_on(run),
+            Poll::Pending => {
+                let now = Instant::now();
+                if now == clock {
+                    return rt.block_on(run);
+                }
+                clock = now;
+            }
         }
     }
 }
