@@ -286,37 +286,42 @@ mod tests {
             .unwrap()
     }
 
+    /// How long `run` took on the paused clock, driven to its end.
+    fn took<T>(rt: &tokio::runtime::Runtime, run: impl Future<Output = T>) -> (T, Duration) {
+        drive(rt, async {
+            let start = Instant::now();
+            let out = run.await;
+            (out, start.elapsed())
+        })
+    }
+
     /// A run that moves the clock on ends where it moved it; one that then
     /// waits on a timer (a connection's `retry:` wait) goes on in the
     /// runtime, and so does a time limit around it that passes first.
     #[test]
     fn a_run_is_driven_to_its_end_on_the_paused_clock() {
+        use tokio::time::{advance, sleep, timeout};
         let rt = paused();
         let ms = Duration::from_millis;
-        let took = drive(&rt, async {
-            let start = Instant::now();
-            tokio::time::advance(ms(80)).await;
-            tokio::time::advance(ms(20)).await;
-            start.elapsed()
+        let sends = took(&rt, async {
+            advance(ms(80)).await;
+            advance(ms(20)).await;
         });
-        assert_eq!(took, ms(100));
-        let took = drive(&rt, async {
-            let start = Instant::now();
-            tokio::time::advance(ms(5)).await;
-            tokio::time::sleep(ms(3_000)).await;
-            start.elapsed()
+        assert_eq!(sends.1, ms(100));
+        let retried = took(&rt, async {
+            advance(ms(5)).await;
+            sleep(ms(3_000)).await;
         });
-        assert_eq!(took, ms(3_005));
-        let (ended, took) = drive(&rt, async {
-            let start = Instant::now();
-            let ended = tokio::time::timeout(ms(1_000), async {
-                tokio::time::advance(ms(5)).await;
-                tokio::time::sleep(ms(10_000)).await;
+        assert_eq!(retried.1, ms(3_005));
+        let cut = took(&rt, async {
+            timeout(ms(1_000), async {
+                advance(ms(5)).await;
+                sleep(ms(10_000)).await;
             })
-            .await;
-            (ended.is_ok(), start.elapsed())
+            .await
+            .is_ok()
         });
-        assert_eq!((ended, took), (false, ms(1_000)));
+        assert_eq!(cut, (false, ms(1_000)));
     }
 
     #[test]
