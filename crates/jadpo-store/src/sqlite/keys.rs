@@ -124,17 +124,11 @@ impl<'c> HandOn<'c> {
         let Some(key) = &d.key else {
             return Ok(false);
         };
-        let promote = match &mut self.promote {
-            Some(s) => s,
-            None => self.promote.insert(self.c.prepare_cached(PROMOTE)?),
-        };
+        let promote = super::writes::prepared(&mut self.promote, self.c, PROMOTE)?;
         if promote.execute(params![d.subscriber, key.as_str(), now.as_millis()])? == 1 {
             return Ok(true);
         }
-        let give_back = match &mut self.give_back {
-            Some(s) => s,
-            None => self.give_back.insert(self.c.prepare_cached(GIVE_BACK)?),
-        };
+        let give_back = super::writes::prepared(&mut self.give_back, self.c, GIVE_BACK)?;
         let freed = give_back.execute(params![d.subscriber, key.as_str()])?;
         assert_eq!(freed, 1, "a slot freed was taken");
         Ok(false)

@@ -90,6 +90,19 @@ fn execute_whole(
     ])
 }
 
+/// The statement kept in `slot`, taken from `c`'s cache the first time
+/// only: a batch's writes and hand-ons keep theirs for every row.
+pub(super) fn prepared<'s, 'c>(
+    slot: &'s mut Option<CachedStatement<'c>>,
+    c: &'c Connection,
+    sql: &str,
+) -> rusqlite::Result<&'s mut CachedStatement<'c>> {
+    if slot.is_none() {
+        *slot = Some(c.prepare_cached(sql)?);
+    }
+    Ok(slot.as_mut().expect("prepared just above"))
+}
+
 /// The rows of one claim or one finish batch. Each statement is prepared
 /// once for the batch rather than taken from the connection's cache for
 /// every row: taking a statement from the cache and giving it back hashes
@@ -118,10 +131,7 @@ impl<'c> Writes<'c> {
         handled: Option<Timestamp>,
         succeeded_from: Option<Timestamp>,
     ) -> rusqlite::Result<usize> {
-        let stmt = match &mut self.whole {
-            Some(s) => s,
-            None => self.whole.insert(self.c.prepare_cached(WHOLE)?),
-        };
+        let stmt = prepared(&mut self.whole, self.c, WHOLE)?;
         execute_whole(stmt, d, fence, handled, succeeded_from)
     }
 
@@ -131,10 +141,7 @@ impl<'c> Writes<'c> {
         let Some(lease) = after.lease.as_ref().filter(|_| only_leased(before, after)) else {
             return self.whole(after, None, None, None);
         };
-        let stmt = match &mut self.run {
-            Some(s) => s,
-            None => self.run.insert(self.c.prepare_cached(RUN)?),
-        };
+        let stmt = prepared(&mut self.run, self.c, RUN)?;
         stmt.execute(params![
             after.id.0,
             after.attempts,
@@ -160,10 +167,7 @@ impl<'c> Writes<'c> {
         if !only_ended(before, after) {
             return self.whole(after, Some(fence), handled, succeeded_from);
         }
-        let stmt = match &mut self.end {
-            Some(s) => s,
-            None => self.end.insert(self.c.prepare_cached(END)?),
-        };
+        let stmt = prepared(&mut self.end, self.c, END)?;
         stmt.execute(params![
             after.id.0,
             after.state.as_str(),
