@@ -11,6 +11,7 @@ mod ends;
 mod operator;
 mod poll;
 mod providers;
+mod queue;
 mod schedules;
 mod tick;
 
@@ -109,9 +110,8 @@ pub struct Sim {
     /// their own, so a seed's system is otherwise the one it was before
     /// keys existed.
     key_rng: ChaCha8Rng,
-    /// Boxed: a run is large, and the map moves its values as it grows.
-    queue: BTreeMap<(Timestamp, u64), Box<Event>>,
-    seq: u64,
+    /// Boxed: a run is large, and the heap moves its entries as it sifts.
+    queue: queue::EventQueue<Box<Event>>,
     workers: Vec<Worker>,
     /// When the next tick is due, if the sweep has anything to do.
     tick_at: Option<Timestamp>,
@@ -189,8 +189,7 @@ impl Sim {
             now: Timestamp::EPOCH,
             stats: Stats::default(),
             checker: Checker::default(),
-            queue: BTreeMap::new(),
-            seq: 0,
+            queue: queue::EventQueue::default(),
             workers: (0..cfg.workers)
                 .map(|w| Worker {
                     generation: 0,
@@ -241,7 +240,7 @@ impl Sim {
         let mut steps_since_full = 0u64;
         let mut last_progress = (self.stats.created, self.stats.ended);
         let mut progress_at = 0u64;
-        while let Some(((at, _), event)) = self.queue.pop_first() {
+        while let Some((at, event)) = self.queue.pop() {
             let event = *event;
             if at > horizon {
                 break;
@@ -308,8 +307,7 @@ impl Sim {
     }
 
     fn push(&mut self, at: Timestamp, event: Event) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), Box::new(event));
+        self.queue.push(at, Box::new(event));
     }
 
     fn step(&mut self, event: Event) -> Result<(), String> {

@@ -51,7 +51,7 @@ impl Sim {
             return Ok(()); // looked at again when a process comes back
         }
         // Whichever process's tick comes first claims it: taken in turn.
-        let worker = alive[usize::try_from(self.seq).unwrap_or(0) % alive.len()];
+        let worker = alive[usize::try_from(self.queue.pushed()).unwrap_or(0) % alive.len()];
         let spec = self.cfg.schedules[i].clone();
         let first = first_due(&spec.trigger, Timestamp::EPOCH);
         // As the engine's: the longest of its schedules' limits, plus the
