@@ -227,7 +227,7 @@ impl Checker {
 
     pub(crate) fn starting(&mut self, store: &MemoryStore, c: &Claimed) -> Result<(), String> {
         let id = c.delivery.id;
-        if self.shadow(id).committed || store.is_handled(&c.delivery.subscriber, c.delivery.event_id) {
+        if self.shadow(id).committed || store.is_handled(id) {
             return err(format!("delivery {id} runs again after a run of it committed"));
         }
         Ok(())
@@ -476,7 +476,7 @@ fn check_state(
         DeliveryState::Held if d.held.is_none() => return err(format!("delivery {id} held without a connection")),
         DeliveryState::Held => {}
         DeliveryState::Succeeded => {
-            if !s.committed || !store.is_handled(&d.subscriber, d.event_id) {
+            if !s.committed || !store.is_handled(d.id) {
                 return err(format!("delivery {id} succeeded without a handled record"));
             }
         }

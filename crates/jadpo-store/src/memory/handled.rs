@@ -1,33 +1,28 @@
-//! The in-memory store's handled records: per event, the subscribers
-//! whose run committed its effects, so a run lost after that is never run
-//! again.
+//! The in-memory store's handled records: the deliveries whose run
+//! committed its effects, so a run lost after that is never run again.
+//!
+//! PostgreSQL keys its records by event and subscriber, which is one
+//! delivery; here a record lives exactly as long as its delivery's row (it
+//! is removed with it), so it is kept by the delivery's id. A claim asks of
+//! every candidate, and nearly every answer is no: a set of ids answers
+//! that without hashing a key or comparing a subscriber's name.
 
-use jadpo_core::EventId;
-use std::collections::HashMap;
+use jadpo_core::DeliveryId;
+use std::collections::BTreeSet;
 
-/// Looked up by `&str` with no key made for it: a claim asks of every
-/// candidate.
 #[derive(Debug, Default)]
-pub(super) struct Handled(HashMap<EventId, Vec<String>>);
+pub(super) struct Handled(BTreeSet<DeliveryId>);
 
 impl Handled {
-    pub(super) fn contains(&self, subscriber: &str, event: EventId) -> bool {
-        self.0.get(&event).is_some_and(|s| s.iter().any(|s| s == subscriber))
+    pub(super) fn contains(&self, id: DeliveryId) -> bool {
+        self.0.contains(&id)
     }
 
-    pub(super) fn insert(&mut self, subscriber: String, event: EventId) {
-        let subscribers = self.0.entry(event).or_default();
-        if !subscribers.contains(&subscriber) {
-            subscribers.push(subscriber);
-        }
+    pub(super) fn insert(&mut self, id: DeliveryId) {
+        self.0.insert(id);
     }
 
-    pub(super) fn remove(&mut self, subscriber: &str, event: EventId) {
-        if let Some(subscribers) = self.0.get_mut(&event) {
-            subscribers.retain(|s| s != subscriber);
-            if subscribers.is_empty() {
-                self.0.remove(&event);
-            }
-        }
+    pub(super) fn remove(&mut self, id: DeliveryId) {
+        self.0.remove(&id);
     }
 }

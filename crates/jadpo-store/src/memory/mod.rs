@@ -215,7 +215,7 @@ impl MemoryStore {
                 let d = self.get(id).clone();
                 let event = &self.events[&d.event_id];
                 Candidate {
-                    handled: self.is_handled(&d.subscriber, d.event_id),
+                    handled: self.handled.contains(id),
                     event_name: event.name.clone(),
                     payload: event.payload.clone(),
                     event_public_id: event.public_id.clone(),
@@ -297,9 +297,8 @@ impl MemoryStore {
     /// The action's store effects committed: written with the run, so a
     /// delivery whose worker is lost after this is never run again.
     pub fn commit_handled(&mut self, id: DeliveryId, token: LeaseToken) -> Result<(), StoreError> {
-        let d = plan::check_lease(self.delivery(id), id, token)?;
-        let (subscriber, event) = (d.subscriber.clone(), d.event_id);
-        self.handled.insert(subscriber, event);
+        plan::check_lease(self.delivery(id), id, token)?;
+        self.handled.insert(id);
         Ok(())
     }
 
@@ -328,8 +327,7 @@ impl MemoryStore {
             Vec::new()
         };
         if plan.handled {
-            self.handled
-                .insert(plan.delivery.subscriber.clone(), plan.delivery.event_id);
+            self.handled.insert(plan.delivery.id);
         }
         for e in &emitted {
             self.depths.insert(e.event_id, f.emits.depth);
@@ -491,7 +489,7 @@ impl MemoryStore {
             if d.holds_slot() {
                 self.free_slot(&d, before);
             }
-            self.handled.remove(&d.subscriber, d.event_id);
+            self.handled.remove(d.id);
         }
         let gone: HashSet<DeliveryId> = old.iter().copied().collect();
         self.attempts.retain(|a| !gone.contains(&a.delivery));

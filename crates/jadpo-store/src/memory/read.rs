@@ -125,9 +125,9 @@ impl MemoryStore {
         self.events.get(&id)
     }
 
-    /// Whether a handled record exists for `subscriber` and `event`: a run of
-    /// that delivery committed.
-    pub fn is_handled(&self, subscriber: &str, event: EventId) -> bool {
-        self.handled.contains(subscriber, event)
+    /// Whether a handled record exists for delivery `id`: a run of it
+    /// committed.
+    pub fn is_handled(&self, id: DeliveryId) -> bool {
+        self.handled.contains(id)
     }
 }
