@@ -123,6 +123,53 @@ fn the_same_seed_gives_the_same_report() {
     assert!(first.contains("Backlog per minute"), "{first}");
 }
 
+/// A connection's `retry:` resends a failed call after a jittered wait
+/// within the run: the waits come from the scenario's seed too, so a
+/// provider that fails a share of calls gives the same report twice (the
+/// waits were once drawn at random, and the reports differed).
+#[test]
+fn the_same_seed_gives_the_same_report_when_calls_are_resent() {
+    let f = Folder::empty();
+    f.write(
+        "app.jadpo",
+        &APP.replace("timeout: 5s", "timeout: 5s  retry: { attempts: 3 }"),
+    );
+    f.write(
+        "flaky.toml",
+        r#"
+[[traffic]]
+event = "Paid"
+rate = "60/min"
+for = "1h"
+
+[[connections.payments]]
+from = "0s"
+state = "up"
+latency = "50ms..150ms"
+fail = { "503" = 0.3 }
+"#,
+    );
+    let args = [
+        "simulate",
+        "app.jadpo",
+        "--scenario",
+        "flaky.toml",
+        "--seed",
+        "7",
+        "--json",
+    ];
+    let first = f.run(&args).expect(0, None).stdout();
+    let second = f.run(&args).expect(0, None).stdout();
+    assert_eq!(first, second);
+    let report: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let payments = &report["connections"][0];
+    let sends = payments["phases"][0]["sends"].as_u64().unwrap();
+    assert!(
+        sends > 4000,
+        "failed calls were resent: {sends} sends for 3600 deliveries"
+    );
+}
+
 /// `--compare`: two apps on one scenario and seed. With one attempt, what
 /// ran while the provider was down failed for good; with the default
 /// budget, nothing failed.

@@ -41,7 +41,7 @@ impl Connections {
             Err(failure) => return CallOutcome::failed(failure),
         };
         let idempotent = is_idempotent(method_name(req.method), req.idempotency_key.is_some());
-        let mut resends = Resends::new(endpoint.attempts(), seed);
+        let mut resends = Resends::new(endpoint.attempts(), endpoint.resend_seed(&req.connection, seed));
         let mut out = CallOutcome::failed(Failure::deadline_exceeded());
         loop {
             if Instant::now() >= deadline {

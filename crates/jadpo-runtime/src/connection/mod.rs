@@ -184,6 +184,16 @@ impl Endpoint {
             Endpoint::Simulated(s) => s.attempts,
         }
     }
+
+    /// The seed of one call's resend waits: `given` (drawn at random by
+    /// the caller), but a simulated connection's provider's own when the
+    /// call may resend, so that a simulation repeats from its seed.
+    fn resend_seed(&self, connection: &str, given: u64) -> u64 {
+        match self {
+            Endpoint::Simulated(s) if s.attempts > 1 => s.provider.resend_seed(connection),
+            _ => given,
+        }
+    }
 }
 
 impl fmt::Debug for Endpoint {

@@ -26,6 +26,12 @@ pub trait Provider: Send + Sync {
     /// confirmation takes and the ending. [`PublishEnd::Unconfirmed`] waits
     /// out the connection's `timeout:`.
     fn publish(&self, connection: &str, target: &str) -> (Duration, PublishEnd);
+
+    /// The seed of the waits between one call's resends on `connection`
+    /// (its `retry: { attempts }`), asked once per call that may resend.
+    /// A real call's waits are seeded at random; a simulation's must come
+    /// from its own seed, or the same seed would not give the same report.
+    fn resend_seed(&self, connection: &str) -> u64;
 }
 
 /// A connection whose sends a [`Provider`] answers, with the app's
@@ -106,6 +112,9 @@ mod tests {
         }
         fn publish(&self, _: &str, _: &str) -> (Duration, PublishEnd) {
             (self.0, PublishEnd::Confirmed)
+        }
+        fn resend_seed(&self, _: &str) -> u64 {
+            0
         }
     }
 

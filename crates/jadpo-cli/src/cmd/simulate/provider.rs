@@ -6,7 +6,7 @@ use super::timeline::{decide, phase_at, Answer, Phase, State};
 use jadpo_core::publish::PublishEnd;
 use jadpo_runtime::connection::simulated::Provider;
 use jadpo_runtime::connection::Answer as Reply;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
@@ -145,5 +145,9 @@ impl Provider for ScenarioProvider {
             Some(Answer::Unauthorized) => PublishEnd::Unauthorized,
         };
         (latency, end)
+    }
+
+    fn resend_seed(&self, _connection: &str) -> u64 {
+        self.lock().rng.random()
     }
 }

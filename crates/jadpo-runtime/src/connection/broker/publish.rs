@@ -125,7 +125,7 @@ impl Connections {
                 Err(_) => return invalid("publish.body_invalid"),
             },
         };
-        let mut resends = Resends::new(endpoint.attempts(), seed);
+        let mut resends = Resends::new(endpoint.attempts(), endpoint.resend_seed(&req.connection, seed));
         let mut out = PublishOutcome::failed(Failure::deadline_exceeded());
         loop {
             if Instant::now() >= deadline {
