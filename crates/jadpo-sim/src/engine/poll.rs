@@ -48,7 +48,6 @@ impl Sim {
             return Ok(());
         }
         self.workers[worker].store_faults = 0;
-        let name = self.worker_name(worker);
         let lease = self.cfg.lease();
         // Each claim that decides anything moves at least one delivery off
         // "due now" (running, ended, held, or waiting until a later turn),
@@ -62,7 +61,8 @@ impl Sim {
                 return Ok(());
             }
             let report = self.store.claim(&ClaimRequest {
-                worker: &name,
+                // Borrowed, not copied: most polls find nothing to claim.
+                worker: &self.workers[worker].name,
                 routes: &self.routes,
                 now: self.now,
                 limit: free,

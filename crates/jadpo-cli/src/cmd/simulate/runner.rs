@@ -210,29 +210,28 @@ impl Runner {
         } else {
             depth + 1
         };
-        let ctx = RunContext {
-            kind,
-            subscriber: name.to_owned(),
-            event_name,
-            event_public_id,
-            payload,
-            started_at: now,
-            deadline: Instant::now(),
-            calls: calls.clone(),
-            path: Default::default(),
-            depth,
-            emits: emits.clone(),
-            trace: None,
-            spans: Default::default(),
-        };
+        let subscriber = name.to_owned();
+        let (log, emitted) = (calls.clone(), emits.clone());
         let at = Duration::from_millis(u64::try_from(now.as_millis()).unwrap_or(0));
         let (executor, provider) = (self.executor.clone(), self.provider.clone());
         let run = async move {
+            // Made here, on the paused clock, where its deadline is read.
             let start = Instant::now();
             provider.anchor(at, start);
             let ctx = RunContext {
+                kind,
+                subscriber,
+                event_name,
+                event_public_id,
+                payload,
+                started_at: now,
                 deadline: start + limit,
-                ..ctx
+                calls: log,
+                path: Default::default(),
+                depth,
+                emits: emitted,
+                trace: None,
+                spans: Default::default(),
             };
             let (end, stopped) = execute(&*executor, ctx, limit).await;
             (end, stopped, start.elapsed())
