@@ -153,7 +153,6 @@ async fn send_one<S: Store>(store: &S, clock: &SharedClock, route: &AlertRoute, 
             // Makes the POST safe for the connection's own resends.
             idempotency_key: Some(message_id(&r)),
             message_id: message_id(&r),
-            timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
             trace: None,
             spans: Default::default(),
         };

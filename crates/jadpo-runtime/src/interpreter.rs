@@ -88,7 +88,6 @@ impl ConnectionHandle {
             message_id,
             // Receivers compare it with their wall clock: real time even
             // under `--time-scale`.
-            timestamp_s: crate::clock::Clock::now(&crate::clock::SystemClock).as_millis() / 1000,
             trace: self.ctx.trace.clone(),
             spans: self.ctx.spans.clone(),
         };

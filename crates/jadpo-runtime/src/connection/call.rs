@@ -49,6 +49,9 @@ impl Connections {
                 return out;
             }
             out.sends += 1;
+            // Each send signs with its own time (`webhook-timestamp`), read
+            // as it leaves: a resend after a long `Retry-After` is not
+            // refused by a receiver as too old.
             let now_s = (self.wall)();
             let (sent, real) = match endpoint {
                 Endpoint::Http(conn) => {
@@ -319,7 +322,6 @@ mod tests {
             body: Some(serde_json::json!({"n": 1})),
             idempotency_key: None,
             message_id: "msg_1_0".into(),
-            timestamp_s: 0,
             trace: None,
             spans: Default::default(),
         }

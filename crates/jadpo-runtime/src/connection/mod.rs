@@ -58,10 +58,6 @@ pub struct CallRequest {
     pub idempotency_key: Option<String>,
     /// `webhook-id` when the connection signs: the same on every resend.
     pub message_id: String,
-    /// Unix seconds when the call was made. Each send signs with its own
-    /// time (`webhook-timestamp`), read when it leaves, so a resend after a
-    /// long `Retry-After` is not refused by a receiver as too old.
-    pub timestamp_s: i64,
     /// The trace the run belongs to (its event's): each send carries it on
     /// as `traceparent` and `tracestate`, under a span id of its own.
     pub trace: Option<jadpo_core::TraceContext>,
@@ -78,7 +74,6 @@ impl fmt::Debug for CallRequest {
             .field("body", &self.body.as_ref().map(|_| "<redacted>"))
             .field("idempotency_key", &self.idempotency_key.as_ref().map(|_| "<redacted>"))
             .field("message_id", &self.message_id)
-            .field("timestamp_s", &self.timestamp_s)
             .field("trace", &self.trace.as_ref().map(|t| t.trace_id()))
             .finish()
     }

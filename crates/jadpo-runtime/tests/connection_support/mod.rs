@@ -48,7 +48,6 @@ pub(crate) fn request(method: Method, path: &str) -> CallRequest {
         body: None,
         idempotency_key: None,
         message_id: "msg_1".into(),
-        timestamp_s: NOW_S,
         trace: None,
         spans: Default::default(),
     }
