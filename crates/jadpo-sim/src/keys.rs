@@ -95,6 +95,11 @@ impl KeyChecker {
     pub(crate) fn claimed(&mut self, store: &MemoryStore, claimed: &[Claimed]) -> Result<(), String> {
         for c in claimed {
             let id = c.delivery.id;
+            // Only a keyed delivery's start is ever looked for, by a later
+            // one of its key.
+            if c.delivery.key_rule.is_none() {
+                continue;
+            }
             let first = self.started.insert(id);
             let in_order = c.delivery.key_rule.is_some_and(|r| r.in_order());
             let Some(k) = self.key_of.get(&id).filter(|_| first && in_order) else {

@@ -1,17 +1,20 @@
 //! The simulation's events in time order, ties in the order they were
 //! pushed.
 //!
-//! What the config sets (every emission of a week's traffic is 600,000 of
-//! them, crashes, the operator's actions) is known before the run starts
-//! and never changes: it waits in a sorted list, read from the front. Only
-//! what the run itself pushes (polls, starts, finishes, ticks) goes into a
-//! heap, which so stays as small as what is in flight. One ordered map of
-//! both made every push and pop of a week's run walk a tree of the whole
-//! week's traffic.
+//! Three lanes, merged at each pop:
+//! - what the config sets (every emission of a week's traffic is 600,000
+//!   of them, crashes, the operator's actions), known before the run
+//!   starts and never changed: a sorted list read from the front;
+//! - what the run pushes for the moment it is at (a poll after a finish, a
+//!   wake-up: more than half of all events): a list in push order;
+//! - what it pushes for later (starts, finishes, turns, ticks): a heap, as
+//!   small as what is in flight.
 //!
-//! Every event is numbered as it is pushed, and everything set before the
-//! run was pushed before anything of the run: comparing (time, number)
-//! across the two gives the one order a single map would.
+//! One ordered map of everything made every push and pop walk a tree of
+//! the whole week's traffic, and a heap of the run's events sifted each
+//! poll through it. Every event is numbered as it is pushed, and within
+//! each lane (time, number) only grows from the front, so comparing the
+//! three fronts by (time, number) gives the one order a single map would.
 
 use jadpo_core::Timestamp;
 use std::cmp::{Ordering, Reverse};
@@ -23,7 +26,12 @@ pub(super) struct EventQueue<E> {
     /// Pushed before the run started, sorted once it did.
     scripted: VecDeque<Entry<E>>,
     sorted: bool,
-    running: BinaryHeap<Reverse<Entry<E>>>,
+    /// Pushed by the run for the time of the last pop.
+    now: VecDeque<Entry<E>>,
+    /// The time of the last pop: the run's present.
+    at: Timestamp,
+    /// Pushed by the run for later.
+    later: BinaryHeap<Reverse<Entry<E>>>,
 }
 
 #[derive(Debug)]
@@ -59,13 +67,16 @@ impl<E> Default for EventQueue<E> {
             seq: 0,
             scripted: VecDeque::new(),
             sorted: false,
-            running: BinaryHeap::new(),
+            now: VecDeque::new(),
+            at: Timestamp::EPOCH,
+            later: BinaryHeap::new(),
         }
     }
 }
 
 impl<E> EventQueue<E> {
     /// `event` happens at `at`, after everything pushed for `at` before it.
+    /// During the run, never before the time of the last pop.
     pub(super) fn push(&mut self, at: Timestamp, event: E) {
         self.seq += 1;
         let entry = Entry {
@@ -73,30 +84,42 @@ impl<E> EventQueue<E> {
             seq: self.seq,
             event,
         };
-        if self.sorted {
-            self.running.push(Reverse(entry));
-        } else {
+        if !self.sorted {
             self.scripted.push_back(entry);
+        } else if at == self.at {
+            self.now.push_back(entry);
+        } else {
+            debug_assert!(at > self.at, "time never goes back");
+            self.later.push(Reverse(entry));
         }
     }
 
     /// The first event, taken out. The first pop starts the run: what is
-    /// pushed from then on goes into the heap.
+    /// pushed from then on goes into the run's lanes.
     pub(super) fn pop(&mut self) -> Option<(Timestamp, E)> {
         if !self.sorted {
             self.scripted.make_contiguous().sort_unstable();
             self.sorted = true;
         }
-        let scripted_first = match (self.scripted.front(), self.running.peek()) {
-            (Some(s), Some(Reverse(r))) => s < r,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let entry = if scripted_first {
-            self.scripted.pop_front()
-        } else {
-            self.running.pop().map(|Reverse(e)| e)
-        }?;
+        let fronts = [
+            self.scripted.front(),
+            self.now.front(),
+            self.later.peek().map(|Reverse(e)| e),
+        ];
+        let (lane, _) = fronts
+            .iter()
+            .enumerate()
+            .filter_map(|(lane, front)| front.map(|e| (lane, e)))
+            .min_by_key(|(_, e)| (e.at, e.seq))?;
+        let entry = match lane {
+            0 => self.scripted.pop_front(),
+            1 => self.now.pop_front(),
+            _ => self.later.pop().map(|Reverse(e)| e),
+        }
+        .expect("its front was just read");
+        // The present moves on only once nothing is left for it.
+        debug_assert!(entry.at >= self.at && (entry.at == self.at || self.now.is_empty()));
+        self.at = entry.at;
         Some((entry.at, entry.event))
     }
 
@@ -106,7 +129,7 @@ impl<E> EventQueue<E> {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.scripted.len() + self.running.len()
+        self.scripted.len() + self.now.len() + self.later.len()
     }
 }
 
