@@ -20,30 +20,28 @@ impl Sim {
             return;
         }
         if let Some(d) = self.store.delivery(id) {
-            self.stats.ends.entry(d.subscriber.clone()).or_default().count(d);
+            // Looked up before it is made: one name copied per subscriber,
+            // not per delivery.
+            match self.stats.ends.get_mut(&d.subscriber) {
+                Some(ends) => ends.count(d),
+                None => self.stats.ends.entry(d.subscriber.clone()).or_default().count(d),
+            }
             self.finished.push(id);
         }
     }
 
     /// Forgets the finished deliveries counted so far, once there are
-    /// enough of them: the checks first, then the store (which keeps a
-    /// `strict` key's failed delivery, blocking its key as it should).
+    /// enough of them: the store's (which keeps a `strict` key's failed
+    /// delivery, blocking its key as it should), then the checks' of the
+    /// same ones.
     pub(super) fn forget_finished(&mut self) {
         let live = self.store.delivery_count();
         if self.finished.len() < FORGET_BATCH.max(live / 2) {
             return;
         }
         let ids = std::mem::take(&mut self.finished);
-        let forgettable: Vec<DeliveryId> = ids
-            .into_iter()
-            .filter(|id| {
-                self.store
-                    .delivery(*id)
-                    .is_some_and(|d| d.state.is_finished() && !d.holds_slot())
-            })
-            .collect();
-        self.checker.forget(&forgettable);
-        self.store.forget(&forgettable, self.now);
+        let forgotten = self.store.forget(&ids, self.now);
+        self.checker.forget(&forgotten);
     }
 
     /// The backlog (deliveries made and not finished) at each whole minute

@@ -466,8 +466,8 @@ impl MemoryStore {
     /// delivery; never one that holds its key's slot (a `strict` key's
     /// failed delivery, which blocks the key until an operator acts) or is
     /// not finished. For a long simulation, which reports each delivery as
-    /// it finishes and need not keep it. Returns how many were deleted.
-    pub fn forget(&mut self, ids: &[DeliveryId], now: Timestamp) -> usize {
+    /// it finishes and need not keep it. Returns those it deleted.
+    pub fn forget(&mut self, ids: &[DeliveryId], now: Timestamp) -> Vec<DeliveryId> {
         let finished: Vec<DeliveryId> = ids
             .iter()
             .copied()
@@ -478,7 +478,7 @@ impl MemoryStore {
             })
             .collect();
         self.remove_finished(&finished, now);
-        finished.len()
+        finished
     }
 
     fn remove_finished(&mut self, old: &[DeliveryId], before: Timestamp) {
