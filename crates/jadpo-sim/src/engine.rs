@@ -46,9 +46,12 @@ struct Worker {
     store_faults: u32,
 }
 
+/// An attempt under way, from its start to its finish's event. Boxed in
+/// the event, as its claim is in the start's: an event is moved into the
+/// queue, sifted through it and out again, and a run is large.
 #[derive(Debug)]
 struct Run {
-    claimed: Claimed,
+    claimed: Box<Claimed>,
     started_at: Timestamp,
     end: AttemptEnd,
     calls: Vec<(String, CallVerdict)>,
@@ -74,12 +77,12 @@ enum Event {
     Start {
         worker: usize,
         generation: u32,
-        claimed: Claimed,
+        claimed: Box<Claimed>,
     },
     Finish {
         worker: usize,
         generation: u32,
-        run: Run,
+        run: Box<Run>,
     },
     Restart {
         worker: usize,
@@ -95,7 +98,7 @@ enum Event {
     ScheduleFinish {
         worker: usize,
         generation: u32,
-        run: schedules::ScheduleRun,
+        run: Box<schedules::ScheduleRun>,
     },
 }
 
@@ -110,8 +113,7 @@ pub struct Sim {
     /// their own, so a seed's system is otherwise the one it was before
     /// keys existed.
     key_rng: ChaCha8Rng,
-    /// Boxed: a run is large, and the heap moves its entries as it sifts.
-    queue: queue::EventQueue<Box<Event>>,
+    queue: queue::EventQueue<Event>,
     workers: Vec<Worker>,
     /// When the next tick is due, if the sweep has anything to do.
     tick_at: Option<Timestamp>,
@@ -241,7 +243,6 @@ impl Sim {
         let mut last_progress = (self.stats.created, self.stats.ended);
         let mut progress_at = 0u64;
         while let Some((at, event)) = self.queue.pop() {
-            let event = *event;
             if at > horizon {
                 break;
             }
@@ -307,7 +308,7 @@ impl Sim {
     }
 
     fn push(&mut self, at: Timestamp, event: Event) {
-        self.queue.push(at, Box::new(event));
+        self.queue.push(at, event);
     }
 
     fn step(&mut self, event: Event) -> Result<(), String> {
@@ -371,7 +372,7 @@ impl Sim {
         self.workers[worker].name.clone()
     }
 
-    fn start(&mut self, worker: usize, claimed: Claimed) -> Result<(), String> {
+    fn start(&mut self, worker: usize, claimed: Box<Claimed>) -> Result<(), String> {
         let id = claimed.delivery.id;
         let token = claimed.token();
         let sub = self.subscribers[&claimed.delivery.subscriber].clone();
@@ -407,7 +408,7 @@ impl Sim {
                 (end, calls, ended, Emits::default(), Vec::new())
             }
         };
-        let run = Run {
+        let run = Box::new(Run {
             claimed,
             started_at: self.now,
             end,
@@ -415,7 +416,7 @@ impl Sim {
             store_faults: 0,
             emits,
             rate_limited,
-        };
+        });
         let generation = self.workers[worker].generation;
         if self.roll(self.cfg.faults.lost_after_commit) && run.end == AttemptEnd::Succeeded {
             self.store.commit_handled(id, token).map_err(|e| e.to_string())?;
@@ -464,7 +465,7 @@ impl Sim {
         self.push(back, Event::Restart { worker });
     }
 
-    fn finish(&mut self, worker: usize, run: Run) -> Result<(), String> {
+    fn finish(&mut self, worker: usize, run: Box<Run>) -> Result<(), String> {
         if self.roll(self.cfg.faults.store_down) {
             // Writing the outcome failed before commit: the worker
             // reconnects and writes it again.
@@ -493,7 +494,7 @@ impl Sim {
             emits,
             rate_limited,
             ..
-        } = run;
+        } = *run;
         // Decided when the write reaches the store: a write the store
         // refused is decided again at its retry, where a worker's completer
         // retries the finish it decided once.

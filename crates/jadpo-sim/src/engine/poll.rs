@@ -94,7 +94,7 @@ impl Sim {
                     Event::Start {
                         worker,
                         generation,
-                        claimed,
+                        claimed: Box::new(claimed),
                     },
                 );
             }

@@ -80,13 +80,13 @@ impl Sim {
         self.push_schedule(until, Event::ScheduleDue(i));
         let app = self.app.as_mut().expect("only an app has schedules");
         let ran = app.run_schedule(&spec.name, self.now, spec.timeout);
-        let run = ScheduleRun {
+        let run = Box::new(ScheduleRun {
             schedule: i,
             token,
             due_at: claim.due_at,
             end: ran.end,
             emits: ran.emits,
-        };
+        });
         let generation = self.workers[worker].generation;
         let ended = self.now.plus(ran.took.max(Duration::from_millis(1)));
         self.push_schedule(
@@ -102,7 +102,7 @@ impl Sim {
 
     /// The end of a run: its emits written if it succeeded, then its outcome
     /// and next due time, fenced on its lease.
-    pub(super) fn schedule_finish(&mut self, run: ScheduleRun) -> Result<(), String> {
+    pub(super) fn schedule_finish(&mut self, run: Box<ScheduleRun>) -> Result<(), String> {
         let spec = self.cfg.schedules[run.schedule].clone();
         let succeeded = matches!(run.end, AttemptEnd::Succeeded);
         if succeeded && !run.emits.events.is_empty() {
