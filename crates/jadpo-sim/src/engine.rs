@@ -361,7 +361,7 @@ impl Sim {
                 run,
             } => {
                 if self.workers[worker].generation == generation {
-                    self.schedule_finish(run)?;
+                    self.schedule_finish(*run)?;
                 }
                 Ok(())
             }

@@ -102,7 +102,7 @@ impl Sim {
 
     /// The end of a run: its emits written if it succeeded, then its outcome
     /// and next due time, fenced on its lease.
-    pub(super) fn schedule_finish(&mut self, run: Box<ScheduleRun>) -> Result<(), String> {
+    pub(super) fn schedule_finish(&mut self, run: ScheduleRun) -> Result<(), String> {
         let spec = self.cfg.schedules[run.schedule].clone();
         let succeeded = matches!(run.end, AttemptEnd::Succeeded);
         if succeeded && !run.emits.events.is_empty() {
