@@ -20,13 +20,76 @@ pub trait AppRunner {
     fn events(&mut self, index: usize, emission: &Emission) -> Vec<NewEvent>;
 
     /// Runs the action of `claimed` (its event's name and payload are on
-    /// it), started at `now` and cut `limit` after.
+    /// it), started at `now` and cut `limit` after. How it goes depends on
+    /// those and the seed alone, never on the runs before it: that is what
+    /// lets [`AppRunner::run_all`] run a claimed batch ahead of its starts,
+    /// in any order.
     fn run(&mut self, claimed: &Claimed, now: Timestamp, limit: Duration) -> AppRun;
+
+    /// Runs each of `runs` as [`AppRunner::run`] would, now or on another
+    /// thread while the simulation goes on ([`Ran::Later`]). The
+    /// simulation asks at the claim, for the starts the claim set: some of
+    /// these runs are never used (held at their start, or their worker
+    /// lost first).
+    fn run_all(&mut self, runs: &[RunOf<'_>]) -> Vec<Ran> {
+        runs.iter()
+            .map(|r| Ran::Done(Box::new(self.run(r.claimed, r.now, r.limit))))
+            .collect()
+    }
+
+    /// The simulation used `run` (its start came and it was not held), so
+    /// what it sent counts ([`AppRun::sent`]).
+    fn used(&mut self, run: &AppRun);
 
     /// Runs the schedule `name`'s action (it has no event), started at
     /// `now` and cut `limit` after. Its emits are written only if it
     /// succeeded.
     fn run_schedule(&mut self, name: &str, now: Timestamp, limit: Duration) -> AppRun;
+}
+
+/// One run asked of [`AppRunner::run_all`].
+#[derive(Clone, Copy, Debug)]
+pub struct RunOf<'a> {
+    pub claimed: &'a Claimed,
+    pub now: Timestamp,
+    pub limit: Duration,
+}
+
+/// A run asked ahead of its start: made, or being made elsewhere.
+pub enum Ran {
+    Done(Box<AppRun>),
+    /// Waits for the run, made on another thread; dropped unasked, the
+    /// run is thrown away.
+    Later(Box<dyn FnOnce() -> AppRun>),
+}
+
+impl Ran {
+    /// The run, once made.
+    pub fn wait(self) -> AppRun {
+        match self {
+            Ran::Done(run) => *run,
+            Ran::Later(wait) => wait(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ran::Done(run) => f.debug_tuple("Done").field(run).finish(),
+            Ran::Later(_) => f.write_str("Later"),
+        }
+    }
+}
+
+/// A send of a run, as the runner counts it for its report: which
+/// connection, which phase of its timeline, and whether in the first
+/// minute after an outage. Counted only once the run is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub connection: u32,
+    pub phase: u32,
+    pub first_minute: bool,
 }
 
 /// How one run of an app's action went.
@@ -42,4 +105,6 @@ pub struct AppRun {
     pub emits: Emits,
     /// The connections that answered 429, with their `Retry-After`.
     pub rate_limited: Vec<(String, Option<Duration>)>,
+    /// Its sends, handed back to [`AppRunner::used`] if the run is used.
+    pub sent: Vec<Sent>,
 }

@@ -15,7 +15,7 @@ mod queue;
 mod schedules;
 mod tick;
 
-use crate::app::AppRunner;
+use crate::app::{AppRunner, Ran};
 use crate::check::Checker;
 use crate::config::{SimConfig, SimSubscriber};
 use crate::stats::Stats;
@@ -78,6 +78,9 @@ enum Event {
         worker: usize,
         generation: u32,
         claimed: Box<Claimed>,
+        /// An app's run, asked at the claim ([`AppRunner::run_all`]);
+        /// used only if the start runs it.
+        ran: Option<Ran>,
     },
     Finish {
         worker: usize,
@@ -321,9 +324,10 @@ impl Sim {
                 worker,
                 generation,
                 claimed,
+                ran,
             } => {
                 if self.workers[worker].generation == generation {
-                    self.start(worker, claimed)?;
+                    self.start(worker, claimed, ran)?;
                 }
                 Ok(())
             }
@@ -372,7 +376,7 @@ impl Sim {
         self.workers[worker].name.clone()
     }
 
-    fn start(&mut self, worker: usize, claimed: Box<Claimed>) -> Result<(), String> {
+    fn start(&mut self, worker: usize, claimed: Box<Claimed>, ran: Option<Ran>) -> Result<(), String> {
         let id = claimed.delivery.id;
         let token = claimed.token();
         let sub = self.subscribers[&claimed.delivery.subscriber].clone();
@@ -398,7 +402,11 @@ impl Sim {
         self.checker.starting(&self.store, &claimed)?;
         let (end, calls, ended, emits, rate_limited) = match &mut self.app {
             Some(app) => {
-                let ran = app.run(&claimed, self.now, sub.timeout);
+                let ran = match ran {
+                    Some(ran) => ran.wait(),
+                    None => app.run(&claimed, self.now, sub.timeout),
+                };
+                app.used(&ran);
                 // A run of no time still ends after it started.
                 let took = ran.took.max(Duration::from_millis(1));
                 (ran.end, ran.calls, self.now.plus(took), ran.emits, ran.rate_limited)

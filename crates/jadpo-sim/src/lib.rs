@@ -18,7 +18,7 @@ mod keys;
 pub mod outage;
 pub mod stats;
 
-pub use app::{AppRun, AppRunner};
+pub use app::{AppRun, AppRunner, Ran, RunOf, Sent};
 pub use config::{Behaviour, Crash, Emission, Faults, Script, SimConfig, SimKeys, SimSchedule, SimSubscriber};
 pub use engine::{Sim, Violation};
 pub use stats::Stats;

@@ -3,8 +3,10 @@
 //! engine's worker loop does (`jadpo_runtime`'s `worker` and `wake`).
 
 use super::{Event, Sim};
+use crate::app::{Ran, RunOf};
 use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::ClaimRequest;
+use jadpo_store::Claimed;
 use rand::Rng;
 use std::time::Duration;
 
@@ -83,18 +85,29 @@ impl Sim {
             for id in report.succeeded.iter().chain(&report.gave_up) {
                 self.app_ended(*id);
             }
-            for claimed in report.claimed {
+            // A claimed batch starts within a moment, not at once: the gap
+            // in which a breaker may open after the claim.
+            let starts: Vec<(Timestamp, Claimed)> = report
+                .claimed
+                .into_iter()
+                .map(|claimed| {
+                    (
+                        self.now.plus(Duration::from_millis(self.rng.random_range(0..=50))),
+                        claimed,
+                    )
+                })
+                .collect();
+            let mut ran = self.run_ahead(&starts).into_iter();
+            let generation = self.workers[worker].generation;
+            for (at, claimed) in starts {
                 self.workers[worker].busy += 1;
-                // A claimed batch starts within a moment, not at once: the
-                // gap in which a breaker may open after the claim.
-                let at = self.now.plus(Duration::from_millis(self.rng.random_range(0..=50)));
-                let generation = self.workers[worker].generation;
                 self.push(
                     at,
                     Event::Start {
                         worker,
                         generation,
                         claimed: Box::new(claimed),
+                        ran: ran.next().flatten(),
                     },
                 );
             }
@@ -118,5 +131,25 @@ impl Sim {
         Err(format!(
             "a poll claimed {max_claims} times, more than the store has deliveries"
         ))
+    }
+
+    /// An app's runs of a claimed batch, each as it will go at its start,
+    /// asked now, so the runner may make them on another thread while the
+    /// simulation goes on. A run depends on its delivery, its start and the
+    /// seed alone ([`AppRunner::run`]), so one made now is the one its
+    /// start would make.
+    fn run_ahead(&mut self, starts: &[(Timestamp, Claimed)]) -> Vec<Option<Ran>> {
+        let Some(app) = self.app.as_mut().filter(|_| !starts.is_empty()) else {
+            return Vec::new();
+        };
+        let runs: Vec<RunOf<'_>> = starts
+            .iter()
+            .map(|(at, claimed)| RunOf {
+                claimed,
+                now: *at,
+                limit: self.subscribers[&claimed.delivery.subscriber].timeout,
+            })
+            .collect();
+        app.run_all(&runs).into_iter().map(Some).collect()
     }
 }

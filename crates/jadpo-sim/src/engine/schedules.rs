@@ -80,6 +80,7 @@ impl Sim {
         self.push_schedule(until, Event::ScheduleDue(i));
         let app = self.app.as_mut().expect("only an app has schedules");
         let ran = app.run_schedule(&spec.name, self.now, spec.timeout);
+        app.used(&ran);
         let run = Box::new(ScheduleRun {
             schedule: i,
             token,

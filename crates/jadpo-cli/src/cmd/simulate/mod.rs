@@ -5,7 +5,8 @@
 //!
 //! The simulation (`jadpo-sim`) runs the real rules in the real in-memory
 //! store with the worker's own step around each run; the app's actions run
-//! in the real interpreter ([`runner`]), their sends answered by the
+//! in the real interpreter ([`runner`], [`lane`]; on two threads where
+//! there are two cores, [`helper`]), their sends answered by the
 //! scenario's timelines ([`provider`]). Nothing is sent anywhere and no
 //! real time passes: a week of traffic takes seconds.
 //!
@@ -14,6 +15,9 @@
 //! one of Jadpo's own invariants (a bug: the message says how to report
 //! it).
 
+mod events;
+mod helper;
+mod lane;
 mod provider;
 mod report;
 mod runner;
@@ -85,7 +89,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             }
         };
         let seed = args.seed.or(scenario.seed).unwrap_or(1);
-        match simulate(app.clone(), &scenario, seed) {
+        match simulate(app.clone(), &scenario, seed, a_core_to_spare()) {
             Ok(report) => reports.push(report),
             Err(why) => {
                 eprintln!(
@@ -172,17 +176,22 @@ fn render(file: &str, source: &str, problems: &[scenario::Problem]) -> String {
     text.join("\n")
 }
 
-/// Runs `app` on `scenario` with `seed`.
-fn simulate(app: Arc<App>, scenario: &scenario::Scenario, seed: u64) -> Result<report::Report, String> {
+/// Whether this machine has more than one core, so a second thread can
+/// share the runs.
+fn a_core_to_spare() -> bool {
+    std::env::var_os("JADPO_NOHELP").is_none() && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+}
+
+/// Runs `app` on `scenario` with `seed`; `helper`: whether runs may go
+/// on a second thread (the report is the same either way).
+fn simulate(app: Arc<App>, scenario: &scenario::Scenario, seed: u64, helper: bool) -> Result<report::Report, String> {
     let catalog = jadpo_runtime::Catalog::from_app(&app);
     let connections: Vec<String> = app.connections.keys().cloned().collect();
-    let provider = Arc::new(provider::ScenarioProvider::new(
-        connections,
-        &scenario.connections,
-        seed,
-    ));
-    let (emissions, plan) = runner::emissions(scenario);
-    let runner = runner::Runner::new(app.clone(), provider.clone(), scenario.traffic.clone(), plan)?;
+    let timelines = Arc::new(provider::Timelines::new(connections, &scenario.connections));
+    let tally = Arc::new(provider::Tally::new(&timelines));
+    let (emissions, plan) = events::emissions(scenario);
+    let events = events::EventMaker::new(app.clone(), scenario.traffic.clone(), &emissions, plan);
+    let runner = runner::Runner::new(app.clone(), timelines.clone(), tally.clone(), seed, events, helper)?;
     let subscribers = app
         .subscribers
         .values()
@@ -253,5 +262,88 @@ fn simulate(app: Arc<App>, scenario: &scenario::Scenario, seed: u64) -> Result<r
         schedules_to_horizon: scenario.until.is_some(),
     };
     let sim = Sim::with_app(cfg, Box::new(runner)).run().map_err(|v| v.to_string())?;
-    Ok(report::build(&sim, seed, provider.counted()))
+    Ok(report::build(&sim, seed, tally.counted(&timelines)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const APP: &str = r#"
+event Paid { id: string  amount: int }
+connection payments { base_url: env("PAYMENTS_URL")  timeout: 5s }
+action record(id: string) {
+    call payments.post("/payments/{id}", body: event, idempotency_key: id)
+}
+subscriber record_payment { on: Paid  run: record(event.id) }
+"#;
+
+    /// 2,000 payments a minute for an hour, the provider down one minute
+    /// in four (refusing at once) and failing now and then when up:
+    /// breakers that open many times, each time within a claimed batch's
+    /// starts, so the rest of the batch is held at its start.
+    const FLAPPING: &str = r#"
+processes = 2
+concurrency = 50
+
+[[traffic]]
+event = "Paid"
+rate = "2000/min"
+for = "1h"
+
+[[connections.payments]]
+from = "0s"
+state = "up"
+latency = "50ms..150ms"
+fail = { "503" = 0.02, timeout = 0.01 }
+"#;
+
+    fn flapping() -> String {
+        let mut scenario = FLAPPING.to_owned();
+        for minute in (4..60).step_by(4) {
+            scenario.push_str(&format!(
+                "\n[[connections.payments]]\nfrom = \"{minute}m\"\nstate = \"down\"\nanswer = \"503\"\nlatency = \"1ms..3ms\"\n\n[[connections.payments]]\nfrom = \"{}m\"\nstate = \"up\"\nlatency = \"50ms..150ms\"\nfail = {{ \"503\" = 0.02, timeout = 0.01 }}\n",
+                minute + 1
+            ));
+        }
+        scenario
+    }
+
+    fn run(helper: bool) -> serde_json::Value {
+        let checked = jadpo_lang::check("app.jadpo", APP);
+        let app = Arc::new(checked.app.expect("the app checks"));
+        let scenario = scenario::parse(&flapping(), &app, Path::new(".")).expect("the scenario parses");
+        simulate(app, &scenario, 7, helper)
+            .expect("the simulation holds")
+            .json()
+    }
+
+    /// Runs made on the helper's thread, ahead of their starts, are the
+    /// runs the simulation's own thread would make at them.
+    #[test]
+    fn the_helper_thread_changes_nothing_in_the_report() {
+        assert_eq!(run(true), run(false));
+    }
+
+    /// A run made ahead and thrown away (its start found the breaker open)
+    /// sent nothing: a provider's sends are exactly the attempts that ran,
+    /// as this app's action calls once per run.
+    #[test]
+    fn only_the_runs_used_count_their_sends() {
+        let report = run(true);
+        let sends: u64 = report["connections"][0]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["sends"].as_u64().unwrap())
+            .sum();
+        let attempts: u64 = report["subscribers"][0]["attempts"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, count)| n.parse::<u64>().unwrap() * count.as_u64().unwrap())
+            .sum();
+        assert!(report["subscribers"][0]["held"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(sends, attempts, "{report}");
+    }
 }

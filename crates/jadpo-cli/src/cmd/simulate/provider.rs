@@ -6,10 +6,11 @@ use super::timeline::{decide, phase_at, Answer, Phase, State};
 use jadpo_core::publish::PublishEnd;
 use jadpo_runtime::connection::simulated::Provider;
 use jadpo_runtime::connection::Answer as Reply;
+use jadpo_sim::Sent;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -22,26 +23,68 @@ pub(crate) struct Counted {
     pub first_minute: Vec<u64>,
 }
 
-pub(crate) struct ScenarioProvider {
-    timelines: BTreeMap<String, Vec<Phase>>,
-    state: Mutex<Book>,
+/// The scenario's timelines, which every lane's provider answers by.
+pub(crate) struct Timelines {
+    /// By connection name, in order: a [`Sent`] names one by its place.
+    timelines: Vec<(String, Vec<Phase>)>,
 }
 
-struct Book {
-    rng: ChaCha8Rng,
-    /// The run's start: its scenario time and the clock's reading then.
-    anchor: (Duration, Instant),
-    counted: BTreeMap<String, Counted>,
+/// The sends of the runs the simulation used, counted per phase of each
+/// connection's timeline. Apart from [`Timelines`], which the helper's
+/// lane reads at every send: counting beside it made the two threads
+/// fight over one cache line.
+pub(crate) struct Tally {
+    counted: Mutex<Vec<Counted>>,
 }
 
-impl ScenarioProvider {
+impl Tally {
+    pub(crate) fn new(timelines: &Timelines) -> Tally {
+        let counted = timelines
+            .timelines
+            .iter()
+            .map(|(_, t)| Counted {
+                sends: vec![0; t.len()],
+                first_minute: vec![0; t.len()],
+            })
+            .collect();
+        Tally {
+            counted: Mutex::new(counted),
+        }
+    }
+
+    /// Counts the sends of a run the simulation used.
+    pub(crate) fn count(&self, sent: &[Sent]) {
+        if sent.is_empty() {
+            return;
+        }
+        let mut counted = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        for s in sent {
+            let c = &mut counted[s.connection as usize];
+            c.sends[s.phase as usize] += 1;
+            c.first_minute[s.phase as usize] += u64::from(s.first_minute);
+        }
+    }
+
+    /// Each connection of `timelines`, its timeline and what was sent to
+    /// it.
+    pub(crate) fn counted(&self, timelines: &Timelines) -> Vec<(String, Vec<Phase>, Counted)> {
+        let counted = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        timelines
+            .timelines
+            .iter()
+            .zip(counted.iter())
+            .map(|((c, t), n)| (c.clone(), t.clone(), n.clone()))
+            .collect()
+    }
+}
+
+impl Timelines {
     /// Every connection in `connections` follows its timeline in
     /// `timelines`, or is up all along.
     pub(crate) fn new(
         connections: impl IntoIterator<Item = String>,
         timelines: &BTreeMap<String, Vec<Phase>>,
-        seed: u64,
-    ) -> ScenarioProvider {
+    ) -> Timelines {
         let timelines: BTreeMap<String, Vec<Phase>> = connections
             .into_iter()
             .map(|c| {
@@ -49,66 +92,96 @@ impl ScenarioProvider {
                 (c, t)
             })
             .collect();
-        let counted = timelines
-            .iter()
-            .map(|(c, t)| {
-                let n = t.len();
-                (
-                    c.clone(),
-                    Counted {
-                        sends: vec![0; n],
-                        first_minute: vec![0; n],
-                    },
-                )
-            })
-            .collect();
+        Timelines {
+            timelines: timelines.into_iter().collect(),
+        }
+    }
+
+    /// A send to `connection` at scenario time `t`, its answer drawn from
+    /// `rng`: its latency, how it ends, the phase's `Retry-After`, and the
+    /// send to count.
+    fn send(
+        &self,
+        connection: &str,
+        t: Duration,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<(Duration, Option<Answer>, Option<Duration>, Sent)> {
+        let c = self
+            .timelines
+            .binary_search_by(|(name, _)| name.as_str().cmp(connection))
+            .ok()?;
+        let phases = &self.timelines[c].1;
+        let i = phase_at(phases, t)?;
+        let phase = &phases[i];
+        let (latency, answer) = decide(phase, rng);
+        let after_down = i > 0 && phases[i - 1].state == State::Down;
+        let sent = Sent {
+            connection: c as u32,
+            phase: i as u32,
+            first_minute: after_down && t < phase.from + Duration::from_secs(60),
+        };
+        Some((latency, answer, phase.retry_after, sent))
+    }
+}
+
+/// The provider of one lane of runs: each run answered by the timelines
+/// from a source of its own (seeded from the scenario's seed and the run),
+/// so a run goes the same whichever lane makes it and whatever ran before.
+pub(crate) struct ScenarioProvider {
+    timelines: Arc<Timelines>,
+    run: Mutex<Run>,
+}
+
+/// The run under way on a lane.
+struct Run {
+    rng: ChaCha8Rng,
+    /// Its start: its scenario time and the clock's reading then.
+    anchor: (Duration, Instant),
+    sent: Vec<Sent>,
+}
+
+impl ScenarioProvider {
+    pub(crate) fn new(timelines: Arc<Timelines>) -> ScenarioProvider {
         ScenarioProvider {
             timelines,
-            state: Mutex::new(Book {
-                rng: ChaCha8Rng::seed_from_u64(seed ^ 0x7072_6f76_6964_6572),
+            run: Mutex::new(Run {
+                rng: ChaCha8Rng::seed_from_u64(0),
                 anchor: (Duration::ZERO, Instant::now()),
-                counted,
+                sent: Vec::new(),
             }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Run> {
+        self.run.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A run starts at scenario time `at`, the clock reading `now`.
-    pub(crate) fn anchor(&self, at: Duration, now: Instant) {
-        self.lock().anchor = (at, now);
+    /// A run starts at scenario time `at`, the clock reading `now`; its
+    /// answers are drawn from `seed`.
+    pub(crate) fn anchor(&self, at: Duration, now: Instant, seed: u64) {
+        let mut run = self.lock();
+        run.anchor = (at, now);
+        run.rng = ChaCha8Rng::seed_from_u64(seed);
+        run.sent.clear();
     }
 
-    /// Each connection's timeline and what was sent to it.
-    pub(crate) fn counted(&self) -> Vec<(String, Vec<Phase>, Counted)> {
-        let s = self.lock();
-        self.timelines
-            .iter()
-            .map(|(c, t)| (c.clone(), t.clone(), s.counted[c].clone()))
-            .collect()
+    /// The sends of the run that ended, to count if it is used.
+    pub(crate) fn take_sent(&self) -> Vec<Sent> {
+        std::mem::take(&mut self.lock().sent)
     }
 
     /// A send to `connection` now: its latency and how it ends.
     fn send(&self, connection: &str) -> (Duration, Option<Answer>, Option<Duration>) {
-        let mut s = self.lock();
-        let t = s.anchor.0 + Instant::now().saturating_duration_since(s.anchor.1);
-        let Some(phases) = self.timelines.get(connection) else {
-            return (Duration::ZERO, None, None);
-        };
-        let Some(i) = phase_at(phases, t) else {
-            return (Duration::ZERO, None, None);
-        };
-        let phase = &phases[i];
-        let (latency, answer) = decide(phase, &mut s.rng);
-        let counted = s.counted.get_mut(connection).expect("counted from the start");
-        counted.sends[i] += 1;
-        let after_down = i > 0 && phases[i - 1].state == State::Down;
-        if after_down && t < phase.from + Duration::from_secs(60) {
-            counted.first_minute[i] += 1;
+        let mut guard = self.lock();
+        let run = &mut *guard;
+        let t = run.anchor.0 + Instant::now().saturating_duration_since(run.anchor.1);
+        match self.timelines.send(connection, t, &mut run.rng) {
+            Some((latency, answer, retry_after, sent)) => {
+                run.sent.push(sent);
+                (latency, answer, retry_after)
+            }
+            None => (Duration::ZERO, None, None),
         }
-        (latency, answer, phase.retry_after)
     }
 }
 
