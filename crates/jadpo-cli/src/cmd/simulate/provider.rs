@@ -30,9 +30,9 @@ pub(crate) struct Timelines {
 }
 
 /// The sends of the runs the simulation used, counted per phase of each
-/// connection's timeline. Apart from [`Timelines`], which the helper's
-/// lane reads at every send: counting beside it made the two threads
-/// fight over one cache line.
+/// connection's timeline. Kept apart from [`Timelines`], which the
+/// helper's lane reads at every send, so that the simulation's counting
+/// never writes where the helper reads.
 pub(crate) struct Tally {
     counted: Mutex<Vec<Counted>>,
 }
