@@ -19,23 +19,15 @@ pub trait AppRunner {
     /// at `emission.at`), each with its subscribers and keys.
     fn events(&mut self, index: usize, emission: &Emission) -> Vec<NewEvent>;
 
-    /// Runs the action of `claimed` (its event's name and payload are on
-    /// it), started at `now` and cut `limit` after. How it goes depends on
-    /// those and the seed alone, never on the runs before it: that is what
-    /// lets [`AppRunner::run_all`] run a claimed batch ahead of its starts,
-    /// in any order.
-    fn run(&mut self, claimed: &Claimed, now: Timestamp, limit: Duration) -> AppRun;
-
-    /// Runs each of `runs` as [`AppRunner::run`] would, now or on another
-    /// thread while the simulation goes on ([`Ran::Later`]). The
-    /// simulation asks at the claim, for the starts the claim set: some of
-    /// these runs are never used (held at their start, or their worker
-    /// lost first).
-    fn run_all(&mut self, runs: &[RunOf<'_>]) -> Vec<Ran> {
-        runs.iter()
-            .map(|r| Ran::Done(Box::new(self.run(r.claimed, r.now, r.limit))))
-            .collect()
-    }
+    /// Runs the action of each of `runs` (its event's name and payload are
+    /// on its claim), started at its `now` and cut `limit` after: now, or
+    /// on another thread while the simulation goes on ([`Ran::Later`]).
+    /// How a run goes depends on those and the seed alone, never on the
+    /// runs before it, so a run asked ahead is the one its start would
+    /// make. The simulation asks at the claim, for the starts the claim
+    /// set: some of these runs are never used (held at their start, or
+    /// their worker lost first).
+    fn run_all(&mut self, runs: &[RunOf<'_>]) -> Vec<Ran>;
 
     /// The simulation used `run` (its start came and it was not held), so
     /// what it sent counts ([`AppRun::sent`]).

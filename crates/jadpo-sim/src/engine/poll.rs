@@ -136,7 +136,7 @@ impl Sim {
     /// An app's runs of a claimed batch, each as it will go at its start,
     /// asked now, so the runner may make them on another thread while the
     /// simulation goes on. A run depends on its delivery, its start and the
-    /// seed alone ([`AppRunner::run`]), so one made now is the one its
+    /// seed alone ([`crate::AppRunner::run_all`]), so one made now is the one its
     /// start would make.
     fn run_ahead(&mut self, starts: &[(Timestamp, Claimed)]) -> Vec<Option<Ran>> {
         let Some(app) = self.app.as_mut().filter(|_| !starts.is_empty()) else {

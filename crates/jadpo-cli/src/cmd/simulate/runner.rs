@@ -11,7 +11,7 @@ use super::provider::{Tally, Timelines};
 use jadpo_core::Timestamp;
 use jadpo_lang::App;
 use jadpo_sim::{AppRun, AppRunner, Emission, Ran, RunOf};
-use jadpo_store::{Claimed, NewEvent};
+use jadpo_store::NewEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,10 +59,6 @@ impl AppRunner for Runner {
             return events;
         }
         self.events.make(index)
-    }
-
-    fn run(&mut self, claimed: &Claimed, now: Timestamp, limit: Duration) -> AppRun {
-        self.lane.run(Job::of(claimed, now, limit))
     }
 
     /// With a helper, the runs are put where it can take them, and the
