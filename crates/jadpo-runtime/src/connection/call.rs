@@ -68,7 +68,10 @@ impl Connections {
                         },
                     );
                     let sent_as = span.context();
-                    let sent = http::send(
+                    // Boxed: the HTTP client's future is many kilobytes,
+                    // and inline it would make every call's future that
+                    // size, each run of every connection copying it.
+                    let sent = Box::pin(http::send(
                         &self.client,
                         conn,
                         &prepared,
@@ -76,7 +79,7 @@ impl Connections {
                         now_s,
                         deadline,
                         req.method,
-                    )
+                    ))
                     .await;
                     record(&mut span, &sent);
                     (sent, true)

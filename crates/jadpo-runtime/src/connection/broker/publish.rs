@@ -136,7 +136,9 @@ impl Connections {
             let (result, verdict) = match endpoint {
                 Endpoint::Broker(conn) => {
                     let now_s = (self.wall)();
-                    self.send(conn, req, &body, now_s, out.sends - 1, deadline).await
+                    // Boxed, as an HTTP send is: the brokers' clients'
+                    // futures are large.
+                    Box::pin(self.send(conn, req, &body, now_s, out.sends - 1, deadline)).await
                 }
                 Endpoint::Double { double, broker, .. } => {
                     // A double on an HTTP connection answers as the broker
