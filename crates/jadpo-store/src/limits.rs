@@ -55,10 +55,24 @@ impl LimitStates {
     }
 
     fn state(&mut self, connection: &str, now: Timestamp) -> &mut LimitState {
-        let limits = self.limits_of(connection);
-        self.rows
-            .entry(connection.to_owned())
-            .or_insert_with(|| LimitState::new(connection, &limits, now))
+        // Looked up before an entry is made: an entry's key is an owned
+        // name, allocated for every take otherwise.
+        if !self.rows.contains_key(connection) {
+            let limits = self.limits_of(connection);
+            self.rows
+                .insert(connection.to_owned(), LimitState::new(connection, &limits, now));
+        }
+        self.rows.get_mut(connection).expect("inserted above")
+    }
+
+    /// Whether a take through `connection` at `now` touches its state: it
+    /// is limited, or paused by a 429.
+    fn applies(&self, connection: &str, now: Timestamp) -> bool {
+        !self.limits_of(connection).is_none()
+            || self
+                .rows
+                .get(connection)
+                .is_some_and(|s| s.paused_until.is_some_and(|t| t > now))
     }
 
     /// For a delivery about to run through `connections`: a token and a
@@ -86,19 +100,16 @@ impl LimitStates {
         lease_until: Timestamp,
     ) -> Result<(), (Timestamp, String, WaitFor)> {
         // The rows this may change, to put back if it has to wait: only
-        // its connections', not every row.
-        let before: Vec<(&String, Option<LimitState>)> =
-            connections.iter().map(|c| (c, self.rows.get(c).cloned())).collect();
+        // those of its connections that are limited or paused.
+        let before: Vec<(&String, Option<LimitState>)> = connections
+            .iter()
+            .filter(|c| self.applies(c, now))
+            .map(|c| (c, self.rows.get(c).cloned()))
+            .collect();
         let mut wait: Option<(Timestamp, String, WaitFor)> = None;
-        for c in connections {
+        for (c, _) in &before {
+            let c: &String = c;
             let limits = self.limits_of(c);
-            let paused = self
-                .rows
-                .get(c)
-                .is_some_and(|s| s.paused_until.is_some_and(|t| t > now));
-            if limits.is_none() && !paused {
-                continue;
-            }
             let queued_ahead = self
                 .queue_until(c, now)
                 .filter(|_| limits.rate.is_some() && waited.is_none());
