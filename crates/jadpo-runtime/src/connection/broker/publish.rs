@@ -136,8 +136,10 @@ impl Connections {
             let (result, verdict) = match endpoint {
                 Endpoint::Broker(conn) => {
                     let now_s = (self.wall)();
-                    // Boxed, as an HTTP send is: the brokers' clients'
-                    // futures are large.
+                    // Boxed: the brokers' clients' futures take about
+                    // 10 KB, and inline they would be carried by every
+                    // action's future, which each run boxes, copying it
+                    // whole (docs/performance.md).
                     Box::pin(self.send(conn, req, &body, now_s, out.sends - 1, deadline)).await
                 }
                 Endpoint::Double { double, broker, .. } => {
