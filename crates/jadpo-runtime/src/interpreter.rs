@@ -356,12 +356,13 @@ impl AppExecutor {
             .app
             .runnable(&run.action)
             .ok_or_else(|| Failure::new("action.unknown", FailureKind::InternalFault))?;
-        Ok(target
-            .params()
-            .iter()
-            .zip(&run.args)
-            .map(|(p, e)| (p.name.clone(), self.eval(e, ctx, params)))
-            .collect())
+        // Inserted one by one: collecting a map sorts a buffer first, which
+        // costs an action's few arguments several times over, every run.
+        let mut args = BTreeMap::new();
+        for (p, e) in target.params().iter().zip(&run.args) {
+            args.insert(p.name.clone(), self.eval(e, ctx, params));
+        }
+        Ok(args)
     }
 
     /// `event` is the delivery's event, or a route's input (`input`), whose
@@ -373,12 +374,14 @@ impl AppExecutor {
             Expr::Int(i) => Value::from(*i),
             Expr::Float(f) => Value::from(*f),
             Expr::Bool(b) => Value::Bool(*b),
-            Expr::Object(fields) => Value::Object(
-                fields
-                    .iter()
-                    .map(|(k, v)| (k.clone(), self.eval(v, ctx, params)))
-                    .collect(),
-            ),
+            Expr::Object(fields) => {
+                // One by one, as `bind`'s arguments are.
+                let mut object = serde_json::Map::new();
+                for (k, v) in fields {
+                    object.insert(k.clone(), self.eval(v, ctx, params));
+                }
+                Value::Object(object)
+            }
             Expr::List(items) => Value::Array(items.iter().map(|v| self.eval(v, ctx, params)).collect()),
             Expr::Event | Expr::Input => event.clone(),
             Expr::EventField(path) | Expr::InputField(path) => {

@@ -40,14 +40,16 @@ impl LimitStates {
     /// The rows a store read, with the app's limits by connection
     /// ([`Routes::limits`](crate::Routes::limits)).
     pub fn new(limits: &BTreeMap<String, Limits>, rows: impl IntoIterator<Item = LimitState>) -> LimitStates {
-        let rows: BTreeMap<String, LimitState> = rows.into_iter().map(|s| (s.connection.clone(), s)).collect();
-        let read_versions = rows.iter().map(|(c, s)| (c.clone(), s.version)).collect();
-        LimitStates {
+        // Inserted one by one, as `Breakers::new`'s rows are.
+        let mut states = LimitStates {
             limits: limits.clone(),
-            rows,
-            read_versions,
-            tails: BTreeMap::new(),
+            ..LimitStates::default()
+        };
+        for s in rows {
+            states.read_versions.insert(s.connection.clone(), s.version);
+            states.rows.insert(s.connection.clone(), s);
         }
+        states
     }
 
     fn limits_of(&self, connection: &str) -> Limits {

@@ -36,15 +36,15 @@ impl Breakers {
     /// The rows a store read. A row that breaks a breaker's invariants was
     /// written by a bug, never by a rule: stop rather than decide from it.
     pub fn new(rows: impl IntoIterator<Item = Breaker>) -> Breakers {
-        let rows = rows
-            .into_iter()
-            .map(|b| {
-                b.check_shape().unwrap_or_else(|e| panic!("read: {e}"));
-                let version = b.version;
-                (b.connection.clone(), (b, version))
-            })
-            .collect();
-        Breakers { rows }
+        // Inserted one by one: collecting a map sorts a buffer first, which
+        // costs a claim's few rows several times over (docs/performance.md).
+        let mut map = BTreeMap::new();
+        for b in rows {
+            b.check_shape().unwrap_or_else(|e| panic!("read: {e}"));
+            let version = b.version;
+            map.insert(b.connection.clone(), (b, version));
+        }
+        Breakers { rows: map }
     }
 
     /// The breaker of `connection` as the plan has it now; `None` when it has

@@ -130,24 +130,22 @@ fn spread(n: u64, parts: u64) -> Vec<u64> {
 /// the others made from `n` (wrapped at `keys`).
 fn payload(event: &jadpo_lang::Event, traffic: &Traffic, n: u64) -> Value {
     let k = traffic.keys.map_or(n, |keys| n % keys);
-    let fields = event
-        .fields
-        .iter()
-        .map(|f| {
-            let value = match traffic.payload.get(&f.name) {
-                Some(v) => v.clone(),
-                None => match f.ty {
-                    Type::String => Value::String(format!("{}-{k}", f.name)),
-                    Type::Int => Value::from(k),
-                    Type::Float => Value::from(k as f64),
-                    Type::Bool => Value::Bool(k.is_multiple_of(2)),
-                    Type::Object => Value::Object(Default::default()),
-                    Type::List => Value::Array(Vec::new()),
-                },
-            };
-            (f.name.clone(), value)
-        })
-        .collect();
+    // Inserted one by one: collecting a map sorts a buffer first.
+    let mut fields = serde_json::Map::new();
+    for f in &event.fields {
+        let value = match traffic.payload.get(&f.name) {
+            Some(v) => v.clone(),
+            None => match f.ty {
+                Type::String => Value::String(format!("{}-{k}", f.name)),
+                Type::Int => Value::from(k),
+                Type::Float => Value::from(k as f64),
+                Type::Bool => Value::Bool(k.is_multiple_of(2)),
+                Type::Object => Value::Object(Default::default()),
+                Type::List => Value::Array(Vec::new()),
+            },
+        };
+        fields.insert(f.name.clone(), value);
+    }
     Value::Object(fields)
 }
 
