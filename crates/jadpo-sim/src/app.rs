@@ -11,6 +11,7 @@
 use crate::config::Emission;
 use jadpo_core::{AttemptEnd, CallVerdict, Timestamp};
 use jadpo_store::{Claimed, Emits, NewEvent};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What stands for an app's code in a simulation.
@@ -42,7 +43,8 @@ pub trait AppRunner {
 /// One run asked of [`AppRunner::run_all`].
 #[derive(Clone, Copy, Debug)]
 pub struct RunOf<'a> {
-    pub claimed: &'a Claimed,
+    /// Shared, so a run made on another thread reads it without a copy.
+    pub claimed: &'a Arc<Claimed>,
     pub now: Timestamp,
     pub limit: Duration,
 }

@@ -25,6 +25,7 @@ use jadpo_store::{step, Claimed, Emits, Route, Routes, StoreError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Nor may a run take more steps than this without a delivery made or
@@ -47,11 +48,11 @@ struct Worker {
 }
 
 /// An attempt under way, from its start to its finish's event. Boxed in
-/// the event, as its claim is in the start's: an event is moved into the
-/// queue, sifted through it and out again, and a run is large.
+/// the event, as its claim is shared in the start's: an event is moved into
+/// the queue, sifted through it and out again, and a run is large.
 #[derive(Debug)]
 struct Run {
-    claimed: Box<Claimed>,
+    claimed: Arc<Claimed>,
     started_at: Timestamp,
     end: AttemptEnd,
     calls: Vec<(String, CallVerdict)>,
@@ -77,7 +78,9 @@ enum Event {
     Start {
         worker: usize,
         generation: u32,
-        claimed: Box<Claimed>,
+        /// Shared with the run asked at the claim, which reads its event
+        /// (on another thread, maybe) without a copy.
+        claimed: Arc<Claimed>,
         /// An app's run, asked at the claim ([`AppRunner::run_all`]);
         /// used only if the start runs it.
         ran: Option<Ran>,
@@ -376,17 +379,17 @@ impl Sim {
         self.workers[worker].name.clone()
     }
 
-    fn start(&mut self, worker: usize, claimed: Box<Claimed>, ran: Option<Ran>) -> Result<(), String> {
+    fn start(&mut self, worker: usize, claimed: Arc<Claimed>, ran: Option<Ran>) -> Result<(), String> {
         let id = claimed.delivery.id;
         let token = claimed.token();
-        let sub = self.subscribers[&claimed.delivery.subscriber].clone();
         let lease_until = claimed
             .delivery
             .lease
             .as_ref()
             .map(|l| l.until)
             .unwrap_or(Timestamp::EPOCH);
-        if lease_until < self.now.plus(sub.timeout) {
+        let timeout = self.subscribers[&claimed.delivery.subscriber].timeout;
+        if lease_until < self.now.plus(timeout) {
             return Err(format!("delivery {id} would start with a lease shorter than its run"));
         }
         let held = step::holding(&claimed.connections, id, self.now, |c| self.store.breaker(c));
@@ -409,6 +412,7 @@ impl Sim {
                 (ran.end, ran.calls, self.now.plus(took), ran.emits, ran.rate_limited)
             }
             None => {
+                let sub = self.subscribers[&claimed.delivery.subscriber].clone();
                 let (end, calls, ended) = self.perform(&sub, &claimed);
                 (end, calls, ended, Emits::default(), Vec::new())
             }

@@ -8,6 +8,7 @@ use jadpo_core::{Backoff, Timestamp};
 use jadpo_store::ClaimRequest;
 use jadpo_store::Claimed;
 use rand::Rng;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The engine's shortest wait before looking again at something due that
@@ -87,13 +88,13 @@ impl Sim {
             }
             // A claimed batch starts within a moment, not at once: the gap
             // in which a breaker may open after the claim.
-            let starts: Vec<(Timestamp, Claimed)> = report
+            let starts: Vec<(Timestamp, Arc<Claimed>)> = report
                 .claimed
                 .into_iter()
                 .map(|claimed| {
                     (
                         self.now.plus(Duration::from_millis(self.rng.random_range(0..=50))),
-                        claimed,
+                        Arc::new(claimed),
                     )
                 })
                 .collect();
@@ -106,7 +107,7 @@ impl Sim {
                     Event::Start {
                         worker,
                         generation,
-                        claimed: Box::new(claimed),
+                        claimed,
                         ran: ran.next().flatten(),
                     },
                 );
@@ -138,7 +139,7 @@ impl Sim {
     /// simulation goes on. A run depends on its delivery, its start and the
     /// seed alone ([`crate::AppRunner::run_all`]), so one made now is the one its
     /// start would make.
-    fn run_ahead(&mut self, starts: &[(Timestamp, Claimed)]) -> Vec<Option<Ran>> {
+    fn run_ahead(&mut self, starts: &[(Timestamp, Arc<Claimed>)]) -> Vec<Option<Ran>> {
         let Some(app) = self.app.as_mut().filter(|_| !starts.is_empty()) else {
             return Vec::new();
         };

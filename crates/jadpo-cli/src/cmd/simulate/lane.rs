@@ -30,50 +30,57 @@ pub(crate) struct Lane {
     seed: u64,
 }
 
-/// A run, with everything it reads owned: a helper's lane borrows nothing
-/// from the simulation.
+/// A run, with everything it reads owned or shared: a helper's lane
+/// borrows nothing from the simulation.
 pub(crate) struct Job {
-    kind: RunKind,
-    /// The subscriber or the schedule whose action runs.
-    name: String,
-    event_name: String,
-    event_public_id: String,
-    /// The payload as the store keeps it; empty for a schedule's run.
-    payload: String,
-    depth: u32,
+    of: RunOfJob,
     pub(crate) now: Timestamp,
     limit: Duration,
+}
+
+/// Whose action a job runs.
+enum RunOfJob {
+    /// A claimed delivery's: its event is read from the claim, shared
+    /// with the simulation's start rather than copied for the run.
+    Delivery(Arc<Claimed>),
+    /// A schedule's, by name: it has no event.
+    Schedule(String),
 }
 
 impl Job {
     /// Schedule `name`'s run: it has no event.
     pub(crate) fn schedule(name: &str, now: Timestamp, limit: Duration) -> Job {
         Job {
-            kind: RunKind::Schedule,
-            name: name.to_owned(),
-            event_name: String::new(),
-            event_public_id: String::new(),
-            payload: String::new(),
-            depth: 0,
+            of: RunOfJob::Schedule(name.to_owned()),
             now,
             limit,
         }
     }
 
     /// The run of `claimed`'s action, started at `now`, cut `limit` after.
-    pub(crate) fn of(claimed: &Claimed, now: Timestamp, limit: Duration) -> Job {
+    pub(crate) fn of(claimed: &Arc<Claimed>, now: Timestamp, limit: Duration) -> Job {
         Job {
-            kind: RunKind::Delivery {
-                id: claimed.delivery.id,
-                attempt: claimed.delivery.attempts,
-            },
-            name: claimed.delivery.subscriber.clone(),
-            event_name: claimed.event_name.clone(),
-            event_public_id: claimed.event_public_id.clone(),
-            payload: claimed.payload.clone(),
-            depth: claimed.event_depth,
+            of: RunOfJob::Delivery(claimed.clone()),
             now,
             limit,
+        }
+    }
+
+    fn kind(&self) -> RunKind {
+        match &self.of {
+            RunOfJob::Delivery(c) => RunKind::Delivery {
+                id: c.delivery.id,
+                attempt: c.delivery.attempts,
+            },
+            RunOfJob::Schedule(_) => RunKind::Schedule,
+        }
+    }
+
+    /// The subscriber or the schedule whose action runs.
+    fn name(&self) -> &str {
+        match &self.of {
+            RunOfJob::Delivery(c) => &c.delivery.subscriber,
+            RunOfJob::Schedule(name) => name,
         }
     }
 }
@@ -106,19 +113,22 @@ impl Lane {
         let emits = EmitLog::default();
         // A delivery's emits are one deeper than its event; a schedule's
         // start a chain, as the engine's do.
-        let emits_depth = if matches!(job.kind, RunKind::Schedule) {
-            0
-        } else {
-            job.depth + 1
+        let (event_name, event_public_id, payload, depth) = match &job.of {
+            RunOfJob::Delivery(c) => (
+                c.event_name.clone(),
+                c.event_public_id.clone(),
+                serde_json::from_str(&c.payload).unwrap_or(Value::Null),
+                c.event_depth,
+            ),
+            RunOfJob::Schedule(_) => (String::new(), String::new(), Value::Null, 0),
         };
-        let payload = if job.payload.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&job.payload).unwrap_or(Value::Null)
+        let emits_depth = match &job.of {
+            RunOfJob::Schedule(_) => 0,
+            RunOfJob::Delivery(_) => depth + 1,
         };
         let seed = run_seed(self.seed, &job);
         let (log, emitted) = (calls.clone(), emits.clone());
-        let (now, limit, depth) = (job.now, job.limit, job.depth);
+        let (now, limit, kind, name) = (job.now, job.limit, job.kind(), job.name().to_owned());
         let at = Duration::from_millis(u64::try_from(now.as_millis()).unwrap_or(0));
         let (executor, provider) = (self.executor.clone(), self.provider.clone());
         let run = async move {
@@ -126,10 +136,10 @@ impl Lane {
             let start = Instant::now();
             provider.anchor(at, start, seed);
             let ctx = RunContext {
-                kind: job.kind,
-                subscriber: job.name,
-                event_name: job.event_name,
-                event_public_id: job.event_public_id,
+                kind,
+                subscriber: name,
+                event_name,
+                event_public_id,
                 payload,
                 started_at: now,
                 deadline: start + limit,
@@ -160,10 +170,10 @@ impl Lane {
 /// and its start), so that no two runs draw alike and none depends on
 /// which ran before it.
 fn run_seed(seed: u64, job: &Job) -> u64 {
-    let who = match job.kind {
+    let who = match job.kind() {
         RunKind::Delivery { id, attempt } => (id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(attempt),
         // A simulation runs no routes; named as a schedule is.
-        RunKind::Schedule | RunKind::Route => job.name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        RunKind::Schedule | RunKind::Route => job.name().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         }),
     };
