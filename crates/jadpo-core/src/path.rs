@@ -36,7 +36,8 @@ pub fn is_segment(value: &str) -> bool {
 /// empty or a dot segment is refused with [`SEGMENT_INVALID`], its field
 /// `param` naming the parameter (never its value).
 pub fn render<'a>(pieces: impl IntoIterator<Item = Piece<'a>>) -> Result<String, Failure> {
-    let mut path = String::new();
+    // Room for most paths at once, rather than grown four times over.
+    let mut path = String::with_capacity(64);
     // Where the segment being written starts, and the last parameter in it.
     let mut start = 0;
     let mut param: Option<&str> = None;
@@ -100,14 +101,25 @@ fn is_dot_segment(segment: &str) -> bool {
 /// Percent-encodes all but RFC 3986's unreserved characters.
 pub fn encode(value: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for b in value.bytes() {
+    // Runs of unreserved bytes are copied whole: an id is most often one
+    // run, and this is done for every call.
+    let mut run = 0;
+    for (i, b) in value.bytes().enumerate() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xF)]));
+            continue;
         }
+        // A run that is not empty is ASCII, so both its ends are
+        // character boundaries.
+        if run < i {
+            out.push_str(&value[run..i]);
+        }
+        out.push('%');
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xF)]));
+        run = i + 1;
+    }
+    if run < value.len() {
+        out.push_str(&value[run..]);
     }
 }
 

@@ -337,6 +337,30 @@ impl Method {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathTemplate {
     pub parts: Vec<PathPart>,
+    /// As written: what logs show, for every call, so made once.
+    text: String,
+}
+
+impl PathTemplate {
+    pub fn new(parts: Vec<PathPart>) -> PathTemplate {
+        let mut text = String::new();
+        for part in &parts {
+            match part {
+                PathPart::Literal(s) => text.push_str(s),
+                PathPart::Param(p) => {
+                    text.push('{');
+                    text.push_str(p);
+                    text.push('}');
+                }
+            }
+        }
+        PathTemplate { parts, text }
+    }
+
+    /// The template as written: `/payments/{payment_id}/record`.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

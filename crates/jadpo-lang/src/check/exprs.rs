@@ -397,7 +397,7 @@ impl Checker<'_> {
         if !literal.is_empty() {
             parts.push(PathPart::Literal(literal));
         }
-        ok.then_some(PathTemplate { parts })
+        ok.then(|| PathTemplate::new(parts))
     }
 
     /// Whether `{name}` in a path names a parameter a path can hold (a

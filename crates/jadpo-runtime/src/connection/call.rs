@@ -439,7 +439,7 @@ mod tests {
                 1 => (vec![lit("/"), id(), lit("/record")], &[None, Some("record")]),
                 _ => (vec![lit("/"), id()], &[None]),
             };
-            let template = PathTemplate { parts };
+            let template = PathTemplate::new(parts);
             let path = match crate::connection::render_path(&template, |_| Some(value.clone())) {
                 Err(f) => {
                     proptest::prop_assert_eq!(f.code, "call.path_segment_invalid");

@@ -44,18 +44,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 /// The template as written: `/payments/{payment_id}/record`. This, not the
 /// interpolated path, is what logs show.
 pub fn template_text(template: &PathTemplate) -> String {
-    let mut text = String::new();
-    for part in &template.parts {
-        match part {
-            PathPart::Literal(s) => text.push_str(s),
-            PathPart::Param(p) => {
-                text.push('{');
-                text.push_str(p);
-                text.push('}');
-            }
-        }
-    }
-    text
+    template.text().to_owned()
 }
 
 /// The path to send: each parameter's value percent-encoded as exactly one
@@ -154,13 +143,11 @@ mod tests {
 
     #[test]
     fn paths_are_rendered_and_encoded() {
-        let template = PathTemplate {
-            parts: vec![
-                PathPart::Literal("/payments/".into()),
-                PathPart::Param("id".into()),
-                PathPart::Literal("/record".into()),
-            ],
-        };
+        let template = PathTemplate::new(vec![
+            PathPart::Literal("/payments/".into()),
+            PathPart::Param("id".into()),
+            PathPart::Literal("/record".into()),
+        ]);
         assert_eq!(template_text(&template), "/payments/{id}/record");
         let path = render_path(&template, |p| (p == "id").then(|| "a b/c?d#é".into())).unwrap();
         assert_eq!(path, "/payments/a%20b%2Fc%3Fd%23%C3%A9/record");
