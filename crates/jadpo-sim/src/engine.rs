@@ -189,7 +189,9 @@ impl Sim {
         for (c, l) in &cfg.limits {
             routes.limit(c.clone(), *l);
         }
-        let store = MemoryStore::new(cfg.policy);
+        let mut store = MemoryStore::new(cfg.policy);
+        // Only a check after every step asks what a step changed.
+        store.track_changed(cfg.check_every_step);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             key_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6b65_7973),

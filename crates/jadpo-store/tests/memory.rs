@@ -47,3 +47,41 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
     assert_eq!(sw.released, 2);
     assert_eq!(s.held_count("payments"), 0);
 }
+
+/// The deliveries a step changed are kept for a checker that asks, and
+/// not at all once it says it will not: a simulation checked only in full
+/// pays nothing for them.
+#[test]
+fn changed_deliveries_are_kept_only_while_asked_for() {
+    let routes = routes();
+    let event = || NewEvent {
+        name: "E".into(),
+        payload: "{}".into(),
+        subscribers: vec!["pay".into()],
+        idempotency_key: None,
+        trace: None,
+        keys: Default::default(),
+    };
+    let claim = |s: &mut MemoryStore, now| {
+        s.claim(&ClaimRequest {
+            worker: "w",
+            routes: &routes,
+            now,
+            limit: 10,
+            lease: LEASE,
+        })
+    };
+    let mut s = MemoryStore::new(BreakerPolicy::DEFAULT);
+    let made = s.emit(&[event()], at(0)).unwrap()[0].deliveries.clone();
+    assert_eq!(s.take_changed(), made, "an emit's deliveries");
+    assert_eq!(claim(&mut s, at(0)).claimed.len(), 1);
+    assert_eq!(s.take_changed(), made, "a claim's");
+    assert!(s.take_changed().is_empty(), "each once");
+
+    s.emit(&[event()], at(1)).unwrap();
+    s.track_changed(false);
+    assert!(s.take_changed().is_empty(), "forgotten when turned off");
+    s.emit(&[event()], at(2)).unwrap();
+    assert_eq!(claim(&mut s, at(2)).claimed.len(), 2);
+    assert!(s.take_changed().is_empty(), "nor kept after");
+}

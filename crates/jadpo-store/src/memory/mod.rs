@@ -72,6 +72,9 @@ pub struct MemoryStore {
     /// that looks only at what a step touched. A set of kept deliveries: a
     /// store nobody asks (behind the traits) must not grow without bound.
     changed: BTreeSet<DeliveryId>,
+    /// Whether `changed` is kept: a caller that never asks (a simulation
+    /// checked only in full) pays nothing for it.
+    track_changed: bool,
 }
 
 impl MemoryStore {
@@ -94,6 +97,7 @@ impl MemoryStore {
             limits: BTreeMap::new(),
             last_token: 0,
             changed: BTreeSet::new(),
+            track_changed: true,
             schedules: BTreeMap::new(),
             clock_anchor: None,
             sessions: BTreeMap::new(),
@@ -170,7 +174,9 @@ impl MemoryStore {
                 self.take_slot(&mut d, now);
                 self.indexes.add(&d);
                 self.deliveries.insert(id, Box::new(d));
-                self.changed.insert(id);
+                if self.track_changed {
+                    self.changed.insert(id);
+                }
                 id
             })
             .collect();
@@ -437,6 +443,17 @@ impl MemoryStore {
         self.changed.clear();
     }
 
+    /// Whether the deliveries changed are kept for [`take_changed`]
+    /// (they are unless told otherwise); off, forgets them and keeps none.
+    ///
+    /// [`take_changed`]: MemoryStore::take_changed
+    pub fn track_changed(&mut self, on: bool) {
+        self.track_changed = on;
+        if !on {
+            self.changed.clear();
+        }
+    }
+
     /// The earliest time anything becomes claimable, for a simulation that
     /// jumps over idle time, and for an idle worker's wait.
     pub fn next_due(&self) -> Option<Timestamp> {
@@ -563,7 +580,9 @@ impl MemoryStore {
         let before = std::mem::replace(&mut **row, d);
         self.indexes.remove(&before);
         self.indexes.add(row);
-        self.changed.insert(id);
+        if self.track_changed {
+            self.changed.insert(id);
+        }
         if row.gave_slot_up(&before) {
             let d = (**row).clone();
             self.free_slot(&d, now);
