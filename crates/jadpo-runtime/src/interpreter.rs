@@ -540,9 +540,15 @@ pub(crate) fn message_id(ctx: &RunContext, n: u32) -> String {
 
 /// `text` without its dashes: a UUID's hex digits.
 fn push_without_dashes(out: &mut String, text: &str) {
-    for piece in text.split('-') {
-        out.push_str(piece);
+    // By bytes: a split's search cost more than the copies between dashes.
+    let mut piece = 0;
+    for (i, b) in text.bytes().enumerate() {
+        if b == b'-' {
+            out.push_str(&text[piece..i]);
+            piece = i + 1;
+        }
     }
+    out.push_str(&text[piece..]);
 }
 
 #[cfg(test)]

@@ -328,7 +328,10 @@ impl Catalog {
                     let keys = self.keys(&name, &subscribers, &payload);
                     jadpo_store::NewEvent {
                         subscribers,
-                        payload: payload.to_string(),
+                        // Written straight into a buffer: `Display` goes
+                        // through a formatter for every piece. A value's
+                        // keys are text, so it cannot fail.
+                        payload: serde_json::to_string(&payload).unwrap_or_default(),
                         name,
                         idempotency_key: None,
                         trace: trace.cloned(),
