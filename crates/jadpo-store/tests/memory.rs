@@ -6,6 +6,18 @@ use jadpo_store::conformance::{at, retry_at, routes, LEASE};
 use jadpo_store::memory::MemoryStore;
 use jadpo_store::{ClaimRequest, Finish, NewEvent};
 
+/// An event for the subscriber `pay` of the conformance routes.
+fn event() -> NewEvent {
+    NewEvent {
+        name: "E".into(),
+        payload: "{}".into(),
+        subscribers: vec!["pay".into()],
+        idempotency_key: None,
+        trace: None,
+        keys: Default::default(),
+    }
+}
+
 /// A release racing a hold in another process can leave a delivery held
 /// behind a closed breaker; the sweep releases it.
 #[test]
@@ -19,16 +31,7 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
         limit: 10,
         lease: LEASE,
     };
-    let events: Vec<NewEvent> = (0..7)
-        .map(|_| NewEvent {
-            name: "E".into(),
-            payload: "{}".into(),
-            subscribers: vec!["pay".into()],
-            idempotency_key: None,
-            trace: None,
-            keys: Default::default(),
-        })
-        .collect();
+    let events: Vec<NewEvent> = (0..7).map(|_| event()).collect();
     s.emit(&events, at(0)).unwrap();
     let r = s.claim(&ClaimRequest { limit: 5, ..req(at(0)) });
     for c in &r.claimed {
@@ -54,14 +57,6 @@ fn the_sweep_releases_what_a_closed_breaker_still_holds() {
 #[test]
 fn changed_deliveries_are_kept_only_while_asked_for() {
     let routes = routes();
-    let event = || NewEvent {
-        name: "E".into(),
-        payload: "{}".into(),
-        subscribers: vec!["pay".into()],
-        idempotency_key: None,
-        trace: None,
-        keys: Default::default(),
-    };
     let claim = |s: &mut MemoryStore, now| {
         s.claim(&ClaimRequest {
             worker: "w",
