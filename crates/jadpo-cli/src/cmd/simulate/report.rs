@@ -81,11 +81,12 @@ pub(crate) fn build(sim: &Sim, seed: u64, counted: Vec<(String, Vec<Phase>, Coun
             let unfinished = unfinished.get(s.name.as_str()).copied().unwrap_or(0);
             let failed: u64 = ends.failed.values().sum();
             let parked: u64 = ends.parked.values().sum();
-            let mut waits = ends.to_success_ms;
-            waits.sort_unstable();
+            let waits = &ends.to_success_ms;
             let to_success_ms = (!waits.is_empty()).then(|| {
-                let at = |q: f64| waits[((waits.len() - 1) as f64 * q).round() as usize];
-                [at(0.5), at(0.99), waits[waits.len() - 1]]
+                let last = waits.len() - 1;
+                let at = |rank: u64| waits.at_rank(rank).expect("a rank below the count");
+                let q = |q: f64| at((last as f64 * q).round() as u64);
+                [q(0.5), q(0.99), at(last)]
             });
             SubscriberReport {
                 name: s.name.clone(),
