@@ -33,13 +33,13 @@ pub(crate) struct Lane {
 /// A run, with everything it reads owned or shared: a helper's lane
 /// borrows nothing from the simulation.
 pub(crate) struct Job {
-    of: RunOfJob,
+    of: Whose,
     pub(crate) now: Timestamp,
     limit: Duration,
 }
 
 /// Whose action a job runs.
-enum RunOfJob {
+enum Whose {
     /// A claimed delivery's: its event is read from the claim, shared
     /// with the simulation's start rather than copied for the run.
     Delivery(Arc<Claimed>),
@@ -51,7 +51,7 @@ impl Job {
     /// Schedule `name`'s run: it has no event.
     pub(crate) fn schedule(name: &str, now: Timestamp, limit: Duration) -> Job {
         Job {
-            of: RunOfJob::Schedule(name.to_owned()),
+            of: Whose::Schedule(name.to_owned()),
             now,
             limit,
         }
@@ -60,7 +60,7 @@ impl Job {
     /// The run of `claimed`'s action, started at `now`, cut `limit` after.
     pub(crate) fn of(claimed: &Arc<Claimed>, now: Timestamp, limit: Duration) -> Job {
         Job {
-            of: RunOfJob::Delivery(claimed.clone()),
+            of: Whose::Delivery(claimed.clone()),
             now,
             limit,
         }
@@ -68,19 +68,19 @@ impl Job {
 
     fn kind(&self) -> RunKind {
         match &self.of {
-            RunOfJob::Delivery(c) => RunKind::Delivery {
+            Whose::Delivery(c) => RunKind::Delivery {
                 id: c.delivery.id,
                 attempt: c.delivery.attempts,
             },
-            RunOfJob::Schedule(_) => RunKind::Schedule,
+            Whose::Schedule(_) => RunKind::Schedule,
         }
     }
 
     /// The subscriber or the schedule whose action runs.
     fn name(&self) -> &str {
         match &self.of {
-            RunOfJob::Delivery(c) => &c.delivery.subscriber,
-            RunOfJob::Schedule(name) => name,
+            Whose::Delivery(c) => &c.delivery.subscriber,
+            Whose::Schedule(name) => name,
         }
     }
 }
@@ -111,20 +111,20 @@ impl Lane {
     pub(crate) fn run(&self, job: Job) -> AppRun {
         let calls = CallLog::default();
         let emits = EmitLog::default();
-        // A delivery's emits are one deeper than its event; a schedule's
-        // start a chain, as the engine's do.
         let (event_name, event_public_id, payload, depth) = match &job.of {
-            RunOfJob::Delivery(c) => (
+            Whose::Delivery(c) => (
                 c.event_name.clone(),
                 c.event_public_id.clone(),
                 serde_json::from_str(&c.payload).unwrap_or(Value::Null),
                 c.event_depth,
             ),
-            RunOfJob::Schedule(_) => (String::new(), String::new(), Value::Null, 0),
+            Whose::Schedule(_) => (String::new(), String::new(), Value::Null, 0),
         };
+        // A delivery's emits are one deeper than its event; a schedule's
+        // start a chain, as the engine's do.
         let emits_depth = match &job.of {
-            RunOfJob::Schedule(_) => 0,
-            RunOfJob::Delivery(_) => depth + 1,
+            Whose::Schedule(_) => 0,
+            Whose::Delivery(_) => depth + 1,
         };
         let seed = run_seed(self.seed, &job);
         let (log, emitted) = (calls.clone(), emits.clone());
