@@ -336,7 +336,8 @@ impl Method {
 /// `/payments/{payment_id}/record`, split at its placeholders.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathTemplate {
-    pub parts: Vec<PathPart>,
+    /// Private, as `text` is made from them once: read with `parts()`.
+    parts: Vec<PathPart>,
     /// As written: what logs show, for every call, so made once.
     text: String,
 }
@@ -355,6 +356,11 @@ impl PathTemplate {
             }
         }
         PathTemplate { parts, text }
+    }
+
+    /// Its literals and parameters, in order.
+    pub fn parts(&self) -> &[PathPart] {
+        &self.parts
     }
 
     /// The template as written: `/payments/{payment_id}/record`.

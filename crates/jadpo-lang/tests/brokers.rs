@@ -104,7 +104,7 @@ fn a_publish_keeps_its_target_body_headers_and_key() {
     };
     assert_eq!(p.connection, "bus");
     assert_eq!(
-        p.target.parts,
+        p.target.parts(),
         vec![
             PathPart::Literal("payments.".into()),
             PathPart::Param("tenant".into()),

@@ -206,7 +206,7 @@ fn the_checked_app_keeps_settings_unresolved_and_calls_structured() {
     assert_eq!(call.method, Method::Post);
     assert!(!call.method.is_idempotent());
     assert_eq!(
-        call.path.parts,
+        call.path.parts(),
         vec![
             PathPart::Literal("/payments/".into()),
             PathPart::Param("payment_id".into()),

@@ -210,7 +210,7 @@ impl Checker<'_> {
         span: crate::diagnostic::Span,
     ) -> Option<PathTemplate> {
         let literal: String = target
-            .parts
+            .parts()
             .iter()
             .filter_map(|p| match p {
                 PathPart::Literal(s) => Some(s.as_str()),
@@ -222,7 +222,7 @@ impl Checker<'_> {
             Some(DriverName::Mqtt) => &['+', '#'],
             _ => &[],
         };
-        let why = if target.parts.is_empty() {
+        let why = if target.parts().is_empty() {
             Some("a publish's target is empty; name the routing key, subject, stream or topic".to_string())
         } else if literal.chars().any(|c| c.is_whitespace() || c.is_control()) {
             Some("a publish's target has no spaces or control characters".to_string())

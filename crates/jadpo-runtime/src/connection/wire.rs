@@ -54,7 +54,7 @@ pub fn template_text(template: &PathTemplate) -> String {
 pub fn render_path(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>) -> Result<String, Failure> {
     let values = params(template, arg, "call.path_param_missing")?;
     let mut values = values.iter();
-    path::render(template.parts.iter().map(|part| match part {
+    path::render(template.parts().iter().map(|part| match part {
         PathPart::Literal(s) => Piece::Literal(s),
         PathPart::Param(name) => Piece::Param {
             name,
@@ -70,7 +70,7 @@ pub fn render_path(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>
 pub fn render_target(template: &PathTemplate, arg: impl Fn(&str) -> Option<String>) -> Result<String, Failure> {
     let values = params(template, arg, "publish.target_param_missing")?;
     let mut values = values.iter();
-    jadpo_core::publish::render_target(template.parts.iter().map(|part| match part {
+    jadpo_core::publish::render_target(template.parts().iter().map(|part| match part {
         PathPart::Literal(s) => Piece::Literal(s),
         PathPart::Param(name) => Piece::Param {
             name,
@@ -86,7 +86,7 @@ fn params(
     missing: &str,
 ) -> Result<Vec<String>, Failure> {
     let mut values = Vec::new();
-    for part in &template.parts {
+    for part in template.parts() {
         if let PathPart::Param(p) = part {
             match arg(p) {
                 Some(value) => values.push(value),
